@@ -1,0 +1,50 @@
+# ringcap: one Makefile for set-up, build, demo, tests and benchmarks.
+# Every target installs what it needs on a fresh Debian machine (run as root).
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+# Builds reuse a target dir outside the clone so CI and clean clones stay fast.
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/ringcap-target
+BIN := $(CARGO_TARGET_DIR)/release/ringcap
+APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 procps util-linux ethtool
+DEBIAN_FRONTEND := noninteractive
+export DEBIAN_FRONTEND
+
+.PHONY: all deps build demo test bench bench-capture bench-gen fmt clippy clean
+
+all: build
+
+# Install only what is missing, so repeated runs cost nothing.
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@command -v cargo >/dev/null || { curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal; }
+
+build: deps
+	cargo build --release --workspace
+
+demo: build
+	RINGCAP=$(BIN) scripts/demo.sh
+
+# Tests need root (namespaces, veth, packet sockets); each test builds its own testbed.
+test: build
+	cargo test --release --workspace -- --test-threads=2
+
+bench-capture: build
+	RINGCAP=$(BIN) scripts/bench-capture.sh
+
+bench-gen: build
+	RINGCAP=$(BIN) scripts/bench-gen.sh
+
+fmt:
+	cargo fmt --all
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+clean:
+	cargo clean
