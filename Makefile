@@ -22,7 +22,7 @@ deps:
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
-	@command -v cargo >/dev/null || { curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal; }
+	@command -v cargo >/dev/null || { echo "cargo not found: install Rust stable with rustup (https://rustup.rs) and re-run" >&2; exit 2; }
 
 build: deps
 	cargo build --release --workspace
