@@ -1,1 +1,110 @@
-//! wire
+//! Zero-copy views of packet headers, a one-pass summary parser, a tcpdump-style line printer and UDP
+//! frame building. No I/O.
+//!
+//! # Views
+//! Each header type ([`EthernetFrame`], [`VlanTag`], [`Ipv4Packet`], [`Ipv6Packet`], [`TcpPacket`],
+//! [`UdpPacket`], [`IcmpPacket`], [`ArpPacket`]) wraps any `T: AsRef<[u8]>` (smoltcp style): build it
+//! from untrusted bytes with `new_checked`, after which no accessor panics; `new_unchecked` skips the
+//! check (for buffers you built). Getters need `AsRef`, setters `AsMut`; `payload()` borrows from the
+//! buffer, not from the view. IP and UDP views accept buffers cut short by a snap length: their
+//! `payload()` is what is present, never past the length field (so Ethernet padding is excluded).
+//!
+//! # Summary parser
+//! [`parse`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
+//! allocating; truncated or malformed frames give what could be read.
+//!
+//! # Printing
+//! [`format_line`] / [`Line`] write one `tcpdump -n` style line into a reused buffer.
+//!
+//! # Building
+//! [`UdpFrameSpec::emit`] writes Ethernet [+ VLAN] + IPv4/IPv6 + UDP headers with lengths and checksums;
+//! [`checksum`] has the RFC 1071 sum and RFC 1624 incremental updates used to rewrite templates.
+//!
+//! # Size conventions
+//! * Frame lengths never include the 4-byte FCS (as captured by AF_PACKET and stored in pcap).
+//! * The generator and the lab count **IP packet length**: Ethernet frame = IP length + [`ETH_HDR`] (14),
+//!   + [`VLAN_TAG_LEN`] (4) per VLAN tag. See [`frame_len_for_ip_len`].
+//! * The smallest Ethernet frame on a real wire is [`ETH_MIN_FRAME`] (60 bytes without FCS); NICs pad
+//!   shorter frames, veth does not. Padding shows up after the IP length; the views and [`parse`] ignore it.
+//! * Header sizes: [`IPV4_HDR`] 20 (without options), [`IPV6_HDR`] 40 (without extension headers),
+//!   [`UDP_HDR`] 8, [`TCP_HDR`] 20 (without options), [`ICMP_HDR`] 8, ARP for Ethernet/IPv4
+//!   [`ARP_ETH_IPV4_LEN`] 28. So a minimal UDP/IPv4 frame is 14 + 20 + 8 = 42 bytes (IP length 28).
+//! * [`Headers::ip_len`] is the IP length from the header (IPv4 total length, IPv6 40 + payload length).
+
+#![warn(missing_docs)]
+
+mod bytes;
+pub mod checksum;
+mod error;
+
+pub mod arp;
+pub mod emit;
+pub mod ethernet;
+pub mod format;
+pub mod icmp;
+pub mod ipv4;
+pub mod ipv6;
+pub mod parse;
+pub mod tcp;
+pub mod udp;
+pub mod vlan;
+
+pub use arp::{ArpPacket, ARP_ETH_IPV4_LEN};
+pub use emit::{IpPair, UdpFrameSpec, VlanSpec};
+pub use error::{Error, Result};
+pub use ethernet::{ethertype, EthernetFrame, MacAddr, ETH_HDR};
+pub use format::{format_headers, format_line, Line, TimeOfDay};
+pub use icmp::{IcmpPacket, ICMP_HDR};
+pub use ipv4::{Ipv4Packet, IPV4_HDR};
+pub use ipv6::{skip_extension_headers, Ipv6Fragment, Ipv6Packet, UpperLayer, IPV6_HDR};
+pub use parse::{parse, Headers, IpVersion, LinkType};
+pub use tcp::{TcpFlags, TcpOption, TcpOptions, TcpPacket, TCP_HDR};
+pub use udp::{UdpPacket, UDP_HDR};
+pub use vlan::{VlanTag, VLAN_TAG_LEN};
+
+/// Smallest Ethernet frame on the wire, without the 4-byte FCS.
+pub const ETH_MIN_FRAME: usize = 60;
+
+/// Ethernet FCS length (never included in this crate's frame lengths).
+pub const ETH_FCS: usize = 4;
+
+/// Ethernet frame length (no FCS) carrying an IP packet of `ip_len` bytes behind `vlan_tags` tags.
+pub const fn frame_len_for_ip_len(ip_len: usize, vlan_tags: usize) -> usize {
+    ip_len + ETH_HDR + vlan_tags * VLAN_TAG_LEN
+}
+
+/// IP protocol / IPv6 next-header numbers.
+pub mod ip_proto {
+    /// IPv6 hop-by-hop options.
+    pub const HOPOPTS: u8 = 0;
+    /// ICMP.
+    pub const ICMP: u8 = 1;
+    /// TCP.
+    pub const TCP: u8 = 6;
+    /// UDP.
+    pub const UDP: u8 = 17;
+    /// DCCP.
+    pub const DCCP: u8 = 33;
+    /// IPv6 routing header.
+    pub const ROUTING: u8 = 43;
+    /// IPv6 fragment header.
+    pub const FRAGMENT: u8 = 44;
+    /// Authentication header.
+    pub const AH: u8 = 51;
+    /// ICMPv6.
+    pub const ICMPV6: u8 = 58;
+    /// IPv6 no next header.
+    pub const NONE: u8 = 59;
+    /// IPv6 destination options.
+    pub const DSTOPTS: u8 = 60;
+    /// SCTP.
+    pub const SCTP: u8 = 132;
+    /// IPv6 mobility header.
+    pub const MOBILITY: u8 = 135;
+    /// UDP-Lite.
+    pub const UDPLITE: u8 = 136;
+    /// Host identity protocol.
+    pub const HIP: u8 = 139;
+    /// Shim6.
+    pub const SHIM6: u8 = 140;
+}
