@@ -1,0 +1,86 @@
+//! Errors of the store crate: each message says what went wrong and what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Every failure the store crate reports.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Bad writer options (caught before anything is written).
+    #[error("invalid writer option: {0}")]
+    Config(String),
+
+    /// The output could not be opened.
+    #[error("cannot create {path}: {source} (check the directory exists and is writable)")]
+    Create { path: PathBuf, source: io::Error },
+
+    /// The file system ran out of space; the file was cut after its last whole packet.
+    #[error(
+        "disk full on {path} after {} written ({packets} packets kept, file cut after the last whole packet): \
+         free space or use --disk-budget",
+        human_bytes(*written)
+    )]
+    DiskFull {
+        path: PathBuf,
+        written: u64,
+        packets: u64,
+    },
+
+    /// Any other write error; the file was cut after its last whole packet where possible.
+    #[error(
+        "write to {path} failed after {}: {source} ({packets} packets kept){hint}",
+        human_bytes(*written)
+    )]
+    Write {
+        path: PathBuf,
+        written: u64,
+        packets: u64,
+        source: io::Error,
+        hint: &'static str,
+    },
+
+    /// An I/O error while opening or reading an input file.
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+
+    /// The input is not a capture file this crate understands.
+    #[error("{path}: {reason}")]
+    Format { path: PathBuf, reason: String },
+}
+
+impl StoreError {
+    /// Builds a `Format` error.
+    pub(crate) fn format(path: &std::path::Path, reason: impl Into<String>) -> Self {
+        StoreError::Format {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Formats a byte count as "12.3 MiB" for messages.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_picks_one_unit() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(12 * 1024 * 1024 + 300 * 1024), "12.3 MiB");
+    }
+}

@@ -1,0 +1,397 @@
+//! On-disk layouts of pcap and pcapng: constants, file headers, per-packet record encoding.
+//!
+//! Files are written in the host's byte order (as libpcap does); readers handle both orders.
+
+/// pcap magic for microsecond timestamps.
+pub const PCAP_MAGIC_US: u32 = 0xa1b2_c3d4;
+/// pcap magic for nanosecond timestamps.
+pub const PCAP_MAGIC_NS: u32 = 0xa1b2_3c4d;
+/// pcapng Section Header Block type (a palindrome, so byte order does not matter).
+pub const BT_SHB: u32 = 0x0a0d_0d0a;
+/// pcapng Interface Description Block.
+pub const BT_IDB: u32 = 1;
+/// pcapng obsolete Packet Block.
+pub const BT_OPB: u32 = 2;
+/// pcapng Simple Packet Block.
+pub const BT_SPB: u32 = 3;
+/// pcapng Name Resolution Block.
+pub const BT_NRB: u32 = 4;
+/// pcapng Interface Statistics Block.
+pub const BT_ISB: u32 = 5;
+/// pcapng Enhanced Packet Block.
+pub const BT_EPB: u32 = 6;
+/// pcapng byte-order magic.
+pub const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+/// Largest snaplen accepted (libpcap's MAXIMUM_SNAPLEN); larger caplens mean a corrupt file.
+pub const MAX_SNAPLEN: u32 = 262_144;
+/// Length of a pcap file header.
+pub const PCAP_HEADER_LEN: usize = 24;
+/// Length of a pcap record header.
+pub const PCAP_RECORD_LEN: usize = 16;
+/// Fixed part of an EPB: type, length, interface, ts high, ts low, caplen, origlen.
+pub const EPB_HEADER_LEN: usize = 28;
+/// Length of the VLAN tag put back into frames.
+pub const VLAN_TAG_LEN: usize = 4;
+/// Bytes of the two MAC addresses, after which the VLAN tag goes.
+const MACS_LEN: usize = 12;
+
+/// Output file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Classic pcap; `nanos` selects the nanosecond magic.
+    Pcap { nanos: bool },
+    /// pcapng with one interface (if_tsresol = 9, i.e. nanoseconds).
+    PcapNg,
+}
+
+/// An 802.1Q tag the kernel stripped from the frame (from the ring metadata).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VlanTag {
+    /// Tag protocol identifier, usually 0x8100 (or 0x88a8).
+    pub tpid: u16,
+    /// Tag control information: priority, DEI, VLAN id.
+    pub tci: u16,
+}
+
+/// Interface statistics written in the pcapng Interface Statistics Block at close.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IfStats {
+    /// isb_ifrecv: packets received by the interface / socket.
+    pub ifrecv: Option<u64>,
+    /// isb_ifdrop: packets dropped by the interface for lack of resources.
+    pub ifdrop: Option<u64>,
+    /// isb_filteraccept: packets accepted by the filter.
+    pub filter_accept: Option<u64>,
+    /// isb_osdrop: packets dropped by the operating system (kernel ring).
+    pub os_drop: Option<u64>,
+    /// isb_usrdeliv: packets delivered to the user (defaults to the packets written).
+    pub usr_deliv: Option<u64>,
+    /// isb_starttime in ns (defaults to the first packet's timestamp).
+    pub start_ns: Option<u64>,
+    /// isb_endtime in ns (defaults to the last packet's timestamp).
+    pub end_ns: Option<u64>,
+}
+
+/// Rounds up to a multiple of 4 (pcapng alignment).
+#[inline]
+pub const fn pad4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// Destination for the bytes of one record: a plain slice on the fast path, two buffers when a
+/// record straddles a buffer boundary.
+pub trait Emit {
+    /// Appends `bytes`.
+    fn put(&mut self, bytes: &[u8]);
+}
+
+/// Emits into one slice that is known to be large enough (the fast path).
+pub struct SliceEmit<'a> {
+    pub buf: &'a mut [u8],
+    pub at: usize,
+}
+
+impl Emit for SliceEmit<'_> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+}
+
+/// Record encoder for one output format; built once per file.
+#[derive(Clone, Copy, Debug)]
+pub struct Encoder {
+    pub format: Format,
+    pub snaplen: u32,
+}
+
+impl Encoder {
+    /// Captured length of a frame of `data_len` bytes, with the tag if any, after snaplen.
+    #[inline(always)]
+    pub fn caplen(&self, data_len: usize, vlan: bool) -> usize {
+        let full = data_len + if vlan { VLAN_TAG_LEN } else { 0 };
+        full.min(self.snaplen as usize)
+    }
+
+    /// Total record length for a captured length.
+    #[inline(always)]
+    pub fn record_len(&self, caplen: usize) -> usize {
+        match self.format {
+            Format::Pcap { .. } => PCAP_RECORD_LEN + caplen,
+            Format::PcapNg => EPB_HEADER_LEN + pad4(caplen) + 4,
+        }
+    }
+
+    /// Writes one packet record. `caplen` and `rec_len` come from [`Self::caplen`] / [`Self::record_len`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn emit_packet<E: Emit>(
+        &self,
+        out: &mut E,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+        vlan: Option<VlanTag>,
+        caplen: usize,
+        rec_len: usize,
+    ) {
+        let wire = wire_len.saturating_add(if vlan.is_some() {
+            VLAN_TAG_LEN as u32
+        } else {
+            0
+        });
+        match self.format {
+            Format::Pcap { nanos } => {
+                let sec = (ts_ns / 1_000_000_000) as u32;
+                let sub = (ts_ns % 1_000_000_000) as u32;
+                let frac = if nanos { sub } else { sub / 1000 };
+                let mut h = [0u8; PCAP_RECORD_LEN];
+                h[0..4].copy_from_slice(&sec.to_ne_bytes());
+                h[4..8].copy_from_slice(&frac.to_ne_bytes());
+                h[8..12].copy_from_slice(&(caplen as u32).to_ne_bytes());
+                h[12..16].copy_from_slice(&wire.to_ne_bytes());
+                out.put(&h);
+                emit_frame(out, data, vlan, caplen);
+            }
+            Format::PcapNg => {
+                let mut h = [0u8; EPB_HEADER_LEN];
+                h[0..4].copy_from_slice(&BT_EPB.to_ne_bytes());
+                h[4..8].copy_from_slice(&(rec_len as u32).to_ne_bytes());
+                // h[8..12]: interface 0
+                h[12..16].copy_from_slice(&((ts_ns >> 32) as u32).to_ne_bytes());
+                h[16..20].copy_from_slice(&(ts_ns as u32).to_ne_bytes());
+                h[20..24].copy_from_slice(&(caplen as u32).to_ne_bytes());
+                h[24..28].copy_from_slice(&wire.to_ne_bytes());
+                out.put(&h);
+                emit_frame(out, data, vlan, caplen);
+                out.put(&[0u8; 3][..pad4(caplen) - caplen]);
+                out.put(&(rec_len as u32).to_ne_bytes());
+            }
+        }
+    }
+
+    /// The file header: pcap global header, or pcapng SHB + IDB.
+    pub fn file_header(&self, linktype: u32, if_name: &str) -> Vec<u8> {
+        let mut v = Vec::with_capacity(256);
+        match self.format {
+            Format::Pcap { nanos } => {
+                let magic = if nanos { PCAP_MAGIC_NS } else { PCAP_MAGIC_US };
+                v.extend_from_slice(&magic.to_ne_bytes());
+                v.extend_from_slice(&2u16.to_ne_bytes());
+                v.extend_from_slice(&4u16.to_ne_bytes());
+                v.extend_from_slice(&0i32.to_ne_bytes()); // thiszone
+                v.extend_from_slice(&0u32.to_ne_bytes()); // sigfigs
+                v.extend_from_slice(&self.snaplen.to_ne_bytes());
+                v.extend_from_slice(&linktype.to_ne_bytes());
+            }
+            Format::PcapNg => {
+                let mut shb = Vec::new();
+                shb.extend_from_slice(&BYTE_ORDER_MAGIC.to_ne_bytes());
+                shb.extend_from_slice(&1u16.to_ne_bytes());
+                shb.extend_from_slice(&0u16.to_ne_bytes());
+                shb.extend_from_slice(&(-1i64).to_ne_bytes()); // section length unknown
+                let appl = concat!("ringcap ", env!("CARGO_PKG_VERSION"));
+                push_option(&mut shb, 4, appl.as_bytes()); // shb_userappl
+                push_option(&mut shb, 0, &[]);
+                push_block(&mut v, BT_SHB, &shb);
+
+                let mut idb = Vec::new();
+                idb.extend_from_slice(&(linktype as u16).to_ne_bytes());
+                idb.extend_from_slice(&0u16.to_ne_bytes());
+                idb.extend_from_slice(&self.snaplen.to_ne_bytes());
+                if !if_name.is_empty() {
+                    push_option(&mut idb, 2, if_name.as_bytes()); // if_name
+                }
+                push_option(&mut idb, 9, &[9]); // if_tsresol: 10^-9
+                push_option(&mut idb, 0, &[]);
+                push_block(&mut v, BT_IDB, &idb);
+            }
+        }
+        v
+    }
+
+    /// The pcapng Interface Statistics Block (empty for pcap, which has no place for it).
+    pub fn stats_block(&self, s: &IfStats, now_ns: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        if self.format != Format::PcapNg {
+            return v;
+        }
+        let mut isb = Vec::new();
+        isb.extend_from_slice(&0u32.to_ne_bytes());
+        isb.extend_from_slice(&((now_ns >> 32) as u32).to_ne_bytes());
+        isb.extend_from_slice(&(now_ns as u32).to_ne_bytes());
+        let time = |t: u64| {
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&((t >> 32) as u32).to_ne_bytes());
+            b[4..].copy_from_slice(&(t as u32).to_ne_bytes());
+            b
+        };
+        if let Some(t) = s.start_ns {
+            push_option(&mut isb, 2, &time(t));
+        }
+        if let Some(t) = s.end_ns {
+            push_option(&mut isb, 3, &time(t));
+        }
+        let counters = [
+            (4, s.ifrecv),
+            (5, s.ifdrop),
+            (6, s.filter_accept),
+            (7, s.os_drop),
+            (8, s.usr_deliv),
+        ];
+        for (code, value) in counters {
+            if let Some(n) = value {
+                push_option(&mut isb, code, &n.to_ne_bytes());
+            }
+        }
+        push_option(&mut isb, 0, &[]);
+        push_block(&mut v, BT_ISB, &isb);
+        v
+    }
+}
+
+/// Copies a frame, putting the VLAN tag back after the MAC addresses, cut at `caplen`.
+#[inline(always)]
+fn emit_frame<E: Emit>(out: &mut E, data: &[u8], vlan: Option<VlanTag>, caplen: usize) {
+    match vlan {
+        None => out.put(&data[..caplen]),
+        Some(t) => {
+            let macs = data.len().min(MACS_LEN);
+            let mut left = caplen;
+            let a = macs.min(left);
+            out.put(&data[..a]);
+            left -= a;
+            let mut tag = [0u8; VLAN_TAG_LEN];
+            tag[..2].copy_from_slice(&t.tpid.to_be_bytes());
+            tag[2..].copy_from_slice(&t.tci.to_be_bytes());
+            let b = VLAN_TAG_LEN.min(left);
+            out.put(&tag[..b]);
+            left -= b;
+            out.put(&data[macs..macs + left]);
+        }
+    }
+}
+
+/// Appends a pcapng option (code, length, value padded to 4).
+fn push_option(v: &mut Vec<u8>, code: u16, value: &[u8]) {
+    v.extend_from_slice(&code.to_ne_bytes());
+    v.extend_from_slice(&(value.len() as u16).to_ne_bytes());
+    v.extend_from_slice(value);
+    v.resize(pad4(v.len()), 0);
+}
+
+/// Appends a pcapng block around `body` (which must already be padded to 4).
+fn push_block(v: &mut Vec<u8>, block_type: u32, body: &[u8]) {
+    let total = (body.len() + 12) as u32;
+    v.extend_from_slice(&block_type.to_ne_bytes());
+    v.extend_from_slice(&total.to_ne_bytes());
+    v.extend_from_slice(body);
+    v.extend_from_slice(&total.to_ne_bytes());
+}
+
+/// Walks records this crate wrote (host byte order) in `bytes[start..]`, stopping at the first
+/// record that does not end inside `bytes`. Returns (end of the last whole record, packets).
+/// Used after a failed write to find where the file can be cut.
+pub fn walk_own_records(format: Format, bytes: &[u8], start: usize) -> (usize, u64) {
+    let mut at = start;
+    let mut packets = 0;
+    loop {
+        let rest = &bytes[at.min(bytes.len())..];
+        let (len, is_packet) = match format {
+            Format::Pcap { .. } => {
+                if rest.len() < PCAP_RECORD_LEN {
+                    break;
+                }
+                let caplen = u32::from_ne_bytes(rest[8..12].try_into().unwrap()) as usize;
+                (PCAP_RECORD_LEN + caplen, true)
+            }
+            Format::PcapNg => {
+                if rest.len() < 8 {
+                    break;
+                }
+                let ty = u32::from_ne_bytes(rest[0..4].try_into().unwrap());
+                let len = u32::from_ne_bytes(rest[4..8].try_into().unwrap()) as usize;
+                if len < 12 {
+                    break; // never written by us; stop rather than loop
+                }
+                (len, ty == BT_EPB)
+            }
+        };
+        if len > rest.len() {
+            break;
+        }
+        at += len;
+        packets += u64::from(is_packet);
+    }
+    (at, packets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct VecEmit(Vec<u8>);
+    impl Emit for VecEmit {
+        fn put(&mut self, b: &[u8]) {
+            self.0.extend_from_slice(b);
+        }
+    }
+
+    #[test]
+    fn vlan_tag_goes_after_the_macs_and_snaplen_cuts_after_it() {
+        let frame: Vec<u8> = (0u8..20).collect();
+        let enc = Encoder {
+            format: Format::Pcap { nanos: true },
+            snaplen: 14,
+        };
+        let tag = Some(VlanTag {
+            tpid: 0x8100,
+            tci: 0x0123,
+        });
+        let caplen = enc.caplen(frame.len(), true);
+        assert_eq!(caplen, 14);
+        let mut out = VecEmit(Vec::new());
+        enc.emit_packet(
+            &mut out,
+            1_500_000_123,
+            20,
+            &frame,
+            tag,
+            caplen,
+            enc.record_len(caplen),
+        );
+        let rec = out.0;
+        assert_eq!(&rec[0..4], &1u32.to_ne_bytes());
+        assert_eq!(&rec[4..8], &500_000_123u32.to_ne_bytes());
+        assert_eq!(&rec[8..12], &14u32.to_ne_bytes());
+        assert_eq!(&rec[12..16], &24u32.to_ne_bytes());
+        assert_eq!(&rec[16..28], &frame[..12]);
+        assert_eq!(&rec[28..30], &[0x81, 0x00]);
+        assert_eq!(rec.len(), 30);
+    }
+
+    #[test]
+    fn epb_is_padded_and_walkable() {
+        let enc = Encoder {
+            format: Format::PcapNg,
+            snaplen: MAX_SNAPLEN,
+        };
+        let mut out = VecEmit(Vec::new());
+        for len in [1usize, 2, 3, 4, 5] {
+            let data = vec![0xa5; len];
+            let c = enc.caplen(len, false);
+            enc.emit_packet(&mut out, 7, len as u32, &data, None, c, enc.record_len(c));
+        }
+        let bytes = out.0;
+        assert_eq!(bytes.len(), 4 * 36 + 40);
+        assert_eq!(
+            walk_own_records(Format::PcapNg, &bytes, 0),
+            (bytes.len(), 5)
+        );
+        assert_eq!(
+            walk_own_records(Format::PcapNg, &bytes[..bytes.len() - 1], 0),
+            (144, 4)
+        );
+    }
+}

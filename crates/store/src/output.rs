@@ -1,0 +1,288 @@
+//! The writer thread: writes each filled buffer with one write(), cuts the file back to the last
+//! whole record when a write fails, and returns buffers to the pool.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+use crate::error::StoreError;
+use crate::format::{walk_own_records, Format};
+use crate::pool::{OutBuf, ALIGN};
+use crate::stats::WriterCounters;
+
+/// Where the bytes go.
+pub(crate) enum Output {
+    /// A file descriptor: regular file (can be cut back on error), pipe, tty, /dev/null...
+    Fd {
+        file: File,
+        regular: bool,
+        direct: bool,
+    },
+    /// Any writer (no O_DIRECT, no cutting back).
+    Stream(Box<dyn Write + Send>),
+}
+
+impl Output {
+    /// Opens `path` ("-" is stdout), with O_DIRECT when asked and the file system accepts it.
+    pub(crate) fn open(path: &Path, direct_io: bool) -> Result<Output, StoreError> {
+        let create_err = |source| StoreError::Create {
+            path: path.to_path_buf(),
+            source,
+        };
+        if path.as_os_str() == "-" {
+            let fd = std::os::fd::AsFd::as_fd(&io::stdout())
+                .try_clone_to_owned()
+                .map_err(create_err)?;
+            return Ok(Output::from_file(File::from(fd), false));
+        }
+        let open = |flags: i32| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .custom_flags(flags)
+                .open(path)
+        };
+        if direct_io {
+            match open(libc::O_DIRECT) {
+                Ok(f) => return Ok(Output::from_file(f, true)),
+                // tmpfs and some others refuse O_DIRECT at open: fall back to the page cache.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => return Err(create_err(e)),
+            }
+        }
+        open(0)
+            .map(|f| Output::from_file(f, false))
+            .map_err(create_err)
+    }
+
+    fn from_file(file: File, direct: bool) -> Output {
+        let regular = file
+            .metadata()
+            .map(|m| m.file_type().is_file())
+            .unwrap_or(false);
+        let is_fifo = file
+            .metadata()
+            .map(|m| m.file_type().is_fifo())
+            .unwrap_or(false);
+        Output::Fd {
+            file,
+            regular: regular && !is_fifo,
+            direct: direct && regular,
+        }
+    }
+
+    /// Whether writes bypass the page cache.
+    pub(crate) fn is_direct(&self) -> bool {
+        matches!(self, Output::Fd { direct: true, .. })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Output::Fd { file, .. } => file.write(bytes),
+            Output::Stream(w) => w.write(bytes),
+        }
+    }
+
+    /// Turns O_DIRECT off (for an unaligned tail, or a file system that refuses direct writes).
+    fn clear_direct(&mut self) -> io::Result<()> {
+        if let Output::Fd { file, direct, .. } = self {
+            if *direct {
+                let fd = file.as_raw_fd();
+                // SAFETY: fcntl on a valid, owned descriptor.
+                let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+                if flags < 0
+                    || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) } < 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                *direct = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts a regular file to `len`; other outputs cannot be cut.
+    fn truncate(&mut self, len: u64) -> io::Result<bool> {
+        match self {
+            Output::Fd {
+                file,
+                regular: true,
+                ..
+            } => file.set_len(len).map(|_| true),
+            _ => Ok(false),
+        }
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        match self {
+            Output::Fd {
+                file,
+                regular: true,
+                ..
+            } => file.sync_data(),
+            Output::Fd { .. } => Ok(()),
+            Output::Stream(w) => w.flush(),
+        }
+    }
+}
+
+/// State of the writer thread.
+pub(crate) struct WriterThread {
+    pub output: Output,
+    pub path: PathBuf,
+    pub format: Format,
+    pub counters: Arc<WriterCounters>,
+    /// Stream offset just after the last whole record known to be on disk.
+    committed_end: u64,
+    /// Packets before `committed_end`.
+    committed_packets: u64,
+    error: Option<StoreError>,
+}
+
+impl WriterThread {
+    pub fn new(
+        output: Output,
+        path: PathBuf,
+        format: Format,
+        counters: Arc<WriterCounters>,
+    ) -> Self {
+        counters.direct_io.store(output.is_direct(), Relaxed);
+        WriterThread {
+            output,
+            path,
+            format,
+            counters,
+            committed_end: 0,
+            committed_packets: 0,
+            error: None,
+        }
+    }
+
+    /// Writes buffers until the capture side hangs up, then syncs. Buffers go back to `empty`.
+    pub fn run(
+        mut self,
+        filled: Receiver<OutBuf>,
+        empty: Sender<OutBuf>,
+    ) -> Result<(), StoreError> {
+        for mut buf in filled {
+            if self.error.is_none() {
+                self.write_buffer(&buf);
+            } else {
+                // The output is dead: whatever was accepted into this buffer is lost.
+                self.counters.lost.fetch_add(buf.packets, Relaxed);
+            }
+            self.counters.backlog.fetch_sub(1, Relaxed);
+            buf.reset(0);
+            // The capture side may already be gone at close: then the buffer is simply freed.
+            let _ = empty.send(buf);
+        }
+        if self.error.is_none() {
+            if let Err(e) = self.output.sync() {
+                self.fail_after_sync(e);
+            }
+        }
+        self.error.map_or(Ok(()), Err)
+    }
+
+    fn write_buffer(&mut self, buf: &OutBuf) {
+        let data = buf.filled();
+        let mut off = 0;
+        while off < data.len() {
+            // O_DIRECT needs aligned length and offset: only the final partial buffer (or a
+            // short write) breaks that, and then we finish through the page cache.
+            if self.output.is_direct() && (off % ALIGN != 0 || (data.len() - off) % ALIGN != 0) {
+                if let Err(e) = self.output.clear_direct() {
+                    return self.fail(buf, off, e);
+                }
+            }
+            match self.output.write(&data[off..]) {
+                Ok(0) => return self.fail(buf, off, io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    off += n;
+                    self.counters.bytes_written.fetch_add(n as u64, Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Some file systems accept O_DIRECT at open and refuse it at write.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.output.is_direct() => {
+                    if let Err(e) = self.output.clear_direct() {
+                        return self.fail(buf, off, e);
+                    }
+                    self.counters.direct_io.store(false, Relaxed);
+                }
+                Err(e) => return self.fail(buf, off, e),
+            }
+        }
+        self.committed_end = buf.stream_offset + buf.last_boundary as u64;
+        self.committed_packets += buf.packets;
+        self.counters.buffers_written.fetch_add(1, Relaxed);
+    }
+
+    /// After `written` bytes of `buf` reached the output and then `e` happened: cut the file after
+    /// the last whole record, count what is lost, remember the error.
+    fn fail(&mut self, buf: &OutBuf, written: usize, e: io::Error) {
+        self.counters.write_errors.fetch_add(1, Relaxed);
+        let (end, kept_here) = if written >= buf.first_boundary {
+            let (end, walked) =
+                walk_own_records(self.format, &buf.filled()[..written], buf.first_boundary);
+            (
+                buf.stream_offset + end as u64,
+                walked + u64::from(buf.spill_in_packet),
+            )
+        } else {
+            (self.committed_end, 0)
+        };
+        let kept = self.committed_packets + kept_here;
+        self.counters
+            .lost
+            .fetch_add(buf.packets - kept_here, Relaxed);
+        let reached = buf.stream_offset + written as u64;
+        let cut = self.output.truncate(end).and_then(|_| self.output.sync());
+        let path = self.path.clone();
+        self.error = Some(match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                StoreError::DiskFull { path, written: reached, packets: kept }
+            }
+            _ => StoreError::Write {
+                path,
+                written: reached,
+                packets: kept,
+                hint: match (e.raw_os_error(), &cut) {
+                    (Some(libc::EPIPE), _) => ": the reader of the pipe exited; restart it or write to a file",
+                    (_, Err(_)) => ": the file could not be cut back and may end in a partial record; run `ringcap repair`",
+                    _ => ": check the device, then capture again",
+                },
+                source: e,
+            },
+        });
+        self.counters.failed.store(true, Relaxed);
+    }
+
+    /// fsync failed at close: the data may not be on disk; nothing to cut.
+    fn fail_after_sync(&mut self, e: io::Error) {
+        self.counters.write_errors.fetch_add(1, Relaxed);
+        self.counters.failed.store(true, Relaxed);
+        let written = self.counters.bytes_written.load(Relaxed);
+        self.error = Some(if e.raw_os_error() == Some(libc::ENOSPC) {
+            StoreError::DiskFull {
+                path: self.path.clone(),
+                written,
+                packets: self.committed_packets,
+            }
+        } else {
+            StoreError::Write {
+                path: self.path.clone(),
+                written,
+                packets: self.committed_packets,
+                source: e,
+                hint: ": fsync at close failed, the end of the file may be missing; run `ringcap repair`",
+            }
+        });
+    }
+}

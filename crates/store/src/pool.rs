@@ -1,0 +1,103 @@
+//! Page-aligned output buffers (O_DIRECT needs aligned addresses, sizes and file offsets).
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+/// Alignment of every buffer: a page, which covers 512-byte and 4 KiB logical blocks.
+pub const ALIGN: usize = 4096;
+
+/// One page-aligned output buffer plus what the writer needs to know about its records.
+pub struct OutBuf {
+    ptr: NonNull<u8>,
+    cap: usize,
+    /// Bytes filled.
+    pub len: usize,
+    /// Stream offset of byte 0 of this buffer in the output.
+    pub stream_offset: u64,
+    /// Offset of the first record boundary in this buffer (where the record spilling in from the
+    /// previous buffer ends; 0 if none; after the file header in the first buffer).
+    pub first_boundary: usize,
+    /// Offset of the last record boundary (end of the last record that ends in this buffer).
+    pub last_boundary: usize,
+    /// Packet records that end in this buffer (including one spilling in).
+    pub packets: u64,
+    /// The record ending at `first_boundary` is a packet that began in the previous buffer.
+    pub spill_in_packet: bool,
+}
+
+// SAFETY: the buffer owns its allocation exclusively; it is moved between threads, never shared.
+unsafe impl Send for OutBuf {}
+
+impl OutBuf {
+    /// Allocates `cap` bytes (a multiple of [`ALIGN`]) and touches every page now, so the capture
+    /// thread never takes a page fault in the hot path.
+    pub fn new(cap: usize) -> OutBuf {
+        assert!(cap > 0 && cap % ALIGN == 0);
+        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        // SAFETY: ptr is valid for cap bytes; writing zeros faults the pages in.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, cap) };
+        OutBuf {
+            ptr,
+            cap,
+            len: 0,
+            stream_offset: 0,
+            first_boundary: 0,
+            last_boundary: 0,
+            packets: 0,
+            spill_in_packet: false,
+        }
+    }
+
+    /// Free bytes left.
+    #[inline(always)]
+    pub fn remaining(&self) -> usize {
+        self.cap - self.len
+    }
+
+    /// The whole buffer, filled or not.
+    #[inline(always)]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is valid for cap bytes and uniquely owned.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+
+    /// The filled part.
+    #[inline(always)]
+    pub fn filled(&self) -> &[u8] {
+        // SAFETY: ptr is valid for cap >= len bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Empties the buffer and places it at `stream_offset`.
+    pub fn reset(&mut self, stream_offset: u64) {
+        self.len = 0;
+        self.stream_offset = stream_offset;
+        self.first_boundary = 0;
+        self.last_boundary = 0;
+        self.packets = 0;
+        self.spill_in_packet = false;
+    }
+}
+
+impl Drop for OutBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.cap, ALIGN).expect("buffer layout");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_page_aligned() {
+        let mut b = OutBuf::new(2 * ALIGN);
+        assert_eq!(b.as_mut_slice().as_ptr() as usize % ALIGN, 0);
+        assert_eq!(b.remaining(), 2 * ALIGN);
+    }
+}

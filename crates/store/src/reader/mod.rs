@@ -1,0 +1,432 @@
+//! Reading pcap and pcapng (either byte order), plain or zstd/lz4 compressed (found by magic,
+//! not by name). Packets are borrowed from one large buffer; damaged input yields every whole
+//! packet that can be found, and each skipped region is reported with its offset and a reason.
+
+mod pcap;
+mod pcapng;
+mod source;
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+use source::Source;
+
+/// Size of the read buffer.
+const READ_BUFFER: usize = 1 << 20;
+/// Issues kept in detail; later ones are only counted.
+const MAX_ISSUES: usize = 100;
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
+
+/// One packet, borrowed from the reader's buffer until the next call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Timestamp in nanoseconds since the epoch.
+    pub ts_ns: u64,
+    /// Length on the wire.
+    pub wire_len: u32,
+    /// Captured bytes (caplen of them).
+    pub data: &'a [u8],
+    /// Link-layer type of the packet's interface.
+    pub linktype: u32,
+    /// pcapng interface id (0 for pcap).
+    pub interface: u32,
+}
+
+/// Compression of the input stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Zstd,
+    Lz4,
+}
+
+/// The capture format found inside the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    /// Classic pcap.
+    Pcap { nanos: bool, big_endian: bool },
+    /// pcapng (byte order may change per section).
+    PcapNg,
+}
+
+/// Something the reader skipped or found odd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    /// Stream offset (after decompression) where the problem starts.
+    pub offset: u64,
+    /// Bytes skipped because of it (0 when nothing was dropped).
+    pub skipped: u64,
+    /// What was wrong.
+    pub reason: String,
+    /// Damage (truncation, bad lengths), as opposed to something legal but unusual.
+    pub corrupt: bool,
+}
+
+impl std::fmt::Display for Issue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "offset {}: {}", self.offset, self.reason)?;
+        if self.skipped > 0 {
+            write!(f, " ({} bytes skipped)", self.skipped)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a step of the parser produced. `Packet` holds positions in the buffer, not a borrow, so
+/// the parsing loop can continue past skipped records without fighting the borrow checker.
+enum Step {
+    Packet(Meta),
+    Continue,
+    End,
+}
+
+#[derive(Clone, Copy)]
+struct Meta {
+    start: usize,
+    len: usize,
+    ts_ns: u64,
+    wire_len: u32,
+    linktype: u32,
+    interface: u32,
+}
+
+enum Kind {
+    Pcap(pcap::PcapState),
+    PcapNg(pcapng::NgState),
+}
+
+/// Reads packets from a capture file or stream.
+pub struct CaptureReader {
+    src: Source,
+    kind: Kind,
+    path: PathBuf,
+    compression: Compression,
+    log: Log,
+    packets: u64,
+    /// End of the last whole record before the first damage (where `repair` cuts).
+    clean_end: u64,
+    clean_packets: u64,
+    damaged: bool,
+    done: bool,
+}
+
+/// Opens a capture file (pcap or pcapng, plain, .zst or .lz4, found by content).
+pub fn open_capture(path: &Path) -> Result<CaptureReader, StoreError> {
+    CaptureReader::open(path)
+}
+
+impl CaptureReader {
+    /// Opens a capture file; "-" reads stdin.
+    pub fn open(path: &Path) -> Result<CaptureReader, StoreError> {
+        if path.as_os_str() == "-" {
+            return Self::from_reader(Box::new(io::stdin()), Path::new("stdin"));
+        }
+        let file = File::open(path).map_err(|source| StoreError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_reader(Box::new(file), path)
+    }
+
+    /// Reads from any byte stream; `label` names it in messages.
+    pub fn from_reader(
+        mut r: Box<dyn Read + Send>,
+        label: &Path,
+    ) -> Result<CaptureReader, StoreError> {
+        let path = label.to_path_buf();
+        let read_err = |source| StoreError::Read {
+            path: path.clone(),
+            source,
+        };
+        let mut head = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            match r.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(read_err(e)),
+            }
+        }
+        let raw = io::Cursor::new(head[..got].to_vec()).chain(r);
+        let (inner, compression): (Box<dyn Read + Send>, _) = match head {
+            ZSTD_MAGIC => (
+                Box::new(zstd::stream::read::Decoder::new(raw).map_err(read_err)?),
+                Compression::Zstd,
+            ),
+            LZ4_MAGIC => (
+                Box::new(lz4_flex::frame::FrameDecoder::new(
+                    BufReader::with_capacity(1 << 16, raw),
+                )),
+                Compression::Lz4,
+            ),
+            _ => (Box::new(raw), Compression::None),
+        };
+        let mut src = Source::new(inner, READ_BUFFER);
+        let kind = match src.fill(4) {
+            Ok(true) => {
+                let magic = src.peek(4);
+                if let Some(st) = pcap::PcapState::detect(magic) {
+                    Kind::Pcap(st)
+                } else if magic == crate::format::BT_SHB.to_le_bytes() {
+                    Kind::PcapNg(pcapng::NgState::default())
+                } else {
+                    return Err(StoreError::format(
+                        &path,
+                        format!(
+                            "not a pcap or pcapng file (starts with {:02x?}); compressed input is recognised only as zstd or lz4",
+                            magic
+                        ),
+                    ));
+                }
+            }
+            Ok(false) if src.avail() == 0 => {
+                return Err(StoreError::format(
+                    &path,
+                    "the file is empty (no capture header)",
+                ))
+            }
+            Ok(false) => {
+                return Err(StoreError::format(
+                    &path,
+                    "the file is too short to be a capture file",
+                ))
+            }
+            Err(e) => return Err(read_err(e)),
+        };
+        let mut reader = CaptureReader {
+            src,
+            kind,
+            path,
+            compression,
+            log: Log::default(),
+            packets: 0,
+            clean_end: 0,
+            clean_packets: 0,
+            damaged: false,
+            done: false,
+        };
+        reader.read_header()?;
+        Ok(reader)
+    }
+
+    fn read_header(&mut self) -> Result<(), StoreError> {
+        let result = match &mut self.kind {
+            Kind::Pcap(st) => st.read_header(&mut self.src),
+            Kind::PcapNg(_) => pcapng::check_first_block(&mut self.src),
+        };
+        match result {
+            Ok(Ok(())) => {
+                self.clean_end = self.src.offset();
+                Ok(())
+            }
+            Ok(Err(reason)) => Err(StoreError::format(&self.path, reason)),
+            Err(e) => Err(StoreError::Read {
+                path: self.path.clone(),
+                source: e,
+            }),
+        }
+    }
+
+    /// The next packet, `None` at the end. After `Some(Err)` (an I/O error), only `None` follows.
+    #[allow(clippy::should_implement_trait)] // a lending iterator: the packet borrows the reader
+    pub fn next_packet(&mut self) -> Option<Result<Packet<'_>, StoreError>> {
+        match self.advance() {
+            Ok(Some(m)) => Some(Ok(Packet {
+                ts_ns: m.ts_ns,
+                wire_len: m.wire_len,
+                data: &self.src.buf[m.start..m.start + m.len],
+                linktype: m.linktype,
+                interface: m.interface,
+            })),
+            Ok(None) => None,
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    fn advance(&mut self) -> Result<Option<Meta>, StoreError> {
+        while !self.done {
+            let step = match &mut self.kind {
+                Kind::Pcap(st) => st.step(&mut self.src, &mut self.log),
+                Kind::PcapNg(st) => st.step(&mut self.src, &mut self.log),
+            };
+            let step = match step {
+                Ok(s) => s,
+                Err(e) if self.compression != Compression::None => {
+                    // A damaged or cut compressed stream: keep what was decoded, report the rest.
+                    let offset = self.src.offset();
+                    self.log.corrupt(
+                        offset,
+                        0,
+                        format!(
+                            "the {:?} stream is damaged or cut here: {e}",
+                            self.compression
+                        ),
+                    );
+                    Step::End
+                }
+                Err(e) => {
+                    return Err(StoreError::Read {
+                        path: self.path.clone(),
+                        source: e,
+                    })
+                }
+            };
+            self.damaged = self.log.damaged;
+            match step {
+                Step::Packet(m) => {
+                    self.packets += 1;
+                    if !self.damaged {
+                        self.clean_end = self.src.offset();
+                        self.clean_packets += 1;
+                    }
+                    return Ok(Some(m));
+                }
+                Step::Continue => {
+                    if !self.damaged {
+                        self.clean_end = self.src.offset();
+                    }
+                }
+                Step::End => self.done = true,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Format of the stream.
+    pub fn format(&self) -> InputFormat {
+        match &self.kind {
+            Kind::Pcap(st) => InputFormat::Pcap {
+                nanos: st.nanos,
+                big_endian: st.be,
+            },
+            Kind::PcapNg(_) => InputFormat::PcapNg,
+        }
+    }
+
+    /// Compression of the file.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Link type of the pcap file or of the first pcapng interface (None before one is seen).
+    pub fn linktype(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Pcap(st) => Some(st.linktype),
+            Kind::PcapNg(st) => st.first_linktype(),
+        }
+    }
+
+    /// Snaplen of the pcap file or of the first pcapng interface.
+    pub fn snaplen(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Pcap(st) => Some(st.snaplen),
+            Kind::PcapNg(st) => st.first_snaplen(),
+        }
+    }
+
+    /// Packets returned so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Problems found so far (the first 100; see [`Self::issues_total`]).
+    pub fn issues(&self) -> &[Issue] {
+        &self.log.list
+    }
+
+    /// Number of problems found so far.
+    pub fn issues_total(&self) -> u64 {
+        self.log.total
+    }
+
+    /// Stream offset just after the last whole record read before the first damage.
+    pub fn clean_end(&self) -> u64 {
+        self.clean_end
+    }
+
+    /// Packets before [`Self::clean_end`].
+    pub fn clean_packets(&self) -> u64 {
+        self.clean_packets
+    }
+
+    /// Whether any damage (not just oddities) was found.
+    pub fn damaged(&self) -> bool {
+        self.damaged
+    }
+}
+
+/// Collects issues, keeping the first [`MAX_ISSUES`] in full.
+#[derive(Default)]
+pub(crate) struct Log {
+    list: Vec<Issue>,
+    total: u64,
+    damaged: bool,
+}
+
+impl Log {
+    fn push(&mut self, offset: u64, skipped: u64, reason: String, corrupt: bool) {
+        self.total += 1;
+        self.damaged |= corrupt;
+        if self.list.len() < MAX_ISSUES {
+            self.list.push(Issue {
+                offset,
+                skipped,
+                reason,
+                corrupt,
+            });
+        }
+    }
+
+    /// Damage: the file is not valid from `offset`.
+    pub fn corrupt(&mut self, offset: u64, skipped: u64, reason: String) {
+        self.push(offset, skipped, reason, true);
+    }
+
+    /// Legal but unusual, nothing lost.
+    pub fn odd(&mut self, offset: u64, skipped: u64, reason: String) {
+        self.push(offset, skipped, reason, false);
+    }
+}
+
+/// Reads a u16 in the given byte order.
+#[inline]
+fn rd16(b: &[u8], at: usize, be: bool) -> u16 {
+    let v = [b[at], b[at + 1]];
+    if be {
+        u16::from_be_bytes(v)
+    } else {
+        u16::from_le_bytes(v)
+    }
+}
+
+/// Reads a u32 in the given byte order.
+#[inline]
+fn rd32(b: &[u8], at: usize, be: bool) -> u32 {
+    let v = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    if be {
+        u32::from_be_bytes(v)
+    } else {
+        u32::from_le_bytes(v)
+    }
+}
+
+/// Records what is left after a cut: the whole tail is skipped.
+fn truncated(src: &mut Source, log: &mut Log, what: &str, need: usize) -> io::Result<Step> {
+    let offset = src.offset();
+    let left = src.drain()?;
+    if left > 0 {
+        log.corrupt(
+            offset,
+            left,
+            format!("the input ends {left} bytes into a {need}-byte {what}"),
+        );
+    }
+    Ok(Step::End)
+}

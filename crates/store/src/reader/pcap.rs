@@ -1,0 +1,171 @@
+//! Classic pcap records: 24-byte file header, 16-byte record headers, no sync markers, so after
+//! damage the reader looks for the next pair of plausible record headers.
+
+use std::io;
+
+use super::source::Source;
+use super::{rd16, rd32, truncated, Log, Meta, Step};
+use crate::format::{MAX_SNAPLEN, PCAP_HEADER_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_LEN};
+
+/// Longest wire length believed while resynchronising (TSO/GRO frames reach 64 KiB and more).
+const MAX_WIRE_LEN: u32 = MAX_SNAPLEN;
+/// Neighbouring records more than a day apart are not believed while resynchronising.
+const MAX_TS_JUMP_S: u32 = 86_400;
+
+pub(crate) struct PcapState {
+    pub be: bool,
+    pub nanos: bool,
+    pub snaplen: u32,
+    pub linktype: u32,
+    last_sec: Option<u32>,
+}
+
+impl PcapState {
+    /// Recognises the four pcap magics (µs/ns, either byte order).
+    pub fn detect(magic: &[u8]) -> Option<PcapState> {
+        let m: [u8; 4] = magic.try_into().ok()?;
+        let (be, nanos) = match (u32::from_le_bytes(m), u32::from_be_bytes(m)) {
+            (PCAP_MAGIC_US, _) => (false, false),
+            (PCAP_MAGIC_NS, _) => (false, true),
+            (_, PCAP_MAGIC_US) => (true, false),
+            (_, PCAP_MAGIC_NS) => (true, true),
+            _ => return None,
+        };
+        Some(PcapState {
+            be,
+            nanos,
+            snaplen: 0,
+            linktype: 0,
+            last_sec: None,
+        })
+    }
+
+    /// Parses the file header; the inner `Err` is a reason the file cannot be read.
+    pub fn read_header(&mut self, src: &mut Source) -> io::Result<Result<(), String>> {
+        if !src.fill(PCAP_HEADER_LEN)? {
+            return Ok(Err("the file ends inside the 24-byte pcap header".into()));
+        }
+        let h = src.peek(PCAP_HEADER_LEN);
+        let (major, minor) = (rd16(h, 4, self.be), rd16(h, 6, self.be));
+        if major != 2 {
+            return Ok(Err(format!(
+                "unsupported pcap version {major}.{minor} (only 2.x exists)"
+            )));
+        }
+        self.snaplen = rd32(h, 16, self.be);
+        // The top bits carry FCS information, not the link type (libpcap's LT_LINKTYPE).
+        self.linktype = rd32(h, 20, self.be) & 0x03ff_ffff;
+        src.consume(PCAP_HEADER_LEN);
+        Ok(Ok(()))
+    }
+
+    pub fn step(&mut self, src: &mut Source, log: &mut Log) -> io::Result<Step> {
+        let offset = src.offset();
+        if !src.fill(PCAP_RECORD_LEN)? {
+            if src.avail() == 0 {
+                return Ok(Step::End);
+            }
+            return truncated(src, log, "record header", PCAP_RECORD_LEN);
+        }
+        let h = src.peek(PCAP_RECORD_LEN);
+        let (sec, frac) = (rd32(h, 0, self.be), rd32(h, 4, self.be));
+        let (caplen, wire_len) = (rd32(h, 8, self.be), rd32(h, 12, self.be));
+        if caplen > MAX_SNAPLEN {
+            let why = format!("record claims caplen {caplen}, more than the maximum {MAX_SNAPLEN}");
+            return self.resync(src, log, offset, why);
+        }
+        if caplen == 0 && wire_len == 0 {
+            return self.resync(src, log, offset, "zero-length record".into());
+        }
+        let total = PCAP_RECORD_LEN + caplen as usize;
+        if !src.fill(total)? {
+            return truncated(src, log, "record", total);
+        }
+        if caplen > self.snaplen {
+            log.odd(
+                offset,
+                0,
+                format!(
+                    "caplen {caplen} exceeds the file's snaplen {} (packet kept)",
+                    self.snaplen
+                ),
+            );
+        }
+        let sub_ns = if self.nanos {
+            u64::from(frac)
+        } else {
+            u64::from(frac) * 1000
+        };
+        let meta = Meta {
+            start: src.pos + PCAP_RECORD_LEN,
+            len: caplen as usize,
+            ts_ns: u64::from(sec) * 1_000_000_000 + sub_ns,
+            wire_len,
+            linktype: self.linktype,
+            interface: 0,
+        };
+        src.consume(total);
+        self.last_sec = Some(sec);
+        Ok(Step::Packet(meta))
+    }
+
+    /// Whether 16 bytes look like a record header of this file.
+    fn plausible(&self, h: &[u8]) -> bool {
+        let (sec, frac) = (rd32(h, 0, self.be), rd32(h, 4, self.be));
+        let (caplen, wire_len) = (rd32(h, 8, self.be), rd32(h, 12, self.be));
+        let limit = if self.snaplen == 0 {
+            MAX_SNAPLEN
+        } else {
+            self.snaplen.min(MAX_SNAPLEN)
+        };
+        let frac_limit = if self.nanos { 1_000_000_000 } else { 1_000_000 };
+        caplen <= limit
+            && wire_len >= caplen
+            && wire_len > 0
+            && wire_len <= MAX_WIRE_LEN
+            && frac < frac_limit
+            && self
+                .last_sec
+                .is_none_or(|last| sec.abs_diff(last) <= MAX_TS_JUMP_S)
+    }
+
+    /// Skips byte by byte to a plausible record header followed by another one (or by the end).
+    fn resync(
+        &mut self,
+        src: &mut Source,
+        log: &mut Log,
+        offset: u64,
+        why: String,
+    ) -> io::Result<Step> {
+        let mut skipped = 0u64;
+        loop {
+            src.consume(1);
+            skipped += 1;
+            if !src.fill(PCAP_RECORD_LEN)? {
+                let rest = src.drain()?;
+                log.corrupt(
+                    offset,
+                    skipped + rest,
+                    format!("{why}; no valid record follows"),
+                );
+                return Ok(Step::End);
+            }
+            if self.plausible(src.peek(PCAP_RECORD_LEN)) {
+                let next = PCAP_RECORD_LEN + rd32(src.peek(PCAP_RECORD_LEN), 8, self.be) as usize;
+                if src.fill(next + PCAP_RECORD_LEN)? {
+                    if self.plausible(&src.peek(next + PCAP_RECORD_LEN)[next..]) {
+                        break;
+                    }
+                } else if src.avail() == next {
+                    break; // a plausible last record
+                }
+            }
+        }
+        log.corrupt(
+            offset,
+            skipped,
+            format!("{why}; skipped to the next plausible record"),
+        );
+        Ok(Step::Continue)
+    }
+}
