@@ -1,0 +1,164 @@
+//! Counters a source updates once per batch (block or recvmmsg call), read by a stats thread.
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use crate::sys;
+
+/// The kernel's view of one socket (PACKET_STATISTICS), accumulated since the socket was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Packets that passed the filter and reached the socket, dropped ones included.
+    pub packets: u64,
+    /// Packets that passed the filter but found no room (ring full / receive buffer full).
+    pub drops: u64,
+    /// Times the ring was found full and the queue frozen (TPACKET_V3 only).
+    pub freeze_q_cnt: u64,
+}
+
+impl KernelStats {
+    /// Field-wise sum, for totals over fanout sockets.
+    pub fn add(&mut self, o: &KernelStats) {
+        self.packets += o.packets;
+        self.drops += o.drops;
+        self.freeze_q_cnt += o.freeze_q_cnt;
+    }
+}
+
+/// A consistent-enough copy of one source's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    /// Packets handed to the caller.
+    pub packets: u64,
+    /// Their lengths on the wire (as the kernel saw them, a stripped VLAN tag not included).
+    pub wire_bytes: u64,
+    /// Bytes handed out (after snaplen).
+    pub captured_bytes: u64,
+    /// Ring blocks consumed (ring source) or non-empty recvmmsg batches (copy source).
+    pub batches: u64,
+    /// Ring blocks the kernel closed because the block timeout expired, not because they were full.
+    pub blocks_timed_out: u64,
+    /// Ring blocks the kernel marked TP_STATUS_LOSING (drops happened while it was filled).
+    pub blocks_losing: u64,
+    /// Most packets seen in one batch.
+    pub max_batch_packets: u64,
+    /// Times the source had to wait in poll() (i.e. it had caught up with the kernel).
+    pub polls: u64,
+    /// Blocks or frames skipped because their headers pointed outside the block (should stay 0).
+    pub corrupt: u64,
+}
+
+/// Live counters of one source; share with `Arc` (see `Source::counters`).
+#[derive(Debug, Default)]
+pub struct Counters {
+    packets: AtomicU64,
+    wire_bytes: AtomicU64,
+    captured_bytes: AtomicU64,
+    batches: AtomicU64,
+    blocks_timed_out: AtomicU64,
+    blocks_losing: AtomicU64,
+    max_batch_packets: AtomicU64,
+    polls: AtomicU64,
+    corrupt: AtomicU64,
+    kernel: Mutex<KernelSide>,
+}
+
+#[derive(Debug)]
+struct KernelSide {
+    fd: RawFd, // -1 once the socket is closed
+    total: KernelStats,
+}
+
+impl KernelSide {
+    fn refresh(&mut self) {
+        if self.fd >= 0 {
+            if let Ok((p, d, f)) = sys::packet_statistics(self.fd) {
+                self.total.packets += p as u64;
+                self.total.drops += d as u64;
+                self.total.freeze_q_cnt += f as u64;
+            }
+        }
+    }
+}
+
+impl Default for KernelSide {
+    fn default() -> Self {
+        KernelSide {
+            fd: -1,
+            total: KernelStats::default(),
+        }
+    }
+}
+
+/// What one batch contributed; added to [`Counters`] with a handful of relaxed atomics.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct BatchTally {
+    pub packets: u64,
+    pub wire_bytes: u64,
+    pub captured_bytes: u64,
+    pub timed_out: bool,
+    pub losing: bool,
+    pub corrupt: u64,
+}
+
+impl Counters {
+    pub(crate) fn new(fd: RawFd) -> Counters {
+        let c = Counters::default();
+        c.kernel.lock().unwrap_or_else(|p| p.into_inner()).fd = fd;
+        c
+    }
+
+    pub(crate) fn add_batch(&self, t: &BatchTally) {
+        // Each source has its own Counters, so these never contend; Relaxed is enough for statistics.
+        self.packets.fetch_add(t.packets, Relaxed);
+        self.wire_bytes.fetch_add(t.wire_bytes, Relaxed);
+        self.captured_bytes.fetch_add(t.captured_bytes, Relaxed);
+        self.batches.fetch_add(1, Relaxed);
+        self.max_batch_packets.fetch_max(t.packets, Relaxed);
+        if t.timed_out {
+            self.blocks_timed_out.fetch_add(1, Relaxed);
+        }
+        if t.losing {
+            self.blocks_losing.fetch_add(1, Relaxed);
+        }
+        if t.corrupt != 0 {
+            self.corrupt.fetch_add(t.corrupt, Relaxed);
+        }
+    }
+
+    pub(crate) fn add_poll(&self) {
+        self.polls.fetch_add(1, Relaxed);
+    }
+
+    /// Current values.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        CounterSnapshot {
+            packets: self.packets.load(Relaxed),
+            wire_bytes: self.wire_bytes.load(Relaxed),
+            captured_bytes: self.captured_bytes.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            blocks_timed_out: self.blocks_timed_out.load(Relaxed),
+            blocks_losing: self.blocks_losing.load(Relaxed),
+            max_batch_packets: self.max_batch_packets.load(Relaxed),
+            polls: self.polls.load(Relaxed),
+            corrupt: self.corrupt.load(Relaxed),
+        }
+    }
+
+    /// The kernel's counters since the socket opened. Asks the kernel (one getsockopt) while the socket is
+    /// open; the kernel resets its counters on every read, so they are accumulated here. After the source
+    /// is dropped this returns the final totals.
+    pub fn kernel_stats(&self) -> KernelStats {
+        let mut k = self.kernel.lock().unwrap_or_else(|p| p.into_inner());
+        k.refresh();
+        k.total
+    }
+
+    /// Take the last kernel counters and forget the descriptor (called by the source before it closes it).
+    pub(crate) fn close(&self) {
+        let mut k = self.kernel.lock().unwrap_or_else(|p| p.into_inner());
+        k.refresh();
+        k.fd = -1;
+    }
+}

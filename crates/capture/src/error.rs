@@ -1,0 +1,129 @@
+//! Errors that say what went wrong and what to do about it.
+
+use std::io;
+
+/// Setting up or running a capture source failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The interface does not exist in this network namespace.
+    #[error("no such interface '{name}' (available: {}); pick one with -i", available.join(", "))]
+    NoSuchInterface {
+        /// The name asked for.
+        name: String,
+        /// Interfaces that do exist here.
+        available: Vec<String>,
+    },
+    /// The interface exists but is administratively down.
+    #[error("interface '{name}' is down: bring it up with `ip link set {name} up`")]
+    InterfaceDown {
+        /// The interface.
+        name: String,
+    },
+    /// Packet sockets need privileges.
+    #[error(
+        "{op}: permission denied: capturing needs root or CAP_NET_RAW: run with sudo or \
+         `setcap cap_net_raw,cap_net_admin+eip <binary>`"
+    )]
+    Permission {
+        /// The operation that was refused.
+        op: &'static str,
+    },
+    /// The kernel could not allocate the ring (or the socket buffer).
+    #[error(
+        "cannot allocate a {} KiB capture buffer ({source}): reduce -B",
+        bytes / 1024
+    )]
+    RingAlloc {
+        /// Requested size in bytes.
+        bytes: u64,
+        /// The kernel's answer.
+        source: io::Error,
+    },
+    /// The filter expression does not compile.
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+    /// A configuration value is out of range.
+    #[error("bad capture setting: {0}")]
+    Config(String),
+    /// Any other system call failure, with the call that failed.
+    #[error("{op} failed: {source}")]
+    Io {
+        /// The system call (and option) that failed.
+        op: &'static str,
+        /// The kernel's answer.
+        source: io::Error,
+    },
+}
+
+impl CaptureError {
+    /// Wrap the last OS error of `op`, turning EPERM/EACCES into [`CaptureError::Permission`].
+    pub(crate) fn os(op: &'static str) -> CaptureError {
+        CaptureError::from_io(op, io::Error::last_os_error())
+    }
+
+    /// Classify an OS error of `op`.
+    pub(crate) fn from_io(op: &'static str, source: io::Error) -> CaptureError {
+        match source.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => CaptureError::Permission { op },
+            _ => CaptureError::Io { op, source },
+        }
+    }
+}
+
+/// A filter expression could not be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    /// libpcap rejected the expression; `message` is libpcap's own text.
+    #[error(
+        "bad filter expression: {message}; check the addresses and syntax \
+         (tcpdump -d '{expr}' shows the same)"
+    )]
+    Syntax {
+        /// The expression as given.
+        expr: String,
+        /// libpcap's message, e.g. "invalid IPv4 address '990.99.12.23'".
+        message: String,
+    },
+    /// The program is longer than the kernel accepts (BPF_MAXINSNS = 4096).
+    #[error("filter '{expr}' compiles to {len} instructions; the kernel accepts at most 4096: simplify it")]
+    TooLong {
+        /// The expression as given.
+        expr: String,
+        /// Its instruction count.
+        len: usize,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eperm_and_eacces_become_permission_errors() {
+        for errno in [libc::EPERM, libc::EACCES] {
+            let e = CaptureError::from_io("socket(AF_PACKET)", io::Error::from_raw_os_error(errno));
+            assert!(matches!(e, CaptureError::Permission { .. }), "{e:?}");
+            assert!(e.to_string().contains("CAP_NET_RAW"), "{e}");
+        }
+        let e = CaptureError::from_io("bind", io::Error::from_raw_os_error(libc::ENODEV));
+        assert!(matches!(e, CaptureError::Io { op: "bind", .. }));
+    }
+
+    #[test]
+    fn messages_name_the_problem_and_the_fix() {
+        let e = CaptureError::NoSuchInterface {
+            name: "eth9".into(),
+            available: vec!["lo".into(), "eth0".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no such interface 'eth9' (available: lo, eth0); pick one with -i"
+        );
+        let e = CaptureError::RingAlloc {
+            bytes: 8 << 30,
+            source: io::Error::from_raw_os_error(libc::ENOMEM),
+        };
+        assert!(e.to_string().contains("8388608 KiB"), "{e}");
+        assert!(e.to_string().ends_with("reduce -B"), "{e}");
+    }
+}

@@ -1,0 +1,300 @@
+//! Thin wrappers over the AF_PACKET system calls both sources share (set-up only, never per packet).
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use libc::{c_int, c_void, sock_filter};
+
+use crate::error::CaptureError;
+
+/// Open an AF_PACKET SOCK_RAW socket with protocol 0: it receives nothing until [`bind`] names a protocol,
+/// so no packet can reach it before its filter and ring are in place.
+pub fn packet_socket() -> Result<OwnedFd, CaptureError> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(CaptureError::os("socket(AF_PACKET, SOCK_RAW)"));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Names of the interfaces in the caller's network namespace.
+pub fn interface_names() -> Vec<String> {
+    let mut names = Vec::new();
+    // SAFETY: if_nameindex returns an array terminated by a zero entry, freed with if_freenameindex.
+    unsafe {
+        let list = libc::if_nameindex();
+        if list.is_null() {
+            return names;
+        }
+        let mut p = list;
+        while (*p).if_index != 0 && !(*p).if_name.is_null() {
+            names.push(CStr::from_ptr((*p).if_name).to_string_lossy().into_owned());
+            p = p.add(1);
+        }
+        libc::if_freenameindex(list);
+    }
+    names
+}
+
+/// Resolve `name` to its index and check it is up, using `fd` for the flags query.
+pub fn interface_index(fd: RawFd, name: &str) -> Result<c_int, CaptureError> {
+    let missing = || CaptureError::NoSuchInterface {
+        name: name.to_string(),
+        available: interface_names(),
+    };
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(missing());
+    }
+    let cname = CString::new(name).map_err(|_| missing())?;
+    // SAFETY: cname is NUL-terminated.
+    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+    if index == 0 {
+        return Err(missing());
+    }
+    // SAFETY: ifreq is plain data; the name fits (checked above) and stays NUL-terminated.
+    let flags = unsafe {
+        let mut req: libc::ifreq = zeroed();
+        for (d, s) in req.ifr_name.iter_mut().zip(cname.as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) < 0 {
+            return Err(CaptureError::os("ioctl(SIOCGIFFLAGS)"));
+        }
+        req.ifr_ifru.ifru_flags
+    };
+    if flags & libc::IFF_UP as libc::c_short == 0 {
+        return Err(CaptureError::InterfaceDown {
+            name: name.to_string(),
+        });
+    }
+    Ok(index as c_int)
+}
+
+/// setsockopt with a plain value.
+pub fn set_opt<T>(
+    fd: RawFd,
+    level: c_int,
+    name: c_int,
+    value: &T,
+    op: &'static str,
+) -> Result<(), CaptureError> {
+    set_opt_raw(fd, level, name, value).map_err(|e| CaptureError::from_io(op, e))
+}
+
+/// setsockopt returning the raw io::Error, for callers that classify errors themselves.
+pub fn set_opt_raw<T>(fd: RawFd, level: c_int, name: c_int, value: &T) -> io::Result<()> {
+    // SAFETY: value points to size_of::<T>() readable bytes.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            value as *const T as *const c_void,
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Attach a classic BPF program (replaces any earlier one atomically).
+pub fn attach_filter(fd: RawFd, insns: &[sock_filter]) -> Result<(), CaptureError> {
+    let prog = libc::sock_fprog {
+        len: insns.len() as u16,
+        filter: insns.as_ptr() as *mut sock_filter,
+    };
+    set_opt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_ATTACH_FILTER,
+        &prog,
+        "setsockopt(SO_ATTACH_FILTER)",
+    )
+}
+
+/// Remove the socket's filter.
+pub fn detach_filter(fd: RawFd) -> Result<(), CaptureError> {
+    let zero: c_int = 0;
+    set_opt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_DETACH_FILTER,
+        &zero,
+        "setsockopt(SO_DETACH_FILTER)",
+    )
+}
+
+/// Put the interface in promiscuous mode for as long as the socket lives.
+pub fn set_promiscuous(fd: RawFd, ifindex: c_int) -> Result<(), CaptureError> {
+    // SAFETY: packet_mreq is plain data.
+    let mut mreq: libc::packet_mreq = unsafe { zeroed() };
+    mreq.mr_ifindex = ifindex;
+    mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+    set_opt(
+        fd,
+        libc::SOL_PACKET,
+        libc::PACKET_ADD_MEMBERSHIP,
+        &mreq,
+        "setsockopt(PACKET_ADD_MEMBERSHIP, PROMISC)",
+    )
+}
+
+/// Bind to `ifindex` for all protocols: from here on packets flow.
+pub fn bind_all(fd: RawFd, ifindex: c_int) -> Result<(), CaptureError> {
+    // SAFETY: sockaddr_ll is plain data; bind reads exactly its size.
+    let r = unsafe {
+        let mut sll: libc::sockaddr_ll = zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = ifindex;
+        libc::bind(
+            fd,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENETDOWN) {
+            return Err(CaptureError::Io {
+                op: "bind(AF_PACKET) (interface down? `ip link set IF up`)",
+                source: e,
+            });
+        }
+        return Err(CaptureError::from_io("bind(AF_PACKET)", e));
+    }
+    Ok(())
+}
+
+/// Join fanout group `id` (`type_flags` = mode | flags). `id` 0 with PACKET_FANOUT_FLAG_UNIQUEID makes the
+/// kernel choose a free id; the id actually used is returned.
+pub fn join_fanout(fd: RawFd, id: u16, type_flags: u32) -> Result<u16, CaptureError> {
+    let arg: u32 = id as u32 | (type_flags << 16);
+    set_opt(
+        fd,
+        libc::SOL_PACKET,
+        libc::PACKET_FANOUT,
+        &arg,
+        "setsockopt(PACKET_FANOUT)",
+    )?;
+    let mut val: u32 = 0;
+    let mut len = size_of::<u32>() as libc::socklen_t;
+    // SAFETY: val is a u32 buffer of len bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            &mut val as *mut u32 as *mut c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(CaptureError::os("getsockopt(PACKET_FANOUT)"));
+    }
+    Ok((val & 0xffff) as u16)
+}
+
+/// Read (and thereby reset) the kernel's PACKET_STATISTICS: (packets, drops, freeze_q_cnt).
+///
+/// `packets` counts every packet that passed the filter, including the dropped ones.
+pub fn packet_statistics(fd: RawFd) -> io::Result<(u32, u32, u32)> {
+    let mut st = libc::tpacket_stats_v3 {
+        tp_packets: 0,
+        tp_drops: 0,
+        tp_freeze_q_cnt: 0,
+    };
+    // Non-ring (TPACKET_V1) sockets fill only the first two fields and shorten len.
+    let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+    // SAFETY: st is len bytes long.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st as *mut libc::tpacket_stats_v3 as *mut c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.tp_packets, st.tp_drops, st.tp_freeze_q_cnt))
+}
+
+/// Pending socket error (SO_ERROR), e.g. ENETDOWN after the interface went away.
+pub fn socket_error(fd: RawFd) -> io::Error {
+    let mut val: c_int = 0;
+    let mut len = size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: val is a c_int buffer of len bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut val as *mut c_int as *mut c_void,
+            &mut len,
+        )
+    };
+    if r < 0 {
+        io::Error::last_os_error()
+    } else if val == 0 {
+        io::Error::other("socket reported an error condition without an errno")
+    } else {
+        io::Error::from_raw_os_error(val)
+    }
+}
+
+/// Wait up to `timeout_ms` for the socket to become readable. Returns false on timeout or EINTR.
+pub fn poll_readable(fd: &OwnedFd, timeout_ms: c_int) -> Result<bool, CaptureError> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(CaptureError::Io {
+            op: "poll",
+            source: e,
+        });
+    }
+    if pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Err(CaptureError::Io {
+            op: "poll (capture socket)",
+            source: socket_error(fd.as_raw_fd()),
+        });
+    }
+    Ok(r > 0)
+}
+
+/// Pin the calling thread to one CPU (sched_setaffinity).
+pub fn pin_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no CPU {cpu}"),
+        ));
+    }
+    // SAFETY: a zeroed cpu_set_t is valid; cpu is in range.
+    unsafe {
+        let mut set: libc::cpu_set_t = zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
