@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Markdown summaries of the benchmark CSVs (for BENCHMARKS.md).
+
+usage: report.py capture CSV    # rows of scripts/bench-capture.sh
+       report.py gen CSV        # rows of scripts/bench-gen.sh
+Medians with min…max over runs; failed runs are counted, never averaged in.
+"""
+import csv
+import statistics
+import sys
+from collections import OrderedDict
+
+
+def num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def spread(values, fmt):
+    """'median (min…max)' of the values, formatted with fmt; '–' when empty."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    med = fmt(statistics.median(values))
+    if len(values) == 1:
+        return med
+    return f"{med} ({fmt(min(values))}…{fmt(max(values))})"
+
+
+def pct(x):
+    return f"{100 * x:.2f} %"
+
+
+def grouped(rows, keys):
+    groups = OrderedDict()
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return groups
+
+
+def median_of(rows, field):
+    vals = [num(r[field]) for r in rows if num(r[field]) is not None]
+    return statistics.median(vals) if vals else None
+
+
+# ---- capture ---------------------------------------------------------------------------------------------------
+def capture(path):
+    rows = list(csv.DictReader(open(path)))
+    print("| mode | sink | tool | runs | offered pps | CPU ns/pkt | ns/pkt excl. set-up | capture rate "
+          "| loss (median, max) | drops reported (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    groups = grouped(rows, ["mode", "sink", "tool"])
+    for (mode, sink, tool), rs in groups.items():
+        ok = [r for r in rs if r["status"] == "ok"]
+        failed = len(rs) - len(ok)
+        runs = f"{len(ok)}" + (f" (+{failed} failed)" if failed else "")
+        losses = [int(r["offered"]) - int(r["captured"]) for r in ok if r["captured"].isdigit()]
+        loss = f"{statistics.median(losses):.0f}, {max(losses)}" if losses else "–"
+        drops = [num(r["drops"]) for r in ok]
+        drops_s = f"{statistics.median([d for d in drops if d is not None]):.0f}" if any(
+            d is not None for d in drops) else "–"
+        print(f"| {mode} | {'/dev/null' if sink == 'null' else 'disk'} | {tool} | {runs} "
+              f"| {spread([num(r['offered_pps']) for r in ok], lambda v: f'{v / 1e6:.2f} M')} "
+              f"| {spread([num(r['ns_per_pkt']) for r in ok], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['run_ns_per_pkt']) for r in ok], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['capture_rate']) for r in ok], pct)} | {loss} | {drops_s} |")
+    print()
+    print("Targets of issue 2 (dual mode, medians; ratio = ringcap ring / tcpdump):")
+    print()
+    ok = [r for r in rows if r["status"] == "ok" and r["mode"] == "dual"]
+    for sink, target, label in (("disk", 1 / 3, "to the real disk"), ("null", 0.6, "to /dev/null")):
+        ring = [r for r in ok if r["sink"] == sink and r["tool"] == "ringcap-ring"]
+        tcpd = [r for r in ok if r["sink"] == sink and r["tool"] == "tcpdump"]
+        if not ring or not tcpd:
+            missing = "ringcap ring" if not ring else "tcpdump"
+            print(f"- {label}: not measured ({missing} has no successful run)")
+            continue
+        parts = []
+        for field, name in (("ns_per_pkt", "total CPU"), ("run_ns_per_pkt", "excl. set-up")):
+            a, b = median_of(ring, field), median_of(tcpd, field)
+            if a is None or not b:
+                continue
+            verdict = "met" if a / b <= target else "NOT met"
+            parts.append(f"{name} {a:.0f} vs {b:.0f} ns/pkt = {a / b:.2f} × ({verdict})")
+        print(f"- {label} (target ≤ {target:.2f} ×): " + "; ".join(parts))
+    ring = [r for r in ok if r["tool"] == "ringcap-ring"]
+    if ring:
+        lost = sum(int(r["offered"]) - int(r["captured"]) for r in ring if r["captured"].isdigit())
+        print(f"- ringcap ring loss over all dual-mode runs (target 0): {lost} packets "
+              f"({'met' if lost == 0 else 'NOT met'})")
+    else:
+        print("- ringcap ring loss: not measured")
+
+
+# ---- gen -------------------------------------------------------------------------------------------------------
+def gen(path):
+    rows = list(csv.DictReader(open(path)))
+    ok = [r for r in rows if r["status"] == "ok"]
+    failed = [r for r in rows if r["status"] != "ok"]
+
+    maxrows = [r for r in ok if r["test"] in ("max", "dist")]
+    if maxrows:
+        print("Maximum rate (packets counted at the receiving veth, middle 90 % of each run):")
+        print()
+        print("| sender | frames | runs | pps | mean frame (bytes) | Mb/s (frames) |")
+        print("|---|---|---|---|---|---|")
+        for (sender, dist), rs in grouped(maxrows, ["sender", "dist"]).items():
+            pps = [num(r["pps"]) for r in rs]
+            mbps = [num(r["pps"]) * num(r["mean_frame"]) * 8 / 1e6 for r in rs
+                    if num(r["pps"]) is not None and num(r["mean_frame"]) is not None]
+            print(f"| {sender} | {dist} | {len(rs)} | {spread(pps, lambda v: f'{v / 1e6:.3f} M')} "
+                  f"| {spread([num(r['mean_frame']) for r in rs], lambda v: f'{v:.1f}')} "
+                  f"| {spread(mbps, lambda v: f'{v:.0f}')} |")
+        print()
+        by = {k: median_of(v, "pps") for k, v in grouped(maxrows, ["sender", "dist"]).items()}
+        rc = by.get(("ringcap", "fixed:46"))
+        tg = by.get(("trafgen", "fixed:46"))
+        if rc and tg:
+            print(f"- 60-byte frames, ringcap gen / trafgen = {rc / tg:.2f} × (target ≥ 1.20: "
+                  f"{'met' if rc / tg >= 1.2 else 'NOT met'})")
+        else:
+            print("- ringcap gen / trafgen: not measured")
+        dflt = [(k, v) for k, v in by.items() if k[0] == "ringcap" and k[1] == "default"]
+        same = [(k, v) for k, v in by.items() if k[0] == "ringcap" and k[1].startswith("fixed:") and k[1] != "fixed:46"]
+        if dflt and same and dflt[0][1] and same[0][1]:
+            d, s = dflt[0][1], same[0][1]
+            print(f"- default distribution vs {same[0][0][1]} (same mean frame size): {d / s:.3f} × "
+                  f"(target within 10 %: {'met' if abs(d / s - 1) <= 0.10 else 'NOT met'})")
+        print()
+
+    raterows = [r for r in ok if r["test"] == "rate"]
+    if raterows:
+        print("Rate accuracy (1 s windows at the receiving veth; error = achieved / requested − 1):")
+        print()
+        print("| sender | requested pps | windows | achieved pps (median, min…max) | worst error | within 1 % |")
+        print("|---|---|---|---|---|---|")
+        for (sender, req), rs in grouped(raterows, ["sender", "requested_pps"]).items():
+            errs = [num(r["error_pct"]) for r in rs if num(r["error_pct"]) is not None]
+            worst = max(errs, key=abs) if errs else None
+            print(f"| {sender} | {float(req):.0f} | {len(rs)} "
+                  f"| {spread([num(r['pps']) for r in rs], lambda v: f'{v:.0f}')} "
+                  f"| {'–' if worst is None else f'{worst:+.3f} %'} "
+                  f"| {'–' if worst is None else ('yes' if abs(worst) <= 1 else 'NO')} |")
+        print()
+
+    fid = [r for r in ok if r["test"] == "fidelity"]
+    if fid:
+        print("Receiver-side inter-arrival and size fidelity (capture of the packets at the receiver):")
+        print()
+        print("| sender | frames | requested pps | packets captured | inter-arrival mean (µs) | CV | TV distance to model |")
+        print("|---|---|---|---|---|---|---|")
+        for r in fid:
+            tv = r["tv"] if r["tv"] else "– (no model)"
+            print(f"| {r['sender']} | {r['dist']} | {float(r['requested_pps']):.0f} | {r['packets']} "
+                  f"| {num(r['seconds']) * 1e6:.3f} | {num(r['cv']):.3f} | {tv} |")
+        print()
+        print("Target: TV distance ≤ 0.01 for ringcap's default distribution (exact mode).")
+        print()
+    if failed:
+        print(f"{len(failed)} run(s) failed: " + "; ".join(
+            f"{r['test']} {r['sender']} {r['dist']} run {r['run']}: {r['status']}" for r in failed))
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("capture", "gen"):
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    (capture if sys.argv[1] == "capture" else gen)(sys.argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
