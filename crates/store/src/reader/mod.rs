@@ -7,7 +7,7 @@ mod pcapng;
 mod source;
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
@@ -158,9 +158,9 @@ impl CaptureReader {
                 Compression::Zstd,
             ),
             LZ4_MAGIC => (
-                Box::new(lz4_flex::frame::FrameDecoder::new(
+                Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(
                     BufReader::with_capacity(1 << 16, raw),
-                )),
+                )))),
                 Compression::Lz4,
             ),
             _ => (Box::new(raw), Compression::None),
@@ -359,6 +359,32 @@ impl CaptureReader {
     /// Whether any damage (not just oddities) was found.
     pub fn damaged(&self) -> bool {
         self.damaged
+    }
+}
+
+/// Reads concatenated lz4 frames. lz4_flex's decoder reports end-of-input at the end of each
+/// frame and is not meant to carry on into a frame with other parameters, so each frame gets a
+/// fresh decoder over the same buffered input.
+struct Lz4Frames<R: BufRead>(Option<lz4_flex::frame::FrameDecoder<R>>);
+
+impl<R: BufRead> Read for Lz4Frames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // Bounded: each round consumes input, but a stream of empty frames must not spin forever.
+        for _ in 0..1024 {
+            let Some(dec) = self.0.as_mut() else {
+                return Ok(0);
+            };
+            let n = dec.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            let mut inner = self.0.take().expect("decoder").into_inner();
+            if inner.fill_buf()?.is_empty() {
+                return Ok(0);
+            }
+            self.0 = Some(lz4_flex::frame::FrameDecoder::new(inner));
+        }
+        Ok(0)
     }
 }
 
