@@ -114,3 +114,130 @@ pub const fn udp_nonzero(c: u16) -> u16 {
         c
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Textbook definition: big-endian words, end-around carry after every add.
+    fn naive_sum(data: &[u8]) -> u16 {
+        let mut s: u32 = 0;
+        for c in data.chunks(2) {
+            let w = if c.len() == 2 {
+                u16::from_be_bytes([c[0], c[1]])
+            } else {
+                (c[0] as u16) << 8
+            };
+            s += w as u32;
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 §3: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2, so the checksum is 220d.
+        let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(fold(ones_complement_sum(&d)), 0xddf2);
+        assert_eq!(checksum(&d), 0x220d);
+    }
+
+    #[test]
+    fn fast_sum_equals_textbook_sum() {
+        let mut x: u32 = 1;
+        let data: Vec<u8> = (0..4099)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                (x >> 16) as u8
+            })
+            .collect();
+        for start in 0..3 {
+            for len in (0..300).chain([1499, 1500, 4096]) {
+                let d = &data[start..start + len];
+                assert_eq!(
+                    fold(ones_complement_sum(d)),
+                    naive_sum(d),
+                    "start {start} len {len}"
+                );
+            }
+        }
+        // All 0xff: the sum is 0xffff ("negative zero") and must not fold to 0.
+        assert_eq!(fold(ones_complement_sum(&[0xff; 1000])), 0xffff);
+    }
+
+    #[test]
+    fn kernel_computed_checksums_verify() {
+        // IPv4 header of a real UDP packet; the kernel wrote 0xaa80 into bytes 10..12.
+        let mut ip = [
+            0x45, 0x00, 0x00, 0x2f, 0x7c, 0x3b, 0x40, 0x00, 0x40, 0x11, 0xaa, 0x80, 0x0a, 0x00,
+            0x00, 0x01, 0x0a, 0x00, 0x00, 0x02,
+        ];
+        assert_eq!(fold(ones_complement_sum(&ip)), 0xffff);
+        ip[10] = 0;
+        ip[11] = 0;
+        assert_eq!(checksum(&ip), 0xaa80);
+    }
+
+    #[test]
+    fn pseudo_headers() {
+        // 10.0.0.1 > 10.0.0.2, UDP, 27 bytes: 0a00+0001+0a00+0002+0011+001b.
+        let s = pseudo_header_v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            17,
+            27,
+        );
+        assert_eq!(fold(s), 0x0a00 + 0x0001 + 0x0a00 + 0x0002 + 0x11 + 27);
+        let a: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        let b: Ipv6Addr = "2001:db8::2".parse().unwrap();
+        let s = pseudo_header_v6(&a, &b, 17, 0x1_0002);
+        assert_eq!(
+            fold(s),
+            naive_sum(&[
+                0x20, 0x01, 0x0d, 0xb8, 0, 1, 0x20, 0x01, 0x0d, 0xb8, 0, 2, 0, 1, 0, 2, 0, 17
+            ])
+        );
+    }
+
+    #[test]
+    fn incremental_update_matches_recompute() {
+        let mut x: u64 = 7;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..10_000 {
+            let mut d = [0u8; 20];
+            for b in &mut d {
+                *b = rnd() as u8;
+            }
+            d[10] = 0;
+            d[11] = 0;
+            let c = checksum(&d);
+            // Change one word, then 4 bytes at an even offset, then 3 bytes at an odd offset.
+            let at = (rnd() % 5) as usize * 2;
+            let at = if at == 10 { 12 } else { at };
+            let new = rnd() as u16;
+            let old = u16::from_be_bytes([d[at], d[at + 1]]);
+            d[at..at + 2].copy_from_slice(&new.to_be_bytes());
+            let c1 = update_word(c, old, new);
+            assert_eq!(c1, checksum(&d), "word at {at}");
+            let old4 = [d[12], d[13], d[14], d[15]];
+            let new4 = (rnd() as u32).to_be_bytes();
+            d[12..16].copy_from_slice(&new4);
+            let c2 = update(c1, &old4, &new4);
+            assert_eq!(c2, checksum(&d));
+            let old3 = [d[15], d[16], d[17]];
+            let new3 = [rnd() as u8, rnd() as u8, rnd() as u8];
+            d[15..18].copy_from_slice(&new3);
+            let c3 = update_sum(
+                c2,
+                ones_complement_sum_at(&old3, 15),
+                ones_complement_sum_at(&new3, 15),
+            );
+            assert_eq!(c3, checksum(&d));
+        }
+    }
+}

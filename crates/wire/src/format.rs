@@ -177,23 +177,30 @@ fn ipv4_line<W: Write + ?Sized>(out: &mut W, frame: &[u8], h: &Headers) -> fmt::
     let src = Ipv4Addr::new(s[0], s[1], s[2], s[3]);
     let dst = Ipv4Addr::new(d[0], d[1], d[2], d[3]);
     out.write_str("IP ")?;
-    ip_body(out, frame, h, src, dst)
+    ip_body(out, frame, h, src, dst, false, None)
 }
 
 fn ipv6_line<W: Write + ?Sized>(out: &mut W, frame: &[u8], h: &Headers) -> fmt::Result {
     let src = Ipv6Addr::from(h.src_ip);
     let dst = Ipv6Addr::from(h.dst_ip);
     out.write_str("IP6 ")?;
-    ip_body(out, frame, h, src, dst)
+    let first_next = h.l3_offset.and_then(|o| frame.get(o as usize + 6)).copied();
+    let hbh = first_next == Some(ip_proto::HOPOPTS);
+    // For IPv6, frag_offset is only set when a fragment header was crossed.
+    let frag = h.frag_offset.map(|o| (o, h.ip_payload_len().unwrap_or(0)));
+    ip_body(out, frame, h, src, dst, hbh, frag)
 }
 
-/// Everything after `IP ` / `IP6 `: endpoints and the transport summary.
+/// Everything after `IP ` / `IP6 `: endpoints and the transport summary. `hbh` and `frag6` add
+/// tcpdump's `HBH` and `frag (offset|length)` for IPv6 extension headers.
 fn ip_body<W: Write + ?Sized, A: fmt::Display + Copy>(
     out: &mut W,
     frame: &[u8],
     h: &Headers,
     src: A,
     dst: A,
+    hbh: bool,
+    frag6: Option<(u16, u32)>,
 ) -> fmt::Result {
     let proto = h.protocol.unwrap_or(0);
     let ip_payload = h.ip_payload_len().unwrap_or(0);
@@ -203,9 +210,30 @@ fn ip_body<W: Write + ?Sized, A: fmt::Display + Copy>(
     } else {
         (None, None)
     };
-    write!(out, "{} > {}:", Endpoint(src, sp), Endpoint(dst, dp))?;
+    if let Some((off, len)) = frag6 {
+        write!(out, "{src} > {dst}:")?;
+        if hbh {
+            out.write_str(" HBH")?;
+        }
+        write!(out, " frag ({off}|{len})")?;
+        if let (Some(sp), Some(dp)) = (sp, dp) {
+            write!(out, " {sp} > {dp}:")?;
+        }
+        if h.l4_offset.is_none() {
+            return if h.truncated {
+                out.write_str(" [|ip6]")
+            } else {
+                Ok(())
+            };
+        }
+    } else {
+        write!(out, "{} > {}:", Endpoint(src, sp), Endpoint(dst, dp))?;
+        if hbh {
+            out.write_str(" HBH")?;
+        }
+    }
     let Some(l4) = h.l4_offset else {
-        // A later fragment, or the frame ended inside the IP (extension) headers.
+        // A later IPv4 fragment, or the frame ended inside the IP (extension) headers.
         if h.truncated {
             return out.write_str(" [|ip]");
         }
@@ -311,6 +339,8 @@ fn icmp_summary<W: Write + ?Sized>(out: &mut W, seg: &[u8], v6: bool, len: u32) 
     }
     if is_echo {
         write!(out, ", id {}, seq {}", icmp.echo_ident(), icmp.echo_seq())?;
+    } else if v6 && t == icmp::v6::MLD2_REPORT {
+        write!(out, ", {} group record(s)", icmp.rest_of_header() & 0xffff)?;
     } else if v6 && matches!(t, icmp::v6::NEIGHBOR_SOLICIT | icmp::v6::NEIGHBOR_ADVERT) {
         if let Some(b) = icmp.payload().get(..16) {
             let mut a = [0u8; 16];

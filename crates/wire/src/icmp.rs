@@ -41,6 +41,8 @@ pub mod v6 {
     pub const NEIGHBOR_SOLICIT: u8 = 135;
     /// Neighbor advertisement.
     pub const NEIGHBOR_ADVERT: u8 = 136;
+    /// Multicast listener report v2 (MLDv2).
+    pub const MLD2_REPORT: u8 = 143;
 }
 
 /// A view of an ICMP or ICMPv6 message (the layout of the first 8 bytes is the same).

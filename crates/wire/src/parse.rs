@@ -114,7 +114,7 @@ pub struct Headers {
     pub ip_header_len: Option<u16>,
     /// TTL / hop limit.
     pub ttl: Option<u8>,
-    /// Upper-layer protocol (after IPv6 extension headers; the unreadable one if the frame ends inside them).
+    /// Upper-layer protocol (after IPv6 extension headers; `None` if the frame ends inside them).
     pub protocol: Option<u8>,
     /// Fragment offset in bytes (IPv4 always; IPv6 only with a fragment header).
     pub frag_offset: Option<u16>,
@@ -252,7 +252,7 @@ fn l2_payload(f: &[u8], mut off: usize, mut et: u16, h: &mut Headers) {
     let mut depth = 0u32;
     while ethertype::is_vlan(et) {
         let Some(tag) = f.get(off..off + 4) else {
-            h.ethertype = Some(et);
+            // The ethertype behind the tags is unknown.
             h.truncated = true;
             return;
         };
@@ -357,18 +357,19 @@ fn ipv6(f: &[u8], off: usize, h: &mut Headers) {
     };
     let payload = &d[40..end];
     let ul = skip_extension_headers(next, payload);
-    h.ip_header_len = Some((40 + ul.offset) as u16);
-    h.protocol = Some(ul.protocol);
     if let Some(frag) = ul.fragment {
         h.frag_offset = Some(frag.offset);
         h.more_fragments = frag.more;
-        if frag.offset != 0 {
-            return;
-        }
     }
     if !ul.complete {
+        // Ended inside the extension headers: protocol and header length unknown.
         h.truncated = true;
         return;
+    }
+    h.ip_header_len = Some((40 + ul.offset) as u16);
+    h.protocol = Some(ul.protocol);
+    if ul.fragment.is_some_and(|f| f.offset != 0) {
+        return; // a later fragment: no transport header here
     }
     transport(&payload[ul.offset..], off + 40 + ul.offset, ul.protocol, h);
 }
