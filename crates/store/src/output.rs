@@ -51,7 +51,15 @@ impl Output {
         };
         if direct_io {
             match open(libc::O_DIRECT) {
-                Ok(f) => return Ok(Output::from_file(f, true)),
+                Ok(f) => {
+                    let mut out = Output::from_file(f, true);
+                    if in_memory_fs(&out) {
+                        // tmpfs accepts O_DIRECT since Linux 6.6 but still copies into page
+                        // cache pages: no gain, only alignment rules. Say "buffered" honestly.
+                        out.clear_direct().map_err(create_err)?;
+                    }
+                    return Ok(out);
+                }
                 // tmpfs and some others refuse O_DIRECT at open: fall back to the page cache.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
                 Err(e) => return Err(create_err(e)),
@@ -131,6 +139,23 @@ impl Output {
             Output::Stream(w) => w.flush(),
         }
     }
+}
+
+/// Whether the output lives on tmpfs or ramfs (memory, no device to bypass the cache for).
+fn in_memory_fs(out: &Output) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let Output::Fd { file, .. } = out else {
+        return false;
+    };
+    // SAFETY: fstatfs fills a plain struct for a valid descriptor.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut s) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
+    let t = s.f_type as i64;
+    t == TMPFS_MAGIC || t == RAMFS_MAGIC
 }
 
 /// State of the writer thread.
