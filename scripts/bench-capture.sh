@@ -229,7 +229,7 @@ done
 echo "### Capture benchmark ($(date -u +%Y-%m-%d))"
 echo
 machine_md
-echo "- Sender: \`$(show_cmd ip netns exec '$TX_NS' taskset -c 0 "${TG_CMD[@]//$WORK\//}")\` ($FRAME_LEN-byte UDP/IPv4 frames, full speed;"
+echo "- Sender: \`$(show_cmd ip netns exec '$TX_NS' taskset -c 0 "${TG_CMD[@]}")\` ($FRAME_LEN-byte UDP/IPv4 frames, full speed;"
 echo "  config: \`$(cat "$TG_CFG")\`)"
 echo "- $RUNS runs × $PACKETS packets per tool, sink and mode, interleaved; disk sink: $BENCH_DISK_DIR ($DISK_FS,"
 echo "  $(df -h --output=source "$BENCH_DISK_DIR" | tail -1)); dual mode: capturer on CPU1, sender + softirq on CPU0;"

@@ -143,6 +143,7 @@ show_cmd() {
   local out="" a
   for a in "$@"; do
     [ "$a" = "${RINGCAP:-}" ] && a=ringcap   # the binary's path is noise in a table
+    [ -n "${WORK:-}" ] && a="${a//$WORK\//}"  # so are temporary directories
     if [[ "$a" =~ ^[A-Za-z0-9_./:,=@%+\$-]+$ ]]; then out+="$a "; else out+="'$a' "; fi
   done
   echo "${out% }"

@@ -104,43 +104,49 @@ def gen(path):
     if maxrows:
         print("Maximum rate (packets counted at the receiving veth, middle 90 % of each run):")
         print()
-        print("| sender | frames | runs | pps | mean frame (bytes) | Mb/s (frames) |")
-        print("|---|---|---|---|---|---|")
-        for (sender, dist), rs in grouped(maxrows, ["sender", "dist"]).items():
+        print("| test | sender | sizes (IP bytes) | runs | pps | mean frame (bytes) | Mb/s (frames) |")
+        print("|---|---|---|---|---|---|---|")
+        groups = grouped(maxrows, ["test", "sender", "dist"])
+        for (test, sender, dist), rs in groups.items():
             pps = [num(r["pps"]) for r in rs]
             mbps = [num(r["pps"]) * num(r["mean_frame"]) * 8 / 1e6 for r in rs
                     if num(r["pps"]) is not None and num(r["mean_frame"]) is not None]
-            print(f"| {sender} | {dist} | {len(rs)} | {spread(pps, lambda v: f'{v / 1e6:.3f} M')} "
+            label = "60-byte frames" if test == "max" else "size mix"
+            print(f"| {label} | {sender} | {dist} | {len(rs)} | {spread(pps, lambda v: f'{v / 1e6:.3f} M')} "
                   f"| {spread([num(r['mean_frame']) for r in rs], lambda v: f'{v:.1f}')} "
                   f"| {spread(mbps, lambda v: f'{v:.0f}')} |")
         print()
-        by = {k: median_of(v, "pps") for k, v in grouped(maxrows, ["sender", "dist"]).items()}
-        rc = by.get(("ringcap", "fixed:46"))
-        tg = by.get(("trafgen", "fixed:46"))
+        by = {k: median_of(v, "pps") for k, v in groups.items()}
+        rc = by.get(("max", "ringcap", "fixed:46"))
+        tg = by.get(("max", "trafgen", "fixed:46"))
         if rc and tg:
             print(f"- 60-byte frames, ringcap gen / trafgen = {rc / tg:.2f} × (target ≥ 1.20: "
                   f"{'met' if rc / tg >= 1.2 else 'NOT met'})")
         else:
             print("- ringcap gen / trafgen: not measured")
-        dflt = [(k, v) for k, v in by.items() if k[0] == "ringcap" and k[1] == "default"]
-        same = [(k, v) for k, v in by.items() if k[0] == "ringcap" and k[1].startswith("fixed:") and k[1] != "fixed:46"]
-        if dflt and same and dflt[0][1] and same[0][1]:
-            d, s = dflt[0][1], same[0][1]
-            print(f"- default distribution vs {same[0][0][1]} (same mean frame size): {d / s:.3f} × "
-                  f"(target within 10 %: {'met' if abs(d / s - 1) <= 0.10 else 'NOT met'})")
+        d = by.get(("dist", "ringcap", "default"))
+        same = [(k[2], v) for k, v in by.items() if k[0] == "dist" and k[2] != "default"]
+        if d and same and same[0][1]:
+            name, s_pps = same[0]
+            print(f"- default distribution vs {name} (same mean frame size): {d / s_pps:.3f} × "
+                  f"(target within 10 %: {'met' if abs(d / s_pps - 1) <= 0.10 else 'NOT met'})")
         print()
 
     raterows = [r for r in ok if r["test"] == "rate"]
     if raterows:
         print("Rate accuracy (1 s windows at the receiving veth; error = achieved / requested − 1):")
         print()
-        print("| sender | requested pps | windows | achieved pps (median, min…max) | worst error | within 1 % |")
-        print("|---|---|---|---|---|---|")
+        print("| sender | requested pps | windows | achieved pps (median, min…max) | error over all windows "
+              "| worst window error | within 1 % |")
+        print("|---|---|---|---|---|---|---|")
         for (sender, req), rs in grouped(raterows, ["sender", "requested_pps"]).items():
             errs = [num(r["error_pct"]) for r in rs if num(r["error_pct"]) is not None]
             worst = max(errs, key=abs) if errs else None
+            secs = sum(num(r["seconds"]) or 0 for r in rs)
+            overall = 100 * (sum(num(r["packets"]) or 0 for r in rs) / secs / float(req) - 1) if secs else None
             print(f"| {sender} | {float(req):.0f} | {len(rs)} "
                   f"| {spread([num(r['pps']) for r in rs], lambda v: f'{v:.0f}')} "
+                  f"| {'–' if overall is None else f'{overall:+.3f} %'} "
                   f"| {'–' if worst is None else f'{worst:+.3f} %'} "
                   f"| {'–' if worst is None else ('yes' if abs(worst) <= 1 else 'NO')} |")
         print()
