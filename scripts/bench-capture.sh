@@ -111,8 +111,8 @@ on_exit() {
   if [ "$KEEP_WORK" = 1 ]; then say "logs of failed runs kept in $WORK"; else rm -rf "$WORK"; fi
 }
 trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'say "interrupted: stopping and cleaning up"; exit 130' INT
+trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 
 testbed_up
 TG_CFG="$WORK/trafgen-$FRAME_LEN.cfg"
@@ -152,15 +152,17 @@ run_one() {
   wpid=$!
   BG_PIDS+=("$wpid")
   if ! wait_ready "$wpid" "$log" "$READY" || [ ! -s "$pidf" ]; then
+    local why="not capturing after 20 s"
+    kill -0 "$wpid" 2>/dev/null || why="exited before capturing"
     stop_pid "$wpid"; wait "$wpid" 2>/dev/null || true
-    fail_row "$tool" "$sink" "$mode" "$run" "not ready (see $log)" "$log"; return 0
+    fail_row "$tool" "$sink" "$mode" "$run" "$why (log: $log)" "$log"; return 0
   fi
   tpid="$(cat "$pidf")"
   setup="$(cpu_tree_ns "$tpid")"
 
   read -r p0 b0 < <(rx_counters)
   t0="$(date +%s%N)"
-  if ! ip netns exec "$TX_NS" taskset -c 0 "${TG_CMD[@]}" >"$WORK/$tag.trafgen.log" 2>&1; then
+  if ! run_waited ip netns exec "$TX_NS" taskset -c 0 "${TG_CMD[@]}" >"$WORK/$tag.trafgen.log" 2>&1; then
     status="trafgen failed"
   fi
   t1="$(date +%s%N)"

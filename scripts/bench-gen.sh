@@ -8,11 +8,11 @@
 #  2. Rate accuracy at 10 %, 50 % and 80 % of each sender's measured maximum: rx_packets in 1 s windows for
 #     RATE_SECONDS, each window's error against the requested rate and the worst one.
 #  3. Receiver-side inter-arrival CV and size fidelity: FIDELITY_PACKETS captured by tcpdump (pinned to CPU1,
-#     nanosecond timestamps, 64-byte snaplen) at 10 % of the maximum; CV of the gaps and the total-variation
+#     nanosecond timestamps, 64-byte snaplen) at 10 % and 50 % of the maximum; CV of the gaps and the total-variation
 #     distance between the captured IP sizes and the model (the model from `ringcap dist`, see model_cmd).
 #
 # Environment: RUNS (3), PACKETS (5000000 per max-rate run), RATE_LEVELS ("10 50 80"), RATE_SECONDS (10),
-#   FIDELITY_PACKETS (1000000), FIDELITY_PCT (10), SENDERS ("ringcap trafgen"), TESTS ("max rate fidelity"),
+#   FIDELITY_PACKETS (1000000), FIDELITY_PCTS ("10 50"), SENDERS ("ringcap trafgen"), TESTS ("max rate fidelity"),
 #   BENCH_DISK_DIR (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1 for progress lines.
 # Output: bench-out/gen-YYYYmmdd-HHMMSS.csv and Markdown on stdout for BENCHMARKS.md.
 set -euo pipefail
@@ -28,7 +28,7 @@ PACKETS="${PACKETS:-5000000}"
 RATE_LEVELS="${RATE_LEVELS:-10 50 80}"
 RATE_SECONDS="${RATE_SECONDS:-10}"
 FIDELITY_PACKETS="${FIDELITY_PACKETS:-1000000}"
-FIDELITY_PCT="${FIDELITY_PCT:-10}"
+FIDELITY_PCTS="${FIDELITY_PCTS:-10 50}"
 SENDERS="${SENDERS:-ringcap trafgen}"
 TESTS="${TESTS:-max rate fidelity}"
 BENCH_DISK_DIR="${BENCH_DISK_DIR:-/var/tmp/ringcap-bench}"
@@ -96,8 +96,8 @@ on_exit() {
   if [ "$KEEP_WORK" = 1 ]; then say "logs of failed runs kept in $WORK"; else rm -rf "$WORK"; fi
 }
 trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'say "interrupted: stopping and cleaning up"; exit 130' INT
+trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 testbed_up
 echo "test,sender,dist,run,requested_pps,window,count,packets,seconds,pps,mean_frame,error_pct,cv,tv,status" >"$CSV"
 declare -A SHOWN=()      # command lines used, for the Markdown
@@ -116,7 +116,7 @@ send_measured() {
   spid=$!
   BG_PIDS+=("$spid")
   sleep 0.3   # the sampler's first samples are the baseline
-  ip netns exec "$TX_NS" taskset -c 0 "${CMD[@]}" >"$WORK/$tag.log" 2>&1 || rc=$?
+  run_waited ip netns exec "$TX_NS" taskset -c 0 "${CMD[@]}" >"$WORK/$tag.log" 2>&1 || rc=$?
   sleep 0.3
   kill -TERM "$spid" 2>/dev/null || true
   wait "$spid" || { fail "$tag: the rx sampler failed"; return 1; }
@@ -200,51 +200,57 @@ if has_test rate; then
 fi
 
 # ---- 3. inter-arrival CV and size fidelity at the receiver -----------------------------------------------------
+# A capturer adds receive work on the sender's CPU (the softirq copies into its ring), so these runs are kept
+# apart from the rate-accuracy runs, at moderate rates.
 if has_test fidelity; then
   have tcpdump || die "tcpdump is missing: run 'make deps'"
   check_real_disk "$BENCH_DISK_DIR" >/dev/null
   for s in "${USE[@]}"; do
     max="$(max_of "$s")"
     if [ -z "$max" ]; then say "fidelity of $s skipped: no maximum measured (run the max test or set MAX_PPS_$s)"; continue; fi
-    rate=$((max * FIDELITY_PCT / 100))
     if [ "$s" = ringcap ]; then dist=default; else dist=fixed:46; fi
-    tag="fidelity-$s"
-    pcap="$BENCH_DISK_DIR/bench-gen-$$-$tag.pcap"
-    model="$WORK/$tag.model"
+    model="$WORK/model-$s"
     if [ "$dist" = default ]; then
       model_cmd "$dist"
       SHOWN["model"]="$(show_cmd "${CMD[@]}")"
-      if ! "${CMD[@]}" >"$model" 2>"$WORK/$tag.model.err" || ! grep -qE '^[[:space:]]*[0-9]+[[:space:],;]+[0-9.]+[[:space:]]*$' "$model"; then
-        say "size fidelity of ringcap skipped: '$(show_cmd "${CMD[@]}")' gave no '<size> <count>' model ($(head -c 200 "$WORK/$tag.model.err"))"
+      if ! "${CMD[@]}" >"$model" 2>"$model.err" || ! grep -qE '^[[:space:]]*[0-9]+[[:space:],;]+[0-9.]+[[:space:]]*$' "$model"; then
+        say "size fidelity of ringcap skipped: '$(show_cmd "${CMD[@]}")' gave no '<size> <count>' model ($(head -c 200 "$model.err"))"
         model=""
       fi
     else
       echo "${dist#fixed:} 1" >"$model"
     fi
-    fidelity_capture_cmd "$pcap"
-    SHOWN["capture"]="$(show_cmd taskset -c 1 "${CMD[@]}")"
-    "$PY" "$BENCH_LIB/rusage.py" "$WORK/$tag.ru" "$WORK/$tag.pid" -- \
-      ip netns exec "$RX_NS" taskset -c 1 "${CMD[@]}" >"$WORK/$tag.capture.log" 2>&1 &
-    cpid=$!
-    BG_PIDS+=("$cpid")
-    if ! wait_ready "$cpid" "$WORK/$tag.capture.log" "listening on"; then
-      fail "$tag: tcpdump did not start" "$WORK/$tag.capture.log"; stop_pid "$cpid"; continue
-    fi
-    ok=1
-    send_measured "$tag" "$s" "$dist" "$FIDELITY_PACKETS" "$rate" || ok=0
-    sleep 1.5   # tcpdump's ring hands over a partly filled block after its 1 s timeout
-    stop_pid "$(cat "$WORK/$tag.pid")"
-    wait "$cpid" || true
-    if [ "$ok" = 1 ] && read -r packets mean sd cv tv noise < <("$PY" "$BENCH_LIB/pcapstats.py" "$pcap" ${model:+"$model"} 2>"$WORK/$tag.stats.err"); then
-      [ "$tv" = - ] && tv=""
-      csv_row fidelity "$s" "$dist" 1 "$rate" "" "$FIDELITY_PACKETS" "$packets" "$mean" "" "" "" "$cv" "$tv" ok
-      progress "fidelity $s $dist at $rate pps: $packets captured, CV $cv, TV ${tv:-n/a} (sampling noise alone ${noise})"
-      [ -z "$tv" ] || TV_NOISE["$s"]="$noise"
-    else
-      fail "$tag: $(cat "$WORK/$tag.stats.err" 2>/dev/null)"
-      csv_row fidelity "$s" "$dist" 1 "$rate" "" "$FIDELITY_PACKETS" "" "" "" "" "" "" "" failed
-    fi
-    rm -f "$pcap"
+    for pct in $FIDELITY_PCTS; do
+      rate=$((max * pct / 100))
+      tag="fidelity-$s-$pct"
+      pcap="$BENCH_DISK_DIR/bench-gen-$$-$tag.pcap"
+      fidelity_capture_cmd "$pcap"
+      SHOWN["capture"]="$(show_cmd taskset -c 1 "${CMD[@]}")"
+      "$PY" "$BENCH_LIB/rusage.py" "$WORK/$tag.ru" "$WORK/$tag.pid" -- \
+        ip netns exec "$RX_NS" taskset -c 1 "${CMD[@]}" >"$WORK/$tag.capture.log" 2>&1 &
+      cpid=$!
+      BG_PIDS+=("$cpid")
+      if ! wait_ready "$cpid" "$WORK/$tag.capture.log" "listening on"; then
+        fail "$tag: tcpdump did not start" "$WORK/$tag.capture.log"; stop_pid "$cpid"; continue
+      fi
+      ok=1
+      send_measured "$tag" "$s" "$dist" "$FIDELITY_PACKETS" "$rate" || ok=0
+      sleep 1.5   # tcpdump's ring hands over a partly filled block after its 1 s timeout
+      stop_pid "$(cat "$WORK/$tag.pid")"
+      wait "$cpid" || true
+      stats=""
+      if [ "$ok" = 1 ] && stats="$("$PY" "$BENCH_LIB/pcapstats.py" "$pcap" ${model:+"$model"} 2>&1)"; then
+        read -r packets mean _sd cv tv noise <<<"$stats"
+        [ "$tv" != - ] || tv=""
+        csv_row fidelity "$s" "$dist" 1 "$rate" "" "$FIDELITY_PACKETS" "$packets" "$mean" "" "" "" "$cv" "$tv" ok
+        progress "fidelity $s $dist at $rate pps: $packets captured, CV $cv, TV ${tv:-n/a} (sampling noise alone $noise)"
+        [ -z "$tv" ] || TV_NOISE["$s"]="$noise"
+      else
+        fail "$tag: ${stats:-the sender failed}"
+        csv_row fidelity "$s" "$dist" 1 "$rate" "" "$FIDELITY_PACKETS" "" "" "" "" "" "" "" failed
+      fi
+      rm -f "$pcap"
+    done
   done
 fi
 

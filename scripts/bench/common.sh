@@ -42,6 +42,17 @@ stop_pid() {
   done
 }
 
+# Run a command in the background and wait for it: bash runs a trap only after the foreground command ends, but
+# it interrupts `wait` at once, so Ctrl-C or SIGTERM stops the benchmark now; the EXIT trap kills the command.
+run_waited() {
+  local pid rc=0
+  "$@" &
+  pid=$!
+  BG_PIDS+=("$pid")
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+
 # Kill what we started (by pid, never by name), then remove the testbed. Installed as the EXIT trap.
 bench_cleanup() {
   local pid
