@@ -1,1 +1,3 @@
 //! gen
+
+pub mod dist;
