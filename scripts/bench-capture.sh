@@ -26,9 +26,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-# shellcheck source=testbed.sh
+# shellcheck source=scripts/testbed.sh
 source scripts/testbed.sh
-# shellcheck source=bench/common.sh
+# shellcheck source=scripts/bench/common.sh
 source scripts/bench/common.sh
 
 RUNS="${RUNS:-3}"
@@ -114,7 +114,7 @@ trap on_exit EXIT
 trap 'say "interrupted: stopping and cleaning up"; exit 130' INT
 trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 
-testbed_up
+testbed_up ""   # no RPS: the receive softirq runs on the sending CPU (CPU0)
 TG_CFG="$WORK/trafgen-$FRAME_LEN.cfg"
 trafgen_cfg "$TG_CFG" "$FRAME_LEN"
 TG_CMD=(trafgen -o "$TX_IF" -i "$TG_CFG" -n "$PACKETS" -P 1)   # -P 1: one sender process, trafgen pins it to CPU0
@@ -140,7 +140,7 @@ wait_drained() {
 # run_one TOOL SINK MODE RUN: one capture run; appends one CSV row.
 run_one() {
   local tool="$1" sink="$2" mode="$3" run="$4"
-  local cpu=1 out tag log ru pidf wpid tpid setup p0 b0 p1 b1 t0 t1 rc=0 status=ok
+  local cpu=1 out tag log ru pidf wpid tpid setup p0 p1 t0 t1 rc=0 status=ok
   [ "$mode" = single ] && cpu=0
   tag="$tool-$sink-$mode-$run"
   if [ "$sink" = disk ]; then out="$BENCH_DISK_DIR/bench-$$-$tag.$(file_ext "$tool")"; else out=/dev/null; fi
@@ -160,20 +160,20 @@ run_one() {
   tpid="$(cat "$pidf")"
   setup="$(cpu_tree_ns "$tpid")"
 
-  read -r p0 b0 < <(rx_counters)
+  read -r p0 _ < <(rx_counters)
   t0="$(date +%s%N)"
   if ! run_waited ip netns exec "$TX_NS" taskset -c 0 "${TG_CMD[@]}" >"$WORK/$tag.trafgen.log" 2>&1; then
     status="trafgen failed"
   fi
   t1="$(date +%s%N)"
   wait_drained "$tpid"
-  read -r p1 b1 < <(rx_counters)
+  read -r p1 _ < <(rx_counters)
   stop_pid "$tpid"
   wait "$wpid" || rc=$?
   [ "$rc" = 0 ] || status="exit $rc"
 
-  local offered=$((p1 - p0)) utime stime _rss code captured drops detail cpu_ns
-  if ! read -r utime stime _rss code <"$ru"; then
+  local offered=$((p1 - p0)) utime stime captured drops detail cpu_ns
+  if ! read -r utime stime _ <"$ru"; then
     fail_row "$tool" "$sink" "$mode" "$run" "no rusage" "$log"; return 0
   fi
   cpu_ns=$((utime + stime))
@@ -231,6 +231,7 @@ done
 echo "### Capture benchmark ($(date -u +%Y-%m-%d))"
 echo
 machine_md
+# shellcheck disable=SC2016  # $TX_NS is shown literally
 echo "- Sender: \`$(show_cmd ip netns exec '$TX_NS' taskset -c 0 "${TG_CMD[@]}")\` ($FRAME_LEN-byte UDP/IPv4 frames, full speed;"
 echo "  config: \`$(cat "$TG_CFG")\`)"
 echo "- $RUNS runs × $PACKETS packets per tool, sink and mode, interleaved; disk sink: $BENCH_DISK_DIR ($DISK_FS,"

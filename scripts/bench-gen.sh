@@ -18,9 +18,9 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-# shellcheck source=testbed.sh
+# shellcheck source=scripts/testbed.sh
 source scripts/testbed.sh
-# shellcheck source=bench/common.sh
+# shellcheck source=scripts/bench/common.sh
 source scripts/bench/common.sh
 
 RUNS="${RUNS:-3}"
@@ -98,7 +98,7 @@ on_exit() {
 trap on_exit EXIT
 trap 'say "interrupted: stopping and cleaning up"; exit 130' INT
 trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
-testbed_up
+testbed_up ""   # no RPS: the receive softirq runs on the sending CPU (CPU0)
 echo "test,sender,dist,run,requested_pps,window,count,packets,seconds,pps,mean_frame,error_pct,cv,tv,status" >"$CSV"
 declare -A SHOWN=()      # command lines used, for the Markdown
 declare -A TV_NOISE=()   # sender -> TV distance that sampling alone gives
@@ -146,12 +146,12 @@ if has_test max; then
         csv_row "$test" "$sender" "$dist" "$run" "" "" "$PACKETS" "" "" "" "" "" "" "" "failed: samples"; continue
       fi
       read -r packets _bytes pps mean secs <<<"$stats"
-      status=ok
-      [ "$packets" = "$PACKETS" ] || status="received $packets of $PACKETS"
-      [ "$status" = ok ] || fail "$tag: $status"
-      csv_row "$test" "$sender" "$dist" "$run" "" "" "$PACKETS" "$packets" "$secs" "$pps" "$mean" "" "" "" "$status"
+      # A shortfall (frames dropped on the way, or a sender that does not send exactly -n) is reported, not
+      # hidden: the row stays in the statistics and the table shows received / sent.
+      [ "$packets" = "$PACKETS" ] || say "warning: $tag: the receiver counted $packets of $PACKETS frames"
+      csv_row "$test" "$sender" "$dist" "$run" "" "" "$PACKETS" "$packets" "$secs" "$pps" "$mean" "" "" "" ok
       progress "run $run/$RUNS $sender $dist: $pps pps, mean frame $mean bytes, received $packets of $PACKETS"
-      if [ "$dist" = default ] && [ -z "$SAME_MEAN" ] && [ "$status" = ok ]; then
+      if [ "$dist" = default ] && [ -z "$SAME_MEAN" ]; then
         rounded="$(printf '%.0f' "$mean")"
         SAME_MEAN="fixed:$((rounded - 14))"
         plan+=("dist ringcap $SAME_MEAN")   # run 1 measures it too

@@ -2,6 +2,7 @@
 # Shared by scripts/bench-capture.sh and scripts/bench-gen.sh (sourced, after scripts/testbed.sh).
 # Facts behind the choices here: ../shared/design/TESTBED.md (pinning, non-local MAC, signals, counting).
 
+# shellcheck disable=SC2034  # used by the scripts that source this file
 BENCH_LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # The system python: pyenv shims are shell scripts, slow to start and not always on PATH inside `ip netns exec`.
 PY=/usr/bin/python3
@@ -76,6 +77,7 @@ cpu_tree_ns() {
   done
   for f in /proc/"$pid"/task/*/children; do
     [ -r "$f" ] || continue
+    # shellcheck disable=SC2013  # one line of space-separated pids
     for c in $(cat "$f" 2>/dev/null); do total=$((total + $(cpu_tree_ns "$c"))); done
   done
   echo "$total"
@@ -85,6 +87,7 @@ cpu_tree_ns() {
 rx_packet_sockets() {
   local idx
   idx="$(ip netns exec "$RX_NS" cat "/sys/class/net/$RX_IF/ifindex")"
+  # shellcheck disable=SC2016  # awk's own $5, $6
   ip netns exec "$RX_NS" awk -v idx="$idx" 'NR > 1 && $5 == idx && $6 == 1 { n++ } END { print n + 0 }' /proc/net/packet
 }
 

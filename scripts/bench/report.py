@@ -104,17 +104,19 @@ def gen(path):
     if maxrows:
         print("Maximum rate (packets counted at the receiving veth, middle 90 % of each run):")
         print()
-        print("| test | sender | sizes (IP bytes) | runs | pps | mean frame (bytes) | Mb/s (frames) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| test | sender | sizes (IP bytes) | runs | pps | mean frame (bytes) | Mb/s (frames) "
+              "| received / sent (lowest) |")
+        print("|---|---|---|---|---|---|---|---|")
         groups = grouped(maxrows, ["test", "sender", "dist"])
         for (test, sender, dist), rs in groups.items():
             pps = [num(r["pps"]) for r in rs]
             mbps = [num(r["pps"]) * num(r["mean_frame"]) * 8 / 1e6 for r in rs
                     if num(r["pps"]) is not None and num(r["mean_frame"]) is not None]
             label = "60-byte frames" if test == "max" else "size mix"
+            worst = min(rs, key=lambda r: (num(r["packets"]) or 0) / (num(r["count"]) or 1))
             print(f"| {label} | {sender} | {dist} | {len(rs)} | {spread(pps, lambda v: f'{v / 1e6:.3f} M')} "
                   f"| {spread([num(r['mean_frame']) for r in rs], lambda v: f'{v:.1f}')} "
-                  f"| {spread(mbps, lambda v: f'{v:.0f}')} |")
+                  f"| {spread(mbps, lambda v: f'{v:.0f}')} | {worst['packets']} / {worst['count']} |")
         print()
         by = {k: median_of(v, "pps") for k, v in groups.items()}
         rc = by.get(("max", "ringcap", "fixed:46"))
