@@ -67,6 +67,13 @@ def capture(path):
               f"| {spread([num(r['run_ns_per_pkt']) for r in ok], lambda v: f'{v:.0f}')} "
               f"| {spread([num(r['capture_rate']) for r in ok], pct)} | {loss} | {drops_s} |")
     print()
+    dropped = [r for r in rows if r["status"] == "ok" and (num(r["drops"]) or 0) > 0]
+    if dropped:
+        print("Drops by stage as the tools report them (runs with drops):")
+        print()
+        for r in dropped:
+            print(f"- {r['tool']}, {r['sink']}, {r['mode']}, run {r['run']}: {r['drop_detail']}")
+        print()
     print("Targets of issue 2 (dual mode, medians; ratio = ringcap ring / tcpdump):")
     print()
     ok = [r for r in rows if r["status"] == "ok" and r["mode"] == "dual"]
