@@ -1,1 +1,48 @@
-fn main() {}
+//! ringcap: the command-line front end. Parsing, wiring and printing only; the work lives in the crates.
+
+mod capture_cmd;
+mod cli;
+mod stop;
+mod units;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// An error that ends the program, with the exit code it means.
+#[derive(Debug)]
+pub struct Fatal {
+    /// 2: usage or configuration (the user must change the command); 1: runtime (I/O, capture).
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Fatal {
+    pub fn usage(error: impl Into<anyhow::Error>) -> Fatal {
+        Fatal {
+            code: 2,
+            error: error.into(),
+        }
+    }
+    pub fn runtime(error: impl Into<anyhow::Error>) -> Fatal {
+        Fatal {
+            code: 1,
+            error: error.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = cli::with_default_subcommand(std::env::args_os().collect());
+    let cli = cli::Cli::parse_from(args);
+    let result = match cli.command {
+        cli::Command::Capture(a) => capture_cmd::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            // One line (plus causes): what went wrong and what to do.
+            eprintln!("ringcap: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}

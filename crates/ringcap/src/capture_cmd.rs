@@ -1,0 +1,501 @@
+//! `ringcap capture`: sources (capture crate) → one sink (store writer or terminal lines), a stats line per
+//! interval on stderr, and tcpdump's summary plus ringcap's per-stage lines at the end.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use capture::{CaptureError, Counters, Fanout, Source, SourceConfig};
+use store::{CaptureWriter, Format, IfStats, VlanTag, WriterCounters, WriterOptions};
+
+use crate::cli::{self, CaptureArgs};
+use crate::stop::StopFlags;
+use crate::units;
+use crate::Fatal;
+
+/// How long one wait for packets may take: bounds the reaction time to signals and -c/--duration.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Where captured packets go.
+enum Sink {
+    /// One `tcpdump -n` style line per packet on stdout.
+    Print,
+    /// A pcap/pcapng file or stdout; shared by all capture threads, locked once per batch.
+    File(Arc<Mutex<CaptureWriter>>),
+}
+
+pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
+    let mut cfg = source_config(&a)?;
+    if a.dump_filter {
+        let prog = cfg.filter.as_deref().unwrap_or(&[]);
+        print!("{}", capture::dump(prog, capture::DumpStyle::Asm));
+        return Ok(());
+    }
+    let stop = StopFlags::install()
+        .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
+
+    let sources = Source::open_group(&cfg, a.threads).map_err(capture_fatal)?;
+    cfg.filter = None; // compiled program now lives in the kernel
+    let counters: Vec<Arc<Counters>> = sources.iter().map(|s| s.counters()).collect();
+
+    let sink = match &a.write {
+        None => Sink::Print,
+        Some(path) => Sink::File(Arc::new(Mutex::new(open_writer(path, &a)?))),
+    };
+    let writer_counters = match &sink {
+        Sink::File(w) => Some(w.lock().unwrap_or_else(|p| p.into_inner()).counters()),
+        Sink::Print => None,
+    };
+    if !a.quiet || a.write.is_some() {
+        let what = match &a.write {
+            Some(p) => format!("writing {} to {}", format_name(a.format), p.display()),
+            None => "printing one line per packet".to_string(),
+        };
+        eprintln!(
+            "ringcap: listening on {} ({} source, {} thread{}), {}",
+            a.interface,
+            match a.source {
+                cli::SourceKind::Ring => "ring",
+                cli::SourceKind::Copy => "copy",
+            },
+            a.threads,
+            if a.threads == 1 { "" } else { "s" },
+            what
+        );
+    }
+
+    let started = Instant::now();
+    let start_ns = now_ns();
+    let taken = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for (i, src) in sources.into_iter().enumerate() {
+        let cpu = (!a.cpus.is_empty()).then(|| a.cpus[i % a.cpus.len()]);
+        let ctx = ThreadCtx {
+            stop: stop.clone(),
+            taken: Arc::clone(&taken),
+            limit: a.count,
+            sink: match &sink {
+                Sink::Print => Sink::Print,
+                Sink::File(w) => Sink::File(Arc::clone(w)),
+            },
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("ringcap-cap{i}"))
+            .spawn(move || {
+                if let Some(cpu) = cpu {
+                    capture::pin_thread(cpu)
+                        .map_err(|e| anyhow!("cannot pin capture thread to CPU {cpu}: {e}"))?;
+                }
+                capture_loop(src, ctx)
+            })
+            .map_err(|e| Fatal::runtime(anyhow!("cannot start a capture thread: {e}")))?;
+        handles.push(h);
+    }
+
+    // Stats until every thread has ended (stop flag, -c, --duration or an error).
+    let mut printer =
+        StatsPrinter::new(a.json, a.quiet || a.stats_interval <= 0.0, a.stats_interval);
+    while handles.iter().any(|h| !h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        if a.duration.is_some_and(|d| started.elapsed() >= d) {
+            stop.request_stop();
+        }
+        if let Some(wc) = &writer_counters {
+            if wc.snapshot().failed {
+                stop.request_stop();
+            }
+        }
+        printer.maybe_print(&counters, writer_counters.as_deref());
+    }
+    let mut thread_error = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => thread_error = Some(e),
+            Err(_) => thread_error = Some(anyhow!("a capture thread panicked")),
+        }
+    }
+
+    // All sources are dropped: their kernel counters are final.
+    let kernel = counters
+        .iter()
+        .fold(capture::KernelStats::default(), |mut k, c| {
+            k.add(&c.kernel_stats());
+            k
+        });
+    let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
+    let delivered: u64 = snaps.iter().map(|s| s.packets).sum();
+    let mut write_error = None;
+    let writer_stats = match sink {
+        Sink::File(w) => {
+            let w = Arc::try_unwrap(w)
+                .map_err(|_| {
+                    Fatal::runtime(anyhow!("internal: writer still shared after threads ended"))
+                })?
+                .into_inner()
+                .unwrap_or_else(|p| p.into_inner());
+            let if_stats = IfStats {
+                ifrecv: Some(kernel.packets),
+                ifdrop: Some(kernel.drops),
+                filter_accept: Some(kernel.packets),
+                os_drop: Some(kernel.drops),
+                usr_deliv: Some(delivered),
+                start_ns: Some(start_ns),
+                end_ns: Some(now_ns()),
+            };
+            let counters = w.counters();
+            match w.finish(Some(if_stats)) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    write_error = Some(e);
+                    Some(counters.snapshot())
+                }
+            }
+        }
+        Sink::Print => {
+            let _ = std::io::stdout().flush();
+            None
+        }
+    };
+
+    let summary = Summary {
+        elapsed: started.elapsed(),
+        kernel,
+        delivered,
+        captured: writer_stats.map_or(delivered, |s| s.packets),
+        storage_drops: writer_stats.map_or(0, |s| s.storage_drops),
+        wire_bytes: snaps.iter().map(|s| s.wire_bytes).sum(),
+        blocks: snaps.iter().map(|s| s.batches).sum(),
+        blocks_timed_out: snaps.iter().map(|s| s.blocks_timed_out).sum(),
+        blocks_losing: snaps.iter().map(|s| s.blocks_losing).sum(),
+        bytes_written: writer_stats.map(|s| s.bytes_written),
+        direct_io: writer_stats.is_some_and(|s| s.direct_io),
+    };
+    summary.print(a.json);
+
+    if let Some(e) = write_error {
+        return Err(Fatal::runtime(anyhow!(e)));
+    }
+    if let Some(e) = thread_error {
+        return Err(Fatal::runtime(e));
+    }
+    Ok(())
+}
+
+struct ThreadCtx {
+    stop: StopFlags,
+    taken: Arc<AtomicU64>,
+    limit: Option<u64>,
+    sink: Sink,
+}
+
+fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
+    let mut line = String::with_capacity(256);
+    let stdout = std::io::stdout();
+    let mut flush_at = Instant::now() + Duration::from_millis(200);
+    while !ctx.stop.stopping() {
+        if ctx.limit.is_some_and(|l| ctx.taken.load(Relaxed) >= l) {
+            ctx.stop.request_stop();
+            break;
+        }
+        match &ctx.sink {
+            Sink::File(w) => {
+                // Lock once per batch, and only once packets are there (not while waiting in poll).
+                let mut guard = None;
+                src.for_each_batch(POLL, |p| {
+                    if !take_one(&ctx) {
+                        return;
+                    }
+                    let w =
+                        guard.get_or_insert_with(|| w.lock().unwrap_or_else(|p| p.into_inner()));
+                    let vlan = p.vlan.map(|v| VlanTag {
+                        tpid: v.tpid,
+                        tci: v.tci,
+                    });
+                    w.write_packet(p.ts_ns, p.wire_len, p.data, vlan);
+                })?;
+                let mut w = match guard {
+                    Some(g) => g,
+                    None => w.lock().unwrap_or_else(|p| p.into_inner()),
+                };
+                w.maybe_flush(Instant::now());
+            }
+            Sink::Print => {
+                let mut out = stdout.lock();
+                src.for_each_batch(POLL, |p| {
+                    if !take_one(&ctx) {
+                        return;
+                    }
+                    line.clear();
+                    let _ = wire::format_line(
+                        &mut line,
+                        p.ts_ns,
+                        p.data,
+                        p.record_wire_len(),
+                        wire::LinkType::Ethernet,
+                    );
+                    line.push('\n');
+                    if let Err(e) = out.write_all(line.as_bytes()) {
+                        // A closed pipe (`ringcap ... | head`) ends the capture, like tcpdump.
+                        if e.kind() == std::io::ErrorKind::BrokenPipe {
+                            ctx.stop.request_stop();
+                        }
+                    }
+                })?;
+                if Instant::now() >= flush_at {
+                    let _ = out.flush();
+                    flush_at = Instant::now() + Duration::from_millis(200);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Count a packet against -c; false once the limit is reached.
+#[inline]
+fn take_one(ctx: &ThreadCtx) -> bool {
+    match ctx.limit {
+        None => true,
+        Some(l) => ctx.taken.fetch_add(1, Relaxed) < l,
+    }
+}
+
+fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
+    if a.threads == 0 {
+        return Err(Fatal::usage(anyhow!("--threads must be at least 1")));
+    }
+    let mut cfg = SourceConfig::new(&a.interface);
+    cfg.kind = match a.source {
+        cli::SourceKind::Ring => capture::SourceKind::Ring,
+        cli::SourceKind::Copy => capture::SourceKind::Copy,
+    };
+    cfg.snaplen = if a.snaplen == 0 {
+        capture::MAX_SNAPLEN
+    } else {
+        a.snaplen.min(capture::MAX_SNAPLEN)
+    };
+    cfg.promiscuous = !a.no_promisc;
+    cfg.set_buffer_kib(a.buffer_kib as usize);
+    cfg.ring.block_size = a.block_size as usize;
+    cfg.ring.block_timeout = Duration::from_millis(a.block_timeout_ms as u64);
+    if a.threads > 1 {
+        cfg.fanout = Some(Fanout {
+            mode: match a.fanout {
+                cli::FanoutMode::Hash => capture::FanoutMode::Hash,
+                cli::FanoutMode::Lb => capture::FanoutMode::Lb,
+                cli::FanoutMode::Cpu => capture::FanoutMode::Cpu,
+                cli::FanoutMode::Qm => capture::FanoutMode::Qm,
+            },
+            rollover: a.rollover,
+            defrag: true,
+        });
+    }
+    let expr = a.filter.join(" ");
+    if !expr.trim().is_empty() {
+        let prog = capture::compile_filter(&expr, capture::LINKTYPE_ETHERNET, cfg.snaplen)
+            .map_err(|e| Fatal::usage(anyhow!(e)))?;
+        cfg.filter = Some(prog);
+    }
+    Ok(cfg)
+}
+
+/// Configuration mistakes exit 2, everything else 1.
+fn capture_fatal(e: CaptureError) -> Fatal {
+    match e {
+        CaptureError::NoSuchInterface { .. }
+        | CaptureError::InterfaceDown { .. }
+        | CaptureError::Filter(_)
+        | CaptureError::Config(_) => Fatal::usage(anyhow!(e)),
+        _ => Fatal::runtime(anyhow!(e)),
+    }
+}
+
+fn store_format(f: cli::OutputFormat) -> Format {
+    match f {
+        cli::OutputFormat::Pcap => Format::Pcap { nanos: false },
+        cli::OutputFormat::PcapNs => Format::Pcap { nanos: true },
+        cli::OutputFormat::Pcapng => Format::PcapNg,
+    }
+}
+
+fn format_name(f: cli::OutputFormat) -> &'static str {
+    match f {
+        cli::OutputFormat::Pcap => "pcap",
+        cli::OutputFormat::PcapNs => "pcap (ns)",
+        cli::OutputFormat::Pcapng => "pcapng",
+    }
+}
+
+fn open_writer(path: &Path, a: &CaptureArgs) -> Result<CaptureWriter, Fatal> {
+    let opts = WriterOptions {
+        format: store_format(a.format),
+        snaplen: if a.snaplen == 0 {
+            store::MAX_SNAPLEN
+        } else {
+            a.snaplen.min(store::MAX_SNAPLEN)
+        },
+        linktype: 1,
+        if_name: a.interface.clone(),
+        direct_io: a.direct_io,
+        ..WriterOptions::default()
+    };
+    CaptureWriter::create(path, opts).map_err(|e| Fatal::usage(anyhow!(e)))
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Prints one stats line per interval on stderr.
+struct StatsPrinter {
+    json: bool,
+    silent: bool,
+    interval: Duration,
+    next: Instant,
+    last: Instant,
+    last_packets: u64,
+    last_bytes: u64,
+}
+
+impl StatsPrinter {
+    fn new(json: bool, silent: bool, interval_s: f64) -> StatsPrinter {
+        let interval = Duration::from_secs_f64(interval_s.max(0.05));
+        StatsPrinter {
+            json,
+            silent,
+            interval,
+            next: Instant::now() + interval,
+            last: Instant::now(),
+            last_packets: 0,
+            last_bytes: 0,
+        }
+    }
+
+    fn maybe_print(&mut self, counters: &[Arc<Counters>], writer: Option<&WriterCounters>) {
+        let now = Instant::now();
+        if self.silent || now < self.next {
+            return;
+        }
+        self.next += self.interval;
+        let mut packets = 0;
+        let mut bytes = 0;
+        let mut kernel = capture::KernelStats::default();
+        for c in counters {
+            let s = c.snapshot();
+            packets += s.packets;
+            bytes += s.wire_bytes;
+            kernel.add(&c.kernel_stats());
+        }
+        let dt = now.duration_since(self.last).as_secs_f64().max(1e-9);
+        let pps = (packets - self.last_packets) as f64 / dt;
+        let bps = (bytes - self.last_bytes) as f64 / dt;
+        self.last = now;
+        self.last_packets = packets;
+        self.last_bytes = bytes;
+        let w = writer.map(|w| w.snapshot());
+        let storage = w.map_or(0, |w| w.storage_drops);
+        if self.json {
+            let mut v = serde_json::json!({
+                "type": "stats",
+                "time_ns": now_ns(),
+                "pps": pps,
+                "bits_per_sec": bps * 8.0,
+                "captured": w.map_or(packets, |w| w.packets),
+                "received": packets,
+                "drops": { "kernel": kernel.drops, "storage": storage },
+                "ring_freezes": kernel.freeze_q_cnt,
+            });
+            if let Some(w) = w {
+                v["written_bytes"] = w.bytes_written.into();
+                v["backlog"] =
+                    serde_json::json!({ "filled": w.buffers_filled, "total": w.buffers_total });
+            }
+            eprintln!("{v}");
+        } else {
+            let backlog = w.map_or(String::new(), |w| {
+                format!(" | backlog {}/{}", w.buffers_filled, w.buffers_total)
+            });
+            eprintln!(
+                "{:>10} {:>10} | captured {} | drops: kernel {} storage {}{}",
+                units::pps(pps),
+                units::bits_per_sec(bps),
+                w.map_or(packets, |w| w.packets),
+                kernel.drops,
+                storage,
+                backlog
+            );
+        }
+    }
+}
+
+/// End-of-capture numbers: tcpdump's three lines, then one line per stage.
+struct Summary {
+    elapsed: Duration,
+    kernel: capture::KernelStats,
+    delivered: u64,
+    captured: u64,
+    storage_drops: u64,
+    wire_bytes: u64,
+    blocks: u64,
+    blocks_timed_out: u64,
+    blocks_losing: u64,
+    bytes_written: Option<u64>,
+    direct_io: bool,
+}
+
+impl Summary {
+    fn print(&self, json: bool) {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        if json {
+            let v = serde_json::json!({
+                "type": "summary",
+                "captured": self.captured,
+                "received_by_filter": self.kernel.packets,
+                "dropped_by_kernel": self.kernel.drops,
+                "delivered_to_ringcap": self.delivered,
+                "drops": { "kernel": self.kernel.drops, "storage": self.storage_drops },
+                "ring": { "blocks": self.blocks, "timed_out": self.blocks_timed_out, "losing": self.blocks_losing, "freezes": self.kernel.freeze_q_cnt },
+                "wire_bytes": self.wire_bytes,
+                "bytes_written": self.bytes_written,
+                "direct_io": self.direct_io,
+                "seconds": secs,
+            });
+            eprintln!("{v}");
+            return;
+        }
+        eprintln!("{} packets captured", self.captured);
+        eprintln!("{} packets received by filter", self.kernel.packets);
+        eprintln!("{} packets dropped by kernel", self.kernel.drops);
+        eprintln!(
+            "ringcap: {} in {:.1} s ({}, {}); drops by stage: kernel {}, storage {}",
+            units::bytes(self.wire_bytes),
+            secs,
+            units::pps(self.delivered as f64 / secs),
+            units::bits_per_sec(self.wire_bytes as f64 / secs),
+            self.kernel.drops,
+            self.storage_drops,
+        );
+        eprintln!(
+            "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
+            self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
+        );
+        if let Some(b) = self.bytes_written {
+            eprintln!(
+                "ringcap: wrote {} ({})",
+                units::bytes(b),
+                if self.direct_io {
+                    "O_DIRECT"
+                } else {
+                    "page cache"
+                }
+            );
+        }
+    }
+}

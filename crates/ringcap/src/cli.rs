@@ -1,0 +1,180 @@
+//! Command-line definitions. Flags keep tcpdump's letters where ringcap has the same feature.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ringcap",
+    version,
+    about = "Line-rate packet capture, traffic generation and capture benchmarking",
+    long_about = "ringcap captures packets through a memory-mapped AF_PACKET ring (TPACKET_V3) with no \
+per-packet copy, allocation or system call, writes pcap/pcapng from large aligned buffers, generates \
+reproducible traffic from realistic packet-size distributions, and measures capture systems.\n\n\
+`ringcap -i IF [-w FILE] [EXPR]` is short for `ringcap capture -i IF ...` (tcpdump's flags).",
+    after_help = "Exit codes: 0 success, 1 runtime error (I/O, capture), 2 usage or configuration error.\n\
+Run `ringcap <command> --help` for the flags of each command."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Capture packets from an interface to a pcap/pcapng file, stdout or the terminal.
+    Capture(CaptureArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SourceKind {
+    /// Memory-mapped TPACKET_V3 ring: no per-packet copy or system call (default).
+    Ring,
+    /// Classic per-packet path (recvmmsg on a packet socket): the baseline to compare against.
+    Copy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FanoutMode {
+    /// Flow hash: all packets of a flow go to the same thread.
+    Hash,
+    /// Round robin over threads.
+    Lb,
+    /// By the CPU the packet arrived on.
+    Cpu,
+    /// By the NIC's receive queue.
+    Qm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// pcap with microsecond timestamps (tcpdump's default; read everywhere).
+    Pcap,
+    /// pcap with nanosecond timestamps (magic a1b23c4d).
+    PcapNs,
+    /// pcapng with interface and statistics blocks, nanosecond timestamps.
+    Pcapng,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CaptureArgs {
+    /// Interface to capture on.
+    #[arg(short = 'i', long = "interface", value_name = "IF")]
+    pub interface: String,
+
+    /// Write packets to FILE ("-" for stdout) instead of printing one line per packet.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: Option<PathBuf>,
+
+    /// Output file format.
+    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
+    pub format: OutputFormat,
+
+    /// Snapshot length: bytes kept of each packet (0 = 262144, as tcpdump). The true wire length is kept.
+    #[arg(
+        short = 's',
+        long = "snaplen",
+        value_name = "BYTES",
+        default_value_t = 262144
+    )]
+    pub snaplen: u32,
+
+    /// Stop after this many packets.
+    #[arg(short = 'c', long = "count", value_name = "N")]
+    pub count: Option<u64>,
+
+    /// Kernel ring size in KiB, per thread (as tcpdump's -B). Default 64 MiB.
+    #[arg(
+        short = 'B',
+        long = "buffer-size",
+        value_name = "KiB",
+        default_value_t = 65536
+    )]
+    pub buffer_kib: u64,
+
+    /// Ring block size (power of two, multiple of the page size).
+    #[arg(long = "block-size", value_name = "SIZE", default_value = "4MiB", value_parser = parse_size_arg)]
+    pub block_size: u64,
+
+    /// Hand a partly filled block to ringcap after this many milliseconds (latency vs. wake-ups).
+    #[arg(long = "block-timeout", value_name = "MS", default_value_t = 20)]
+    pub block_timeout_ms: u32,
+
+    /// Don't put the interface into promiscuous mode.
+    #[arg(short = 'p', long = "no-promiscuous-mode")]
+    pub no_promisc: bool,
+
+    /// Packet source.
+    #[arg(long = "source", value_enum, default_value = "ring")]
+    pub source: SourceKind,
+
+    /// Capture threads, each with its own ring in one PACKET_FANOUT group.
+    #[arg(long = "threads", value_name = "N", default_value_t = 1)]
+    pub threads: usize,
+
+    /// How the kernel spreads packets over the threads.
+    #[arg(long = "fanout", value_enum, default_value = "hash")]
+    pub fanout: FanoutMode,
+
+    /// With fanout: when one thread's ring is full, give its packets to another instead of dropping.
+    #[arg(long = "rollover")]
+    pub rollover: bool,
+
+    /// CPUs to pin the capture threads to, e.g. "1" or "0,1" (round robin over the list).
+    #[arg(long = "cpus", value_name = "LIST", value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+
+    /// Write output with O_DIRECT where the filesystem allows it (default: yes). "off" uses the page cache.
+    #[arg(long = "direct-io", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    pub direct_io: bool,
+
+    /// Print the compiled filter program (as tcpdump -d) and exit.
+    #[arg(short = 'd')]
+    pub dump_filter: bool,
+
+    /// Print statistics (per second and final) as JSON lines on stderr.
+    #[arg(long = "json")]
+    pub json: bool,
+
+    /// Seconds between statistics lines on stderr (0 = none).
+    #[arg(long = "stats-interval", value_name = "SECONDS", default_value_t = 1.0)]
+    pub stats_interval: f64,
+
+    /// Quiet: no per-second statistics lines (the final summary is still printed).
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+
+    /// Stop after this long (e.g. 10s, 5m).
+    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+
+    /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap and run in the kernel.
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = false
+    )]
+    pub filter: Vec<String>,
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    crate::units::parse_size(s)
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "yes" | "true" | "1" => Ok(true),
+        "off" | "no" | "false" | "0" => Ok(false),
+        _ => Err(format!("`{s}`: use on or off")),
+    }
+}
+
+/// `ringcap -i eth0 ...` (no subcommand, tcpdump style) means `ringcap capture -i eth0 ...`.
+pub fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    let is_global = matches!(first, "-h" | "--help" | "-V" | "--version");
+    if first.starts_with('-') && !is_global {
+        args.insert(1, "capture".into());
+    }
+    args
+}

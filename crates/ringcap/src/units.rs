@@ -1,0 +1,107 @@
+//! Human units in and out: sizes like `4MiB` or `1.5G`, rates as pps and Mb/s.
+
+/// Parse a byte size: plain bytes, or with a suffix k/K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB.
+/// Decimal suffixes (KB, MB) are powers of 1000, binary ones (KiB, k, M, G) powers of 1024, as tcpdump's -C is
+/// in millions of bytes but dd and most users mean binary; we follow the suffix literally.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size: write e.g. 4096, 64KiB, 100MB, 2GiB"))?;
+    let mult: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "k" | "K" | "KiB" | "Ki" => 1024.0,
+        "KB" | "kB" => 1e3,
+        "M" | "MiB" | "Mi" => 1024.0 * 1024.0,
+        "MB" => 1e6,
+        "G" | "GiB" | "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "GB" => 1e9,
+        "T" | "TiB" | "Ti" => 1024f64.powi(4),
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}`: use B, KiB, MiB, GiB, TiB or KB, MB, GB, TB"
+            ))
+        }
+    };
+    Ok((n * mult).round() as u64)
+}
+
+/// `1.50 Mpps`, `812 kpps`, `12 pps`.
+pub fn pps(rate: f64) -> String {
+    scaled(rate, "pps")
+}
+
+/// Bits per second from bytes per second: `1.23 Gb/s`, `720 Mb/s`.
+pub fn bits_per_sec(bytes_per_sec: f64) -> String {
+    scaled(bytes_per_sec * 8.0, "b/s")
+}
+
+fn scaled(v: f64, unit: &str) -> String {
+    let (d, p) = if v >= 1e9 {
+        (1e9, "G")
+    } else if v >= 1e6 {
+        (1e6, "M")
+    } else if v >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let x = v / d;
+    if x >= 100.0 || p.is_empty() {
+        format!("{x:.0} {p}{unit}")
+    } else {
+        format!("{x:.2} {p}{unit}")
+    }
+}
+
+/// Binary-prefixed bytes: `512 B`, `3.0 KiB`, `12.4 MiB`, `1.50 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", UNITS[i])
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_their_suffix() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size("4M").unwrap(), 4 << 20);
+        assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert!(parse_size("12 parsecs")
+            .unwrap_err()
+            .contains("unknown size unit"));
+        assert!(parse_size("lots").is_err());
+    }
+
+    #[test]
+    fn rates_pick_one_unit() {
+        assert_eq!(pps(1_500_000.0), "1.50 Mpps");
+        assert_eq!(pps(812_000.0), "812 kpps");
+        assert_eq!(pps(12.0), "12 pps");
+        assert_eq!(bits_per_sec(90_000_000.0), "720 Mb/s");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 * 1024), "3.0 KiB");
+        assert_eq!(bytes(1536 << 20), "1.5 GiB");
+    }
+}
