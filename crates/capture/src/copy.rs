@@ -185,10 +185,7 @@ impl CopySource {
             let e = std::io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
-                _ => Err(CaptureError::Io {
-                    op: "recvmmsg(AF_PACKET)",
-                    source: e,
-                }),
+                _ => Err(sys::read_failure("recvmmsg", e)),
             };
         }
         Ok(r as usize)

@@ -272,12 +272,19 @@ pub fn poll_readable(fd: &OwnedFd, timeout_ms: c_int) -> Result<bool, CaptureErr
         });
     }
     if pfd.revents & (libc::POLLERR | libc::POLLNVAL) != 0 {
-        return Err(CaptureError::Io {
-            op: "poll (capture socket)",
-            source: socket_error(fd.as_raw_fd()),
-        });
+        return Err(read_failure("poll", socket_error(fd.as_raw_fd())));
     }
     Ok(r > 0)
+}
+
+/// A failure while reading packets; ENETDOWN gets the likely cause spelled out.
+pub fn read_failure(op: &'static str, e: io::Error) -> CaptureError {
+    let op = match (e.raw_os_error(), op) {
+        (Some(libc::ENETDOWN), "poll") => "poll (the interface went down or was removed)",
+        (Some(libc::ENETDOWN), _) => "recvmmsg (the interface went down or was removed)",
+        _ => op,
+    };
+    CaptureError::Io { op, source: e }
 }
 
 /// Pin the calling thread to one CPU (sched_setaffinity).

@@ -108,3 +108,35 @@ fn bad_settings_are_config_errors() {
     let e = tb.run_in(Side::Rx, || Source::open(&cfg)).err().unwrap();
     assert!(e.to_string().contains("too small"), "{e}");
 }
+
+/// The interface disappearing under a running capture is an error, not an endless wait.
+#[test]
+fn interface_removed_mid_capture_is_reported() {
+    use std::time::Duration;
+    for kind in [SourceKind::Ring, SourceKind::Copy] {
+        let tb = Testbed::new(TestbedOptions::default()).expect("testbed");
+        let mut cfg = SourceConfig::new(&tb.rx_if);
+        cfg.kind = kind;
+        let mut src = tb.run_in(Side::Rx, || Source::open(&cfg)).expect("open");
+        assert_eq!(
+            src.for_each_batch(Duration::from_millis(10), |_| {})
+                .unwrap(),
+            0
+        );
+        let st = tb
+            .command(Side::Rx, "ip")
+            .args(["link", "del", &tb.rx_if])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let e = src
+            .for_each_batch(Duration::from_millis(500), |_| {})
+            .err()
+            .unwrap_or_else(|| panic!("{kind:?}: no error after the interface went away"));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("went down or was removed") && msg.contains("Network is down"),
+            "{kind:?}: {msg}"
+        );
+    }
+}
