@@ -165,7 +165,8 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         elapsed: started.elapsed(),
         kernel,
         delivered,
-        captured: writer_stats.map_or(delivered, |s| s.packets),
+        // Printed lines: what the source delivered, cut at -c.
+        captured: writer_stats.map_or(a.count.map_or(delivered, |l| delivered.min(l)), |s| s.packets),
         storage_drops: writer_stats.map_or(0, |s| s.storage_drops),
         wire_bytes: snaps.iter().map(|s| s.wire_bytes).sum(),
         blocks: snaps.iter().map(|s| s.batches).sum(),

@@ -1,0 +1,259 @@
+//! End-to-end tests of `ringcap capture`: the real binary in a throwaway namespace, real frames from the
+//! other side, files checked with Wireshark's tools and ringcap's reader.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+const SIGINT: i32 = libc::SIGINT;
+const SIGTERM: i32 = libc::SIGTERM;
+
+fn frames(n: u32, len: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| frame(i, 1000 + (i % 7) as u16, 9, len + (i as usize % 3) * 100)).collect()
+}
+
+/// The summary's first line: "N packets captured".
+fn summary_count(stderr: &str, what: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_suffix(what).and_then(|n| n.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no `{what}` line in: {stderr}"))
+}
+
+fn capture_exactly(source: &str, format: &str) {
+    let tb = testbed();
+    let dir = temp_dir(&format!("{source}-{format}"));
+    let file = dir.join("out.cap");
+    let sent = frames(20_000, 60);
+    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "--source", source, "-F", format, "-w", file.to_str().unwrap(), "-q"]);
+    send(&tb, &sent);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = stop(child, SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "exit {:?}: {err}", out.status);
+    let captured = summary_count(&err, " packets captured");
+    let dropped = summary_count(&err, " packets dropped by kernel");
+    // Sent == captured + counted drops, exactly (with a 64 MiB ring there should be no drops at all).
+    assert_eq!(captured + dropped, sent.len() as u64, "{err}");
+    assert_eq!(dropped, 0, "{err}");
+    assert_eq!(capinfos_count(&file), captured);
+    // The bytes in the file are the bytes that were sent, in order.
+    let got = read_all(&file);
+    assert_eq!(got.len(), sent.len());
+    for (i, ((wire_len, data), want)) in got.iter().zip(&sent).enumerate() {
+        assert_eq!(*wire_len as usize, want.len(), "packet {i}");
+        assert_eq!(data, want, "packet {i}");
+    }
+    // tshark opens the file too.
+    let t = Command::new("tshark").args(["-r"]).arg(&file).args(["-T", "fields", "-e", "frame.number"]).output().unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    assert_eq!(String::from_utf8_lossy(&t.stdout).lines().count(), sent.len());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn ring_to_pcap_ns_is_exact() {
+    capture_exactly("ring", "pcap-ns");
+}
+
+#[test]
+fn ring_to_pcapng_is_exact() {
+    capture_exactly("ring", "pcapng");
+}
+
+#[test]
+fn copy_to_pcap_is_exact() {
+    capture_exactly("copy", "pcap");
+}
+
+#[test]
+fn count_stops_after_n_packets_and_prints_lines() {
+    let tb = testbed();
+    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-c", "5"]);
+    send(&tb, &frames(50, 60));
+    let mut child = child;
+    let out = finish(&mut child);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[0].contains("IP 10.77.0.1.1000 > 10.77.0.2.9: UDP, length"), "{}", lines[0]);
+    assert_eq!(summary_count(&stderr_text(&out), " packets captured"), 5);
+}
+
+#[test]
+fn fanout_threads_lose_and_duplicate_nothing() {
+    for mode in ["hash", "lb"] {
+        let tb = testbed();
+        let dir = temp_dir(&format!("fanout-{mode}"));
+        let file = dir.join("out.pcap");
+        let sent = frames(10_000, 60);
+        let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "--threads", "2", "--fanout", mode, "-w", file.to_str().unwrap(), "-q"]);
+        send(&tb, &sent);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let out = stop(child, SIGTERM);
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        let mut seqs: Vec<u32> = read_all(&file).iter().map(|(_, d)| u32::from_be_bytes(d[42..46].try_into().unwrap())).collect();
+        seqs.sort_unstable();
+        let want: Vec<u32> = (0..sent.len() as u32).collect();
+        assert_eq!(seqs, want, "fanout {mode}: every sequence number exactly once");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn sigterm_mid_capture_leaves_a_valid_file() {
+    let tb = testbed();
+    let dir = temp_dir("sigterm");
+    let file = dir.join("out.pcapng");
+    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-F", "pcapng", "-w", file.to_str().unwrap(), "-q"]);
+    // Stop while frames are still flowing.
+    let tb2 = &tb;
+    std::thread::scope(|s| {
+        s.spawn(|| send(tb2, &frames(200_000, 60)));
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    });
+    let out = stop(child, SIGTERM);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    let captured = summary_count(&err, " packets captured");
+    assert!(captured > 0, "{err}");
+    assert_eq!(capinfos_count(&file), captured);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn write_to_stdout_feeds_tcpdump() {
+    let tb = testbed();
+    let dir = temp_dir("stdout");
+    let file = dir.join("via-tcpdump.pcap");
+    let mut child = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-w", "-", "-F", "pcap", "-c", "300", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pipe = child.stdout.take().unwrap();
+    let mut tcpdump = Command::new("tcpdump").args(["-r", "-", "-w"]).arg(&file).stdin(pipe).stderr(std::process::Stdio::null()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    send(&tb, &frames(300, 60));
+    assert!(child.wait().unwrap().success());
+    assert!(tcpdump.wait().unwrap().success());
+    assert_eq!(capinfos_count(&file), 300);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn missing_interface_is_a_usage_error_that_names_it() {
+    let tb = testbed();
+    let out = ringcap_rx(&tb, &["capture", "-i", "nosuch0", "-c", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_text(&out);
+    assert!(err.contains("no such interface 'nosuch0'") && err.contains("veth-rx"), "{err}");
+}
+
+#[test]
+fn interface_down_says_how_to_bring_it_up() {
+    let tb = testbed();
+    let st = tb.command(lab::testbed::Side::Rx, "ip").args(["link", "set", &tb.rx_if, "down"]).status().unwrap();
+    assert!(st.success());
+    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-c", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_text(&out).contains("ip link set veth-rx up"), "{}", stderr_text(&out));
+}
+
+#[test]
+fn unwritable_output_is_reported_before_capturing() {
+    let tb = testbed();
+    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-w", "/nonexistent-dir/x.pcap", "-c", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_text(&out).contains("/nonexistent-dir/x.pcap"), "{}", stderr_text(&out));
+}
+
+/// The thesis's filter (seed 000, Figure 6.5) as printed has `990.99.12.23`, which is no address.
+const THESIS_FILTER: &str = include_str!("../../../plans/filters/thesis-fig6.5-as-printed.txt");
+const THESIS_FILTER_FIXED: &str = include_str!("../../../plans/filters/thesis-fig6.5.txt");
+
+#[test]
+fn thesis_filter_as_printed_is_rejected_naming_the_address() {
+    let tb = testbed();
+    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-c", "1", THESIS_FILTER]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_text(&out);
+    assert!(err.contains("990.99.12.23") || err.contains("990"), "{err}");
+    assert!(err.contains("bad filter expression"), "{err}");
+}
+
+#[test]
+fn filters_accept_exactly_what_tcpdump_accepts() {
+    let tb = testbed();
+    let dir = temp_dir("filter");
+    // Mixed traffic: the thesis generator's frames (src MAC 00:..:01, UDP) and frames the filter must reject.
+    let mut sent = frames(3000, 60);
+    for (i, f) in sent.iter_mut().enumerate() {
+        match i % 4 {
+            1 => f[11] = 0x02,      // other source MAC: still 00:00:00:00:00:xx, accepted
+            2 => f[10] = 0x01,      // ether[10] != 0: rejected by the thesis filter
+            3 => f[26..30].copy_from_slice(&[110, 11, 12, 23]), // a listed source address: rejected
+            _ => {}
+        }
+    }
+    // Capture everything once as the reference file.
+    let all = dir.join("all.pcap");
+    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-F", "pcap", "-w", all.to_str().unwrap(), "-q"]);
+    send(&tb, &sent);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(stop(child, SIGINT).status.success());
+    assert_eq!(capinfos_count(&all), sent.len() as u64);
+
+    for expr in [THESIS_FILTER_FIXED.trim(), "udp port 9 and src port 1003"] {
+        let file = dir.join("filtered.pcap");
+        let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-w", file.to_str().unwrap(), "-q", expr]);
+        send(&tb, &sent);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let out = stop(child, SIGINT);
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        // tcpdump applies the same expression to the reference file.
+        let reference = dir.join("tcpdump.pcap");
+        let t = Command::new("tcpdump").args(["-r"]).arg(&all).arg("-w").arg(&reference).arg(expr).output().unwrap();
+        assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+        let want = read_all(&reference);
+        let got = read_all(&file);
+        assert!(!want.is_empty() && want.len() < sent.len(), "the filter must select some but not all");
+        assert_eq!(got.len(), want.len(), "filter {expr}");
+        assert!(got.iter().zip(&want).all(|(a, b)| a.1 == b.1), "same packets as tcpdump for {expr}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn disk_full_stops_cleanly_with_a_valid_file_and_counted_loss() {
+    let tb = testbed();
+    let dir = temp_dir("diskfull");
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"]).arg(&mnt).status().unwrap();
+    assert!(st.success(), "mount tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    let file = mnt.join("out.pcap");
+    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-w", file.to_str().unwrap(), "-q"]);
+    send(&tb, &frames(40_000, 200)); // ~9 MiB: three times the disk
+    let mut child = child;
+    // The capture stops by itself once the disk is full.
+    let out = finish(&mut child);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.to_lowercase().contains("disk full") || err.contains("No space"), "{err}");
+    let captured = summary_count(&err, " packets captured");
+    assert!(captured > 0 && captured < 40_000, "{err}");
+    assert!(err.contains("storage"), "{err}");
+    // Valid up to the last whole packet.
+    assert_eq!(capinfos_count(&file), captured);
+    drop(_guard);
+    std::fs::remove_dir_all(dir).unwrap();
+}

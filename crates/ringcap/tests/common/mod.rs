@@ -1,0 +1,201 @@
+//! Shared by the binary's end-to-end tests: run the real `ringcap` inside a testbed namespace and send
+//! real frames from the other one.
+#![allow(dead_code)]
+
+use lab::testbed::{Side, Testbed, TestbedOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+pub const SRC_MAC: [u8; 6] = [0, 0, 0, 0, 0, 0x01];
+
+pub fn ringcap() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ringcap"))
+}
+
+pub fn testbed() -> Testbed {
+    Testbed::new(TestbedOptions::default()).expect("testbed (needs root)")
+}
+
+/// `ringcap ARGS` inside the Rx namespace.
+pub fn ringcap_rx(tb: &Testbed, args: &[&str]) -> Command {
+    let mut c = tb.command(Side::Rx, ringcap().to_str().unwrap());
+    c.args(args);
+    c
+}
+
+/// A UDP/IPv4 frame to a non-local MAC whose payload carries `seq`, `len` bytes long (≥ 60).
+pub fn frame(seq: u32, src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(60)];
+    let ip_len = (f.len() - 14) as u16;
+    f[0..6].copy_from_slice(&DST_MAC);
+    f[6..12].copy_from_slice(&SRC_MAC);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[6] = 0x40;
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 77, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 77, 0, 2]);
+    let mut sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f[34..36].copy_from_slice(&src_port.to_be_bytes());
+    f[36..38].copy_from_slice(&dst_port.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f[42..46].copy_from_slice(&seq.to_be_bytes());
+    f
+}
+
+/// Send frames from the Tx side with a plain packet socket, waiting out a full queue.
+pub fn send(tb: &Testbed, frames: &[Vec<u8>]) {
+    let ifname = tb.tx_if.clone();
+    tb.run_in(Side::Tx, move || {
+        // SAFETY: plain socket calls with valid arguments.
+        unsafe {
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let fd = OwnedFd::from_raw_fd(fd);
+            let name = std::ffi::CString::new(ifname).unwrap();
+            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+            addr.sll_family = libc::AF_PACKET as u16;
+            addr.sll_ifindex = libc::if_nametoindex(name.as_ptr()) as i32;
+            addr.sll_halen = 6;
+            for f in frames {
+                loop {
+                    let r = libc::sendto(
+                        fd.as_raw_fd(),
+                        f.as_ptr().cast(),
+                        f.len(),
+                        0,
+                        (&addr as *const libc::sockaddr_ll).cast(),
+                        std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                    );
+                    if r >= 0 {
+                        break;
+                    }
+                    let e = std::io::Error::last_os_error();
+                    match e.raw_os_error() {
+                        Some(libc::ENOBUFS) | Some(libc::EAGAIN) => std::thread::sleep(Duration::from_micros(50)),
+                        _ => panic!("sendto: {e}"),
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// Start a capture and wait until it says it is listening (its socket exists before that line).
+pub fn spawn_capture(tb: &Testbed, args: &[&str]) -> Child {
+    let mut child = ringcap_rx(tb, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ringcap");
+    // Read stderr until the "listening" line, then keep draining it in the background.
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        let mut said = false;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            if !said && line.contains("listening on") {
+                said = true;
+                let _ = tx.send(None);
+            }
+        }
+        let _ = tx.send(Some(all));
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(None) => {}
+        Ok(Some(all)) => panic!("ringcap ended before listening: {all}"),
+        Err(_) => panic!("ringcap did not start listening in 20 s"),
+    }
+    STDERR.with(|s| *s.borrow_mut() = Some(rx));
+    child
+}
+
+thread_local! {
+    static STDERR: std::cell::RefCell<Option<std::sync::mpsc::Receiver<Option<String>>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Send SIGINT/SIGTERM and collect status, stdout and stderr.
+pub fn stop(mut child: Child, sig: i32) -> Output {
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    finish(&mut child)
+}
+
+/// Wait for the child (at most 30 s) and collect what it printed.
+pub fn finish(child: &mut Child) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ringcap did not exit within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        use std::io::Read;
+        let _ = o.read_to_end(&mut stdout);
+    }
+    let stderr = STDERR
+        .with(|s| s.borrow_mut().take())
+        .and_then(|rx| loop {
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(Some(all)) => break Some(all),
+                Ok(None) => continue,
+                Err(_) => break None,
+            }
+        })
+        .unwrap_or_default();
+    Output { status, stdout, stderr: stderr.into_bytes() }
+}
+
+/// Number of packets in a capture file according to capinfos (Wireshark's tool).
+pub fn capinfos_count(path: &std::path::Path) -> u64 {
+    let out = Command::new("capinfos").args(["-M", "-c"]).arg(path).output().expect("capinfos (install tshark)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "capinfos failed on {}: {}{}", path.display(), text, String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .find_map(|l| l.strip_prefix("Number of packets:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no packet count in capinfos output: {text}"))
+}
+
+/// Every packet of a file as (wire_len, bytes), read with ringcap's own reader.
+pub fn read_all(path: &std::path::Path) -> Vec<(u32, Vec<u8>)> {
+    let mut r = store::open_capture(path).expect("open capture");
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("read");
+        v.push((p.wire_len, p.data.to_vec()));
+    }
+    v
+}
+
+pub fn stderr_text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh directory on the real disk (O_DIRECT works there; tmpfs refuses it).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = PathBuf::from(format!("/var/tmp/ringcap-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
