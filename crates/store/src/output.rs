@@ -222,7 +222,9 @@ impl WriterThread {
         while off < data.len() {
             // O_DIRECT needs aligned length and offset: only the final partial buffer (or a
             // short write) breaks that, and then we finish through the page cache.
-            if self.output.is_direct() && (off % ALIGN != 0 || (data.len() - off) % ALIGN != 0) {
+            if self.output.is_direct()
+                && (off % ALIGN != 0 || !(data.len() - off).is_multiple_of(ALIGN))
+            {
                 if let Err(e) = self.output.clear_direct() {
                     return self.fail(buf, off, e);
                 }

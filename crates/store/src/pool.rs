@@ -32,7 +32,7 @@ impl OutBuf {
     /// Allocates `cap` bytes (a multiple of [`ALIGN`]) and touches every page now, so the capture
     /// thread never takes a page fault in the hot path.
     pub fn new(cap: usize) -> OutBuf {
-        assert!(cap > 0 && cap % ALIGN == 0);
+        assert!(cap > 0 && cap.is_multiple_of(ALIGN));
         let layout = Layout::from_size_align(cap, ALIGN).expect("buffer layout");
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };

@@ -293,7 +293,7 @@ fn random_garbage_after_a_header_terminates_without_panic() {
                 state ^= state >> 7;
                 state ^= state << 17;
                 // Mostly small bytes so lengths and types are often "almost valid".
-                b.push(if state % 3 == 0 {
+                b.push(if state.is_multiple_of(3) {
                     (state >> 8) as u8
                 } else {
                     (state >> 8) as u8 & 0x0f

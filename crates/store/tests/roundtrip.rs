@@ -198,7 +198,7 @@ fn options(mut b: &[u8]) -> Vec<(u16, Vec<u8>)> {
             break;
         }
         out.push((code, b[4..4 + len].to_vec()));
-        b = &b[4 + (len + 3) / 4 * 4..];
+        b = &b[4 + len.div_ceil(4) * 4..];
     }
     out
 }

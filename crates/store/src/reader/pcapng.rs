@@ -76,7 +76,7 @@ pub(crate) fn check_first_block(src: &mut Source) -> io::Result<Result<(), Strin
         ));
     };
     let len = rd32(src.peek(12), 4, be) as usize;
-    if !(28..=MAX_BLOCK).contains(&len) || len % 4 != 0 {
+    if !(28..=MAX_BLOCK).contains(&len) || !len.is_multiple_of(4) {
         return Ok(Err(format!(
             "the pcapng section header has an impossible length {len}"
         )));
@@ -134,7 +134,7 @@ impl NgState {
             }
         }
         let len = rd32(src.peek(8), 4, self.be) as usize;
-        if len < 12 || len % 4 != 0 {
+        if len < 12 || !len.is_multiple_of(4) {
             let why = format!(
                 "block type {ty:#x} has length {len}, which is not a multiple of 4 of at least 12"
             );
@@ -374,6 +374,6 @@ impl NgState {
         let known =
             matches!(ty, BT_SHB | BT_IDB | BT_EPB | BT_SPB | BT_OPB) || IGNORED.contains(&ty);
         let len = rd32(h, 4, be) as usize;
-        (known && len >= 12 && len % 4 == 0 && len <= MAX_PACKET_BLOCK).then_some(len)
+        (known && len >= 12 && len.is_multiple_of(4) && len <= MAX_PACKET_BLOCK).then_some(len)
     }
 }
