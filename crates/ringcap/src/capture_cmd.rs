@@ -166,7 +166,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         kernel,
         delivered,
         // Printed lines: what the source delivered, cut at -c.
-        captured: writer_stats.map_or(a.count.map_or(delivered, |l| delivered.min(l)), |s| s.packets),
+        captured: writer_stats.map_or(a.count.map_or(delivered, |l| delivered.min(l)), |s| {
+            s.packets
+        }),
         storage_drops: writer_stats.map_or(0, |s| s.storage_drops),
         wire_bytes: snaps.iter().map(|s| s.wire_bytes).sum(),
         blocks: snaps.iter().map(|s| s.batches).sum(),

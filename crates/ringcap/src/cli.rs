@@ -24,6 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Capture packets from an interface to a pcap/pcapng file, stdout or the terminal.
     Capture(CaptureArgs),
+    /// Packet-size distributions (the thesis's createDist): read, model, draw, summarise.
+    Dist(crate::dist_cmd::DistArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

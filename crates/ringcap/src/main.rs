@@ -2,6 +2,7 @@
 
 mod capture_cmd;
 mod cli;
+mod dist_cmd;
 mod stop;
 mod units;
 
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse_from(args);
     let result = match cli.command {
         cli::Command::Capture(a) => capture_cmd::run(a),
+        cli::Command::Dist(a) => dist_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

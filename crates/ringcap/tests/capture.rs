@@ -9,7 +9,9 @@ const SIGINT: i32 = libc::SIGINT;
 const SIGTERM: i32 = libc::SIGTERM;
 
 fn frames(n: u32, len: usize) -> Vec<Vec<u8>> {
-    (0..n).map(|i| frame(i, 1000 + (i % 7) as u16, 9, len + (i as usize % 3) * 100)).collect()
+    (0..n)
+        .map(|i| frame(i, 1000 + (i % 7) as u16, 9, len + (i as usize % 3) * 100))
+        .collect()
 }
 
 /// The summary's first line: "N packets captured".
@@ -25,7 +27,21 @@ fn capture_exactly(source: &str, format: &str) {
     let dir = temp_dir(&format!("{source}-{format}"));
     let file = dir.join("out.cap");
     let sent = frames(20_000, 60);
-    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "--source", source, "-F", format, "-w", file.to_str().unwrap(), "-q"]);
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--source",
+            source,
+            "-F",
+            format,
+            "-w",
+            file.to_str().unwrap(),
+            "-q",
+        ],
+    );
     send(&tb, &sent);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = stop(child, SIGINT);
@@ -45,9 +61,17 @@ fn capture_exactly(source: &str, format: &str) {
         assert_eq!(data, want, "packet {i}");
     }
     // tshark opens the file too.
-    let t = Command::new("tshark").args(["-r"]).arg(&file).args(["-T", "fields", "-e", "frame.number"]).output().unwrap();
+    let t = Command::new("tshark")
+        .args(["-r"])
+        .arg(&file)
+        .args(["-T", "fields", "-e", "frame.number"])
+        .output()
+        .unwrap();
     assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
-    assert_eq!(String::from_utf8_lossy(&t.stdout).lines().count(), sent.len());
+    assert_eq!(
+        String::from_utf8_lossy(&t.stdout).lines().count(),
+        sent.len()
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -77,7 +101,11 @@ fn count_stops_after_n_packets_and_prints_lines() {
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5, "{text}");
-    assert!(lines[0].contains("IP 10.77.0.1.1000 > 10.77.0.2.9: UDP, length"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("IP 10.77.0.1.1000 > 10.77.0.2.9: UDP, length"),
+        "{}",
+        lines[0]
+    );
     assert_eq!(summary_count(&stderr_text(&out), " packets captured"), 5);
 }
 
@@ -88,15 +116,35 @@ fn fanout_threads_lose_and_duplicate_nothing() {
         let dir = temp_dir(&format!("fanout-{mode}"));
         let file = dir.join("out.pcap");
         let sent = frames(10_000, 60);
-        let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "--threads", "2", "--fanout", mode, "-w", file.to_str().unwrap(), "-q"]);
+        let child = spawn_capture(
+            &tb,
+            &[
+                "capture",
+                "-i",
+                &tb.rx_if,
+                "--threads",
+                "2",
+                "--fanout",
+                mode,
+                "-w",
+                file.to_str().unwrap(),
+                "-q",
+            ],
+        );
         send(&tb, &sent);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let out = stop(child, SIGTERM);
         assert!(out.status.success(), "{}", stderr_text(&out));
-        let mut seqs: Vec<u32> = read_all(&file).iter().map(|(_, d)| u32::from_be_bytes(d[42..46].try_into().unwrap())).collect();
+        let mut seqs: Vec<u32> = read_all(&file)
+            .iter()
+            .map(|(_, d)| u32::from_be_bytes(d[42..46].try_into().unwrap()))
+            .collect();
         seqs.sort_unstable();
         let want: Vec<u32> = (0..sent.len() as u32).collect();
-        assert_eq!(seqs, want, "fanout {mode}: every sequence number exactly once");
+        assert_eq!(
+            seqs, want,
+            "fanout {mode}: every sequence number exactly once"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
@@ -106,7 +154,19 @@ fn sigterm_mid_capture_leaves_a_valid_file() {
     let tb = testbed();
     let dir = temp_dir("sigterm");
     let file = dir.join("out.pcapng");
-    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-F", "pcapng", "-w", file.to_str().unwrap(), "-q"]);
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-F",
+            "pcapng",
+            "-w",
+            file.to_str().unwrap(),
+            "-q",
+        ],
+    );
     // Stop while frames are still flowing.
     let tb2 = &tb;
     std::thread::scope(|s| {
@@ -127,13 +187,24 @@ fn write_to_stdout_feeds_tcpdump() {
     let tb = testbed();
     let dir = temp_dir("stdout");
     let file = dir.join("via-tcpdump.pcap");
-    let mut child = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-w", "-", "-F", "pcap", "-c", "300", "-q"])
-        .stdout(std::process::Stdio::piped())
+    let mut child = ringcap_rx(
+        &tb,
+        &[
+            "capture", "-i", &tb.rx_if, "-w", "-", "-F", "pcap", "-c", "300", "-q",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let pipe = child.stdout.take().unwrap();
+    let mut tcpdump = Command::new("tcpdump")
+        .args(["-r", "-", "-w"])
+        .arg(&file)
+        .stdin(pipe)
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pipe = child.stdout.take().unwrap();
-    let mut tcpdump = Command::new("tcpdump").args(["-r", "-", "-w"]).arg(&file).stdin(pipe).stderr(std::process::Stdio::null()).spawn().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     send(&tb, &frames(300, 60));
     assert!(child.wait().unwrap().success());
@@ -145,28 +216,60 @@ fn write_to_stdout_feeds_tcpdump() {
 #[test]
 fn missing_interface_is_a_usage_error_that_names_it() {
     let tb = testbed();
-    let out = ringcap_rx(&tb, &["capture", "-i", "nosuch0", "-c", "1"]).output().unwrap();
+    let out = ringcap_rx(&tb, &["capture", "-i", "nosuch0", "-c", "1"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = stderr_text(&out);
-    assert!(err.contains("no such interface 'nosuch0'") && err.contains("veth-rx"), "{err}");
+    assert!(
+        err.contains("no such interface 'nosuch0'") && err.contains("veth-rx"),
+        "{err}"
+    );
 }
 
 #[test]
 fn interface_down_says_how_to_bring_it_up() {
     let tb = testbed();
-    let st = tb.command(lab::testbed::Side::Rx, "ip").args(["link", "set", &tb.rx_if, "down"]).status().unwrap();
+    let st = tb
+        .command(lab::testbed::Side::Rx, "ip")
+        .args(["link", "set", &tb.rx_if, "down"])
+        .status()
+        .unwrap();
     assert!(st.success());
-    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-c", "1"]).output().unwrap();
+    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-c", "1"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_text(&out).contains("ip link set veth-rx up"), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("ip link set veth-rx up"),
+        "{}",
+        stderr_text(&out)
+    );
 }
 
 #[test]
 fn unwritable_output_is_reported_before_capturing() {
     let tb = testbed();
-    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-w", "/nonexistent-dir/x.pcap", "-c", "1"]).output().unwrap();
+    let out = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            "/nonexistent-dir/x.pcap",
+            "-c",
+            "1",
+        ],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr_text(&out).contains("/nonexistent-dir/x.pcap"), "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("/nonexistent-dir/x.pcap"),
+        "{}",
+        stderr_text(&out)
+    );
 }
 
 /// The thesis's filter (seed 000, Figure 6.5) as printed has `990.99.12.23`, which is no address.
@@ -176,7 +279,9 @@ const THESIS_FILTER_FIXED: &str = include_str!("../../../plans/filters/thesis-fi
 #[test]
 fn thesis_filter_as_printed_is_rejected_naming_the_address() {
     let tb = testbed();
-    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-c", "1", THESIS_FILTER]).output().unwrap();
+    let out = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "-c", "1", THESIS_FILTER])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = stderr_text(&out);
     assert!(err.contains("990.99.12.23") || err.contains("990"), "{err}");
@@ -191,15 +296,27 @@ fn filters_accept_exactly_what_tcpdump_accepts() {
     let mut sent = frames(3000, 60);
     for (i, f) in sent.iter_mut().enumerate() {
         match i % 4 {
-            1 => f[11] = 0x02,      // other source MAC: still 00:00:00:00:00:xx, accepted
-            2 => f[10] = 0x01,      // ether[10] != 0: rejected by the thesis filter
+            1 => f[11] = 0x02, // other source MAC: still 00:00:00:00:00:xx, accepted
+            2 => f[10] = 0x01, // ether[10] != 0: rejected by the thesis filter
             3 => f[26..30].copy_from_slice(&[110, 11, 12, 23]), // a listed source address: rejected
             _ => {}
         }
     }
     // Capture everything once as the reference file.
     let all = dir.join("all.pcap");
-    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-F", "pcap", "-w", all.to_str().unwrap(), "-q"]);
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-F",
+            "pcap",
+            "-w",
+            all.to_str().unwrap(),
+            "-q",
+        ],
+    );
     send(&tb, &sent);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(stop(child, SIGINT).status.success());
@@ -207,20 +324,44 @@ fn filters_accept_exactly_what_tcpdump_accepts() {
 
     for expr in [THESIS_FILTER_FIXED.trim(), "udp port 9 and src port 1003"] {
         let file = dir.join("filtered.pcap");
-        let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-w", file.to_str().unwrap(), "-q", expr]);
+        let child = spawn_capture(
+            &tb,
+            &[
+                "capture",
+                "-i",
+                &tb.rx_if,
+                "-w",
+                file.to_str().unwrap(),
+                "-q",
+                expr,
+            ],
+        );
         send(&tb, &sent);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let out = stop(child, SIGINT);
         assert!(out.status.success(), "{}", stderr_text(&out));
         // tcpdump applies the same expression to the reference file.
         let reference = dir.join("tcpdump.pcap");
-        let t = Command::new("tcpdump").args(["-r"]).arg(&all).arg("-w").arg(&reference).arg(expr).output().unwrap();
+        let t = Command::new("tcpdump")
+            .args(["-r"])
+            .arg(&all)
+            .arg("-w")
+            .arg(&reference)
+            .arg(expr)
+            .output()
+            .unwrap();
         assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
         let want = read_all(&reference);
         let got = read_all(&file);
-        assert!(!want.is_empty() && want.len() < sent.len(), "the filter must select some but not all");
+        assert!(
+            !want.is_empty() && want.len() < sent.len(),
+            "the filter must select some but not all"
+        );
         assert_eq!(got.len(), want.len(), "filter {expr}");
-        assert!(got.iter().zip(&want).all(|(a, b)| a.1 == b.1), "same packets as tcpdump for {expr}");
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| a.1 == b.1),
+            "same packets as tcpdump for {expr}"
+        );
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -231,7 +372,11 @@ fn disk_full_stops_cleanly_with_a_valid_file_and_counted_loss() {
     let dir = temp_dir("diskfull");
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"]).arg(&mnt).status().unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=3m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
     assert!(st.success(), "mount tmpfs");
     struct Unmount(std::path::PathBuf);
     impl Drop for Unmount {
@@ -241,14 +386,27 @@ fn disk_full_stops_cleanly_with_a_valid_file_and_counted_loss() {
     }
     let _guard = Unmount(mnt.clone());
     let file = mnt.join("out.pcap");
-    let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "-w", file.to_str().unwrap(), "-q"]);
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            file.to_str().unwrap(),
+            "-q",
+        ],
+    );
     send(&tb, &frames(40_000, 200)); // ~9 MiB: three times the disk
     let mut child = child;
     // The capture stops by itself once the disk is full.
     let out = finish(&mut child);
     let err = stderr_text(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.to_lowercase().contains("disk full") || err.contains("No space"), "{err}");
+    assert!(
+        err.to_lowercase().contains("disk full") || err.contains("No space"),
+        "{err}"
+    );
     let captured = summary_count(&err, " packets captured");
     assert!(captured > 0 && captured < 40_000, "{err}");
     assert!(err.contains("storage"), "{err}");

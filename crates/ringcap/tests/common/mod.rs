@@ -41,7 +41,10 @@ pub fn frame(seq: u32, src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
     ip[9] = 17;
     ip[12..16].copy_from_slice(&[10, 77, 0, 1]);
     ip[16..20].copy_from_slice(&[10, 77, 0, 2]);
-    let mut sum: u32 = ip.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]]) as u32).sum();
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
+        .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -82,7 +85,9 @@ pub fn send(tb: &Testbed, frames: &[Vec<u8>]) {
                     }
                     let e = std::io::Error::last_os_error();
                     match e.raw_os_error() {
-                        Some(libc::ENOBUFS) | Some(libc::EAGAIN) => std::thread::sleep(Duration::from_micros(50)),
+                        Some(libc::ENOBUFS) | Some(libc::EAGAIN) => {
+                            std::thread::sleep(Duration::from_micros(50))
+                        }
                         _ => panic!("sendto: {e}"),
                     }
                 }
@@ -105,7 +110,10 @@ pub fn spawn_capture(tb: &Testbed, args: &[&str]) -> Child {
         use std::io::BufRead;
         let mut all = String::new();
         let mut said = false;
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
             all.push_str(&line);
             all.push('\n');
             if !said && line.contains("listening on") {
@@ -163,14 +171,28 @@ pub fn finish(child: &mut Child) -> Output {
             }
         })
         .unwrap_or_default();
-    Output { status, stdout, stderr: stderr.into_bytes() }
+    Output {
+        status,
+        stdout,
+        stderr: stderr.into_bytes(),
+    }
 }
 
 /// Number of packets in a capture file according to capinfos (Wireshark's tool).
 pub fn capinfos_count(path: &std::path::Path) -> u64 {
-    let out = Command::new("capinfos").args(["-M", "-c"]).arg(path).output().expect("capinfos (install tshark)");
+    let out = Command::new("capinfos")
+        .args(["-M", "-c"])
+        .arg(path)
+        .output()
+        .expect("capinfos (install tshark)");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "capinfos failed on {}: {}{}", path.display(), text, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "capinfos failed on {}: {}{}",
+        path.display(),
+        text,
+        String::from_utf8_lossy(&out.stderr)
+    );
     text.lines()
         .find_map(|l| l.strip_prefix("Number of packets:"))
         .and_then(|v| v.trim().parse().ok())
@@ -194,7 +216,10 @@ pub fn stderr_text(o: &Output) -> String {
 
 /// A fresh directory on the real disk (O_DIRECT works there; tmpfs refuses it).
 pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = PathBuf::from(format!("/var/tmp/ringcap-test-{}-{tag}", std::process::id()));
+    let d = PathBuf::from(format!(
+        "/var/tmp/ringcap-test-{}-{tag}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
