@@ -237,6 +237,9 @@ fn ip_body<W: Write + ?Sized, A: fmt::Display + Copy>(
         if h.truncated {
             return out.write_str(" [|ip]");
         }
+        if h.malformed {
+            return out.write_str(" [bad ip header]");
+        }
         return write!(out, " ip-proto-{proto}");
     };
     let seg = frame.get(l4 as usize..).unwrap_or(&[]);

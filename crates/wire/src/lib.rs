@@ -10,7 +10,7 @@
 //! `payload()` is what is present, never past the length field (so Ethernet padding is excluded).
 //!
 //! # Summary parser
-//! [`parse`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
+//! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
 //! allocating; truncated or malformed frames give what could be read.
 //!
 //! # Printing
@@ -25,7 +25,7 @@
 //! * The generator and the lab count **IP packet length**: Ethernet frame = IP length + [`ETH_HDR`] (14),
 //!   + [`VLAN_TAG_LEN`] (4) per VLAN tag. See [`frame_len_for_ip_len`].
 //! * The smallest Ethernet frame on a real wire is [`ETH_MIN_FRAME`] (60 bytes without FCS); NICs pad
-//!   shorter frames, veth does not. Padding shows up after the IP length; the views and [`parse`] ignore it.
+//!   shorter frames, veth does not. Padding shows up after the IP length; the views and [`parse()`] ignore it.
 //! * Header sizes: [`IPV4_HDR`] 20 (without options), [`IPV6_HDR`] 40 (without extension headers),
 //!   [`UDP_HDR`] 8, [`TCP_HDR`] 20 (without options), [`ICMP_HDR`] 8, ARP for Ethernet/IPv4
 //!   [`ARP_ETH_IPV4_LEN`] 28. So a minimal UDP/IPv4 frame is 14 + 20 + 8 = 42 bytes (IP length 28).

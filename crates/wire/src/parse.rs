@@ -96,7 +96,8 @@ pub struct Headers {
     pub src_mac: Option<MacAddr>,
     /// Destination MAC (Ethernet only).
     pub dst_mac: Option<MacAddr>,
-    /// Ethertype after any VLAN tags; below 0x0600 an 802.3 length (Ethernet) or SLL protocol value.
+    /// Ethertype after any VLAN tags (`None` if the frame ends inside them); below 0x0600 an 802.3
+    /// length (Ethernet) or the SLL protocol value.
     pub ethertype: Option<u16>,
     /// VLAN id of the first (outer) tag.
     pub vlan_outer: Option<u16>,
