@@ -47,8 +47,8 @@ resolve_ringcap
 capture_cmd() {
   local tool="$1" out="$2" cpu="$3"
   case "$tool" in
-    ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="" ;;
-    ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source copy --cpus "$cpu" -q); READY="" ;;
+    ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
+    ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source copy --cpus "$cpu" -q); READY="listening on" ;;
     tcpdump) CMD=(tcpdump -B 262144 -i "$RX_IF" -w "$out"); READY="listening on" ;;
     netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$out" -s); READY="Running!" ;;
     dumpcap) CMD=(dumpcap -B 256 -i "$RX_IF" -w "$out"); READY="Capturing on" ;;
@@ -64,10 +64,12 @@ parse_summary() {
   local tool="$1" log="$2"
   case "$tool" in
     ringcap-*)
-      # tcpdump's three lines, then ringcap's per-stage lines (any line mentioning drops is kept as detail).
+      # tcpdump's three lines, then "ringcap: ... drops by stage: kernel 0, storage 0": drops = sum of the stages.
       awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
-           /[Dd]rop/ && !/dropped by kernel/ { gsub(/[,;]/, " "); gsub(/ +/, " "); det = det (det ? "; " : "") $0 }
-           END { printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "kernel=" d : det) }' "$log" ;;
+           /drops by stage:/ { st = $0; sub(/.*drops by stage: */, "", st); n = split(st, kv, /, */); sum = 0
+             for (i = 1; i <= n; i++) { split(kv[i], p, " "); sum += p[2]; det = det (det ? ";" : "") p[1] "=" p[2] } }
+           END { if (det != "") d = sum
+             printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "kernel=" d : det) }' "$log" ;;
     tcpdump)
       awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
            END { printf "%s %s kernel=%s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), d }' "$log" ;;
