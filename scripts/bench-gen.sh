@@ -62,7 +62,7 @@ gen_cmd() {
 model_cmd() {
   local spec="$1"
   [ "$spec" = default ] && spec=internet   # gen's default distribution (crates/gen/src/dist/named.rs)
-  CMD=("$RINGCAP" dist -I dist -i "$spec" -O dist)
+  CMD=("$RINGCAP" dist --dist "$spec" -O dist)
 }
 
 # The capturer for the fidelity test: nanosecond timestamps, headers only (the IP length is in the header and
