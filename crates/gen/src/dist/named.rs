@@ -2,7 +2,7 @@
 //!
 //! All sizes are **IP packet lengths** (IP header + payload), as everywhere in this module;
 //! an untagged Ethernet frame is 14 bytes longer on the wire plus the 4-byte FCS, and frames
-//! below 64 bytes (with FCS) are padded. Text for the README is in `DISTRIBUTIONS.md` here.
+//! below 64 bytes (with FCS) are padded. Definitions and sources: `docs/distributions.md`.
 
 use std::path::Path;
 
