@@ -64,6 +64,7 @@ fn ringcap(tb: &Testbed, backend: Backend, batch: usize, seconds: f64) -> f64 {
 }
 
 fn trafgen(tb: &Testbed, cfg: &std::path::Path, seconds: f64) -> f64 {
+    use std::os::unix::process::CommandExt;
     let mut child: Child = tb
         .command(Side::Tx, "trafgen")
         .args(["--dev", &tb.tx_if, "--conf"])
@@ -71,13 +72,23 @@ fn trafgen(tb: &Testbed, cfg: &std::path::Path, seconds: f64) -> f64 {
         .args(["--cpus", "1", "-n", "0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("trafgen");
     let started = Instant::now();
     let pps = rx_rate(tb, started, 0.5, seconds - 1.0);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let _ = child.wait();
+    // trafgen's sending process is a fork; signal the whole group (ours), INT first, KILL if it lingers.
+    let group = -(child.id() as i32);
+    // SAFETY: signalling the process group of our own child.
+    unsafe { libc::kill(group, libc::SIGINT) };
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(3) {
+            // SAFETY: as above.
+            unsafe { libc::kill(group, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     pps
 }
 

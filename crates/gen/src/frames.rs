@@ -500,13 +500,18 @@ impl RandomPool {
         self.bytes.is_empty()
     }
 
-    /// Copies `out.len()` bytes starting at block-aligned `start` into `out` and returns their folded sum.
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Folded sum of `bytes[range]`; `range.start` must be a multiple of 64.
     #[inline]
-    fn copy_out(&self, start: usize, out: &mut [u8]) -> u32 {
+    fn sum(&self, range: std::ops::Range<usize>) -> u32 {
+        let start = range.start;
         debug_assert_eq!(start % BLOCK, 0);
-        let n = out.len();
-        let src = &self.bytes[start..start + n];
-        out.copy_from_slice(src);
+        let n = range.len();
+        let src = &self.bytes[range];
         let whole = n / BLOCK;
         let blocks = self.prefix[start / BLOCK + whole] - self.prefix[start / BLOCK];
         let tail = ones_complement_sum(&src[whole * BLOCK..]) as u64;
@@ -607,6 +612,7 @@ pub struct FrameBuilder {
     dst_port: FieldWalk,
     rng: ChaCha8Rng,
     payload: PayloadFill,
+    pool: Option<Arc<RandomPool>>,
     min_ip_len: u16,
     max_ip_len: u16,
     /// Sizes raised to the minimum.
@@ -723,6 +729,7 @@ impl FrameBuilder {
                 opts.dst_port_order,
             ),
             rng: field_rng,
+            pool: shared.pool.clone(),
             payload,
             min_ip_len,
             max_ip_len,
@@ -775,6 +782,20 @@ impl FrameBuilder {
     /// slot; returns the frame length.
     #[inline]
     pub fn write(&mut self, ip_len: u16, slot: &mut [u8]) -> usize {
+        let g = self.write_gather(ip_len, slot);
+        if let (Some(pool), false) = (&self.pool, g.pool.is_empty()) {
+            let random = g.pool.len();
+            slot[g.head..g.head + random].copy_from_slice(&pool.bytes[g.pool.clone()]);
+            slot[g.head + random..g.head + random + g.zeros].fill(0);
+        }
+        g.len()
+    }
+
+    /// Like [`write`](Self::write), but a random payload is not copied: the frame is `slot[..head]`, then
+    /// `pool` bytes of [`pool`](Self::pool), then `zeros` zero bytes (for senders that gather, like
+    /// sendmmsg with several iovecs: the kernel copies the payload straight from the pool).
+    #[inline]
+    pub fn write_gather(&mut self, ip_len: u16, slot: &mut [u8]) -> Gather {
         let ip_len = ip_len.clamp(self.min_ip_len, self.max_ip_len);
         let hdr = self.template.len();
         let frame_len = self.l2 + ip_len as usize;
@@ -787,10 +808,16 @@ impl FrameBuilder {
         let sport = self.src_port.value(&mut self.rng) as u16;
         let dport = self.dst_port.value(&mut self.rng) as u16;
 
-        let payload_sum = match &mut self.payload {
-            PayloadFill::Fixed(f) => f.sum(payload_len),
+        let (gather, payload_sum) = match &mut self.payload {
+            PayloadFill::Fixed(f) => (
+                Gather {
+                    head: frame_len,
+                    pool: 0..0,
+                    zeros: 0,
+                },
+                f.sum(payload_len),
+            ),
             PayloadFill::Pool { pool, cursor, half } => {
-                let out = &mut slot[hdr..hdr + payload_len];
                 let random_len = if *half {
                     payload_len.div_ceil(2)
                 } else {
@@ -799,16 +826,24 @@ impl FrameBuilder {
                 if *cursor + random_len > pool.len() {
                     *cursor = 0;
                 }
-                let s = pool.copy_out(*cursor, &mut out[..random_len]);
-                out[random_len..].fill(0);
+                let range = *cursor..*cursor + random_len;
+                let s = pool.sum(range.clone());
                 // Walk on, block-aligned: consecutive payloads never repeat pool bytes until the pool wraps.
                 *cursor += random_len.div_ceil(BLOCK) * BLOCK;
-                s
+                let zeros = payload_len - random_len;
+                (
+                    Gather {
+                        head: hdr,
+                        pool: range,
+                        zeros,
+                    },
+                    s,
+                )
             }
         };
 
         let addr_sums = addr_sum(src, self.v6) + addr_sum(dst, self.v6);
-        let ip = &mut slot[self.l2..frame_len];
+        let ip = &mut slot[self.l2..hdr];
         if self.v6 {
             let mut p = Ipv6Packet::new_unchecked(&mut *ip);
             p.set_payload_len(udp_len);
@@ -834,7 +869,35 @@ impl FrameBuilder {
             + dport as u32
             + payload_sum;
         udp.set_checksum(udp_nonzero(!fold(sum)));
-        frame_len
+        gather
+    }
+
+    /// The shared random pool (`random` and `half` payloads).
+    pub fn pool(&self) -> Option<&Arc<RandomPool>> {
+        self.pool.as_ref()
+    }
+}
+
+/// Where a frame's bytes are (see [`FrameBuilder::write_gather`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gather {
+    /// Bytes at the start of the slot.
+    pub head: usize,
+    /// Then these bytes of the random pool.
+    pub pool: std::ops::Range<usize>,
+    /// Then this many zero bytes.
+    pub zeros: usize,
+}
+
+impl Gather {
+    /// Frame length.
+    pub fn len(&self) -> usize {
+        self.head + self.pool.len() + self.zeros
+    }
+
+    /// True for an empty frame (never produced).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -1018,6 +1081,31 @@ mod tests {
         );
         // Random payload halves of consecutive packets differ.
         assert_ne!(a[0][42..60], a[1][42..60]);
+    }
+
+    #[test]
+    fn gathered_frames_equal_copied_frames() {
+        for payload in [Payload::Random, Payload::Half, Payload::Zero] {
+            let opts = FrameOptions {
+                payload,
+                ..FrameOptions::ipv6()
+            };
+            let (mut a, mut b) = (builder(&opts, 3, 0), builder(&opts, 3, 0));
+            let (mut sa, mut sb) = (vec![0u8; 1600], vec![0u8; 1600]);
+            a.prepare_slot(&mut sa);
+            b.prepare_slot(&mut sb);
+            for size in [48u16, 49, 333, 1500] {
+                let n = a.write(size, &mut sa);
+                let g = b.write_gather(size, &mut sb);
+                let mut joined = sb[..g.head].to_vec();
+                if let Some(pool) = b.pool() {
+                    joined.extend_from_slice(&pool.bytes()[g.pool.clone()]);
+                }
+                joined.extend(std::iter::repeat_n(0u8, g.zeros));
+                assert_eq!(g.len(), n);
+                assert_eq!(joined, sa[..n].to_vec());
+            }
+        }
     }
 
     #[test]

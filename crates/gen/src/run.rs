@@ -507,7 +507,7 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
         };
         let mut report = match sock {
             Opened::Mmsg(fd) => {
-                let mut tx = MmsgTx::new(fd, opts.batch, max_frame);
+                let mut tx = MmsgTx::new(fd, opts.batch, max_frame, builder.pool().cloned());
                 generate(
                     &mut tx,
                     &mut builder,
@@ -572,6 +572,8 @@ fn generate<T: Tx, S: SizeSource>(
 ) -> Result<ThreadReport, GenError> {
     tx.prepare(&mut |slot| builder.prepare_slot(slot));
     let cap = tx.capacity();
+    // Random payloads go from the pool straight to the kernel when the sender can gather.
+    let gather = tx.gathers() && builder.pool().is_some();
     let mut lens = vec![0u16; cap]; // IP lengths of the batch being built (allocated once)
     let mut errors = SendErrors::default();
     let mut dep = Departures::default();
@@ -631,8 +633,13 @@ fn generate<T: Tx, S: SizeSource>(
             let Some(slot) = tx.slot(&mut errors, stop)? else {
                 break;
             };
-            let len = builder.write(ip_len, slot);
-            tx.commit(len);
+            if gather {
+                let g = builder.write_gather(ip_len, slot);
+                tx.commit_gather(&g);
+            } else {
+                let len = builder.write(ip_len, slot);
+                tx.commit(len);
+            }
         }
         let n = tx.flush(&mut errors, stop)?;
         let e = now_ns();

@@ -195,16 +195,21 @@ fn checksums_are_good_for_ipv4_and_ipv6_with_every_payload() {
     let tb = testbed();
     let payload_file = tmp("payload.bin");
     std::fs::write(&payload_file, (0..=255u8).rev().collect::<Vec<_>>()).unwrap();
+    // sendmmsg gathers random payloads from the pool; TX_RING copies them into its frames.
+    let (mmsg, ring) = (Backend::Sendmmsg, Backend::TxRing);
     let cases = [
-        (false, Payload::Random, None),
-        (false, Payload::Half, Some(Vlan { id: 7, prio: 3 })),
-        (false, Payload::File(payload_file.clone()), None),
-        (true, Payload::Random, None),
-        (true, Payload::Zero, Some(Vlan { id: 4000, prio: 0 })),
+        (false, Payload::Random, None, mmsg),
+        (false, Payload::Half, Some(Vlan { id: 7, prio: 3 }), mmsg),
+        (false, Payload::Half, None, ring),
+        (false, Payload::File(payload_file.clone()), None, ring),
+        (true, Payload::Random, None, mmsg),
+        (true, Payload::Random, None, ring),
+        (true, Payload::Zero, Some(Vlan { id: 4000, prio: 0 }), mmsg),
     ];
-    for (i, (v6, payload, vlan)) in cases.into_iter().enumerate() {
+    for (i, (v6, payload, vlan, backend)) in cases.into_iter().enumerate() {
         let n = 3000;
         let mut o = opts(&tb, n);
+        o.backend = backend;
         o.frame = if v6 {
             gen::frames::FrameOptions::ipv6()
         } else {
@@ -231,7 +236,7 @@ fn checksums_are_good_for_ipv4_and_ipv6_with_every_payload() {
         assert_eq!(
             bad,
             0,
-            "case {i} ({payload}, v6 {v6}): tshark found bad checksums in {}",
+            "case {i} ({payload}, v6 {v6}, {backend}): tshark found bad checksums in {}",
             file.display()
         );
         assert_eq!(good, n as usize, "case {i}: every packet verified good");
