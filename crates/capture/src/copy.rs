@@ -54,6 +54,7 @@ pub struct CopySource {
     iovs: Vec<libc::iovec>,
     msgs: Vec<libc::mmsghdr>,
     snaplen: u32,
+    queue_drained: bool,
     counters: Arc<Counters>,
 }
 
@@ -111,6 +112,7 @@ impl CopySource {
             iovs: vec![unsafe { zeroed() }; n],
             msgs: vec![unsafe { zeroed() }; n],
             snaplen,
+            queue_drained: true,
             counters: Arc::new(Counters::new(raw)),
         };
         for i in 0..n {
@@ -141,7 +143,13 @@ impl CopySource {
         timeout: Duration,
         mut f: impl FnMut(&Packet),
     ) -> Result<usize, CaptureError> {
-        let mut n = self.receive()?;
+        // A short previous batch means the queue was empty then: wait in poll() first instead of paying
+        // for a recvmmsg that would most likely return EAGAIN. A full batch means more may be queued.
+        let mut n = if self.queue_drained {
+            0
+        } else {
+            self.receive()?
+        };
         if n == 0 {
             self.counters.add_poll();
             let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
@@ -150,6 +158,7 @@ impl CopySource {
             }
             n = self.receive()?;
         }
+        self.queue_drained = n < self.msgs.len();
         let mut tally = BatchTally::default();
         for i in 0..n {
             let p = self.packet(i);
