@@ -50,6 +50,9 @@ pub struct CounterSnapshot {
 }
 
 /// Live counters of one source; share with `Arc` (see `Source::counters`).
+///
+/// Packets rejected by the filter are not counted anywhere: the kernel runs the filter before its own
+/// counters, so a packet socket cannot know them (estimate from interface counters if needed).
 #[derive(Debug, Default)]
 pub struct Counters {
     packets: AtomicU64,

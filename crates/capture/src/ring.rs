@@ -4,6 +4,9 @@
 //! word to TP_STATUS_USER; we read the packets in place and flip it back when done. While blocks are
 //! ready there are no system calls at all; poll() is used only when we have caught up with the kernel
 //! (seed 003's requirements: no per-packet copy, allocation or system call).
+//!
+//! Timestamps are the kernel's software receive stamps, which TPACKET_V3 reports in nanoseconds
+//! (tp_sec + tp_nsec); PACKET_TIMESTAMP is left alone (it only selects hardware stamps).
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
