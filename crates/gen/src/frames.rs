@@ -612,7 +612,6 @@ pub struct FrameBuilder {
     dst_port: FieldWalk,
     rng: ChaCha8Rng,
     payload: PayloadFill,
-    pool: Option<Arc<RandomPool>>,
     min_ip_len: u16,
     max_ip_len: u16,
     /// Sizes raised to the minimum.
@@ -622,13 +621,13 @@ pub struct FrameBuilder {
 }
 
 impl FrameBuilder {
-    /// A builder for thread `thread` of `threads`; `max_ip_len` is the interface MTU. `field_rng` draws
+    /// A builder for thread `thread` (its source ports are shifted by `thread` range lengths, so threads
+    /// have disjoint flows while threads × range length ≤ 65536); `max_ip_len` is the interface MTU. `field_rng` draws
     /// random fields, `payload_rng` picks where this thread starts in the random pool.
     pub fn new(
         opts: &FrameOptions,
         shared: &FrameShared,
         thread: usize,
-        threads: usize,
         max_ip_len: u16,
         field_rng: ChaCha8Rng,
         mut payload_rng: ChaCha8Rng,
@@ -696,7 +695,6 @@ impl FrameBuilder {
             // Wrapped past 65535: keep the width, start again low.
             (0, width - 1)
         };
-        let _ = threads;
         let payload = match (&opts.payload, &shared.pool, &shared.file) {
             (Payload::Random | Payload::Half, Some(pool), _) => {
                 let blocks = (pool.len() - max_ip_len as usize).max(BLOCK) / BLOCK;
@@ -729,7 +727,6 @@ impl FrameBuilder {
                 opts.dst_port_order,
             ),
             rng: field_rng,
-            pool: shared.pool.clone(),
             payload,
             min_ip_len,
             max_ip_len,
@@ -782,20 +779,19 @@ impl FrameBuilder {
     /// slot; returns the frame length.
     #[inline]
     pub fn write(&mut self, ip_len: u16, slot: &mut [u8]) -> usize {
-        let g = self.write_gather(ip_len, slot);
-        if let (Some(pool), false) = (&self.pool, g.pool.is_empty()) {
-            let random = g.pool.len();
-            slot[g.head..g.head + random].copy_from_slice(&pool.bytes[g.pool.clone()]);
-            slot[g.head + random..g.head + random + g.zeros].fill(0);
+        let p = self.write_headers(ip_len, slot);
+        if let PayloadFill::Pool { pool, .. } = &self.payload {
+            let n = p.random.len();
+            slot[p.head..p.head + n].copy_from_slice(&pool.bytes[p.random.clone()]);
+            slot[p.head + n..p.head + n + p.zeros].fill(0);
         }
-        g.len()
+        p.head + p.random.len() + p.zeros
     }
 
+    /// Writes everything but a random payload; says where the payload comes from.
     /// Like [`write`](Self::write), but a random payload is not copied: the frame is `slot[..head]`, then
-    /// `pool` bytes of [`pool`](Self::pool), then `zeros` zero bytes (for senders that gather, like
-    /// sendmmsg with several iovecs: the kernel copies the payload straight from the pool).
     #[inline]
-    pub fn write_gather(&mut self, ip_len: u16, slot: &mut [u8]) -> Gather {
+    fn write_headers(&mut self, ip_len: u16, slot: &mut [u8]) -> Parts {
         let ip_len = ip_len.clamp(self.min_ip_len, self.max_ip_len);
         let hdr = self.template.len();
         let frame_len = self.l2 + ip_len as usize;
@@ -808,11 +804,11 @@ impl FrameBuilder {
         let sport = self.src_port.value(&mut self.rng) as u16;
         let dport = self.dst_port.value(&mut self.rng) as u16;
 
-        let (gather, payload_sum) = match &mut self.payload {
+        let (parts, payload_sum) = match &mut self.payload {
             PayloadFill::Fixed(f) => (
-                Gather {
+                Parts {
                     head: frame_len,
-                    pool: 0..0,
+                    random: 0..0,
                     zeros: 0,
                 },
                 f.sum(payload_len),
@@ -832,9 +828,9 @@ impl FrameBuilder {
                 *cursor += random_len.div_ceil(BLOCK) * BLOCK;
                 let zeros = payload_len - random_len;
                 (
-                    Gather {
+                    Parts {
                         head: hdr,
-                        pool: range,
+                        random: range,
                         zeros,
                     },
                     s,
@@ -869,36 +865,15 @@ impl FrameBuilder {
             + dport as u32
             + payload_sum;
         udp.set_checksum(udp_nonzero(!fold(sum)));
-        gather
-    }
-
-    /// The shared random pool (`random` and `half` payloads).
-    pub fn pool(&self) -> Option<&Arc<RandomPool>> {
-        self.pool.as_ref()
+        parts
     }
 }
 
-/// Where a frame's bytes are (see [`FrameBuilder::write_gather`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Gather {
-    /// Bytes at the start of the slot.
-    pub head: usize,
-    /// Then these bytes of the random pool.
-    pub pool: std::ops::Range<usize>,
-    /// Then this many zero bytes.
-    pub zeros: usize,
-}
-
-impl Gather {
-    /// Frame length.
-    pub fn len(&self) -> usize {
-        self.head + self.pool.len() + self.zeros
-    }
-
-    /// True for an empty frame (never produced).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+/// Where a frame's bytes are: `head` bytes written in the slot, then `random` bytes of the pool, then zeros.
+struct Parts {
+    head: usize,
+    random: std::ops::Range<usize>,
+    zeros: usize,
 }
 
 #[cfg(test)]
@@ -913,7 +888,6 @@ mod tests {
             opts,
             &shared,
             thread,
-            2,
             1500,
             ChaCha8Rng::seed_from_u64(seed + 1),
             ChaCha8Rng::seed_from_u64(seed + 2),
@@ -1081,31 +1055,6 @@ mod tests {
         );
         // Random payload halves of consecutive packets differ.
         assert_ne!(a[0][42..60], a[1][42..60]);
-    }
-
-    #[test]
-    fn gathered_frames_equal_copied_frames() {
-        for payload in [Payload::Random, Payload::Half, Payload::Zero] {
-            let opts = FrameOptions {
-                payload,
-                ..FrameOptions::ipv6()
-            };
-            let (mut a, mut b) = (builder(&opts, 3, 0), builder(&opts, 3, 0));
-            let (mut sa, mut sb) = (vec![0u8; 1600], vec![0u8; 1600]);
-            a.prepare_slot(&mut sa);
-            b.prepare_slot(&mut sb);
-            for size in [48u16, 49, 333, 1500] {
-                let n = a.write(size, &mut sa);
-                let g = b.write_gather(size, &mut sb);
-                let mut joined = sb[..g.head].to_vec();
-                if let Some(pool) = b.pool() {
-                    joined.extend_from_slice(&pool.bytes()[g.pool.clone()]);
-                }
-                joined.extend(std::iter::repeat_n(0u8, g.zeros));
-                assert_eq!(g.len(), n);
-                assert_eq!(joined, sa[..n].to_vec());
-            }
-        }
     }
 
     #[test]

@@ -134,7 +134,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
         let mut st = ReplayStats::default();
         let out = match sock {
             Opened::Mmsg(fd) => {
-                let mut tx = MmsgTx::new(fd, opts.batch, max_frame, None);
+                let mut tx = MmsgTx::new(fd, opts.batch, max_frame);
                 play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st)
             }
             Opened::Ring(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),

@@ -479,7 +479,6 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 &opts.frame,
                 &shared,
                 t,
-                opts.threads,
                 max_ip_len,
                 thread_rng(opts.seed, t, Stream::Fields),
                 thread_rng(opts.seed, t, Stream::Payload),
@@ -507,7 +506,7 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
         };
         let mut report = match sock {
             Opened::Mmsg(fd) => {
-                let mut tx = MmsgTx::new(fd, opts.batch, max_frame, builder.pool().cloned());
+                let mut tx = MmsgTx::new(fd, opts.batch, max_frame);
                 generate(
                     &mut tx,
                     &mut builder,
@@ -572,8 +571,6 @@ fn generate<T: Tx, S: SizeSource>(
 ) -> Result<ThreadReport, GenError> {
     tx.prepare(&mut |slot| builder.prepare_slot(slot));
     let cap = tx.capacity();
-    // Random payloads go from the pool straight to the kernel when the sender can gather.
-    let gather = tx.gathers() && builder.pool().is_some();
     let mut lens = vec![0u16; cap]; // IP lengths of the batch being built (allocated once)
     let mut errors = SendErrors::default();
     let mut dep = Departures::default();
@@ -608,6 +605,9 @@ fn generate<T: Tx, S: SizeSource>(
                     break;
                 }
                 if let Some(on_again) = pacer.off_until(now) {
+                    if past_end(on_again) {
+                        break;
+                    }
                     pace::wait_until(on_again, stop);
                     continue;
                 }
@@ -633,13 +633,8 @@ fn generate<T: Tx, S: SizeSource>(
             let Some(slot) = tx.slot(&mut errors, stop)? else {
                 break;
             };
-            if gather {
-                let g = builder.write_gather(ip_len, slot);
-                tx.commit_gather(&g);
-            } else {
-                let len = builder.write(ip_len, slot);
-                tx.commit(len);
-            }
+            let len = builder.write(ip_len, slot);
+            tx.commit(len);
         }
         let n = tx.flush(&mut errors, stop)?;
         let e = now_ns();
