@@ -185,6 +185,17 @@ fn exactly_count_frames_leave_with_both_backends_and_threads() {
                 threads
             );
             assert!(r.pps > 0.0 && r.gap.samples == 100_001 - threads as u64);
+            // The --json form records what ran: mode, options, the size model and the seed.
+            let j = serde_json::to_value(&r).unwrap();
+            assert_eq!(j["spec"]["mode"], "generate");
+            assert_eq!(j["spec"]["backend"], backend.to_string());
+            assert!(
+                j["spec"]["sizes"].as_str().unwrap().starts_with("imix"),
+                "{}",
+                j["spec"]["sizes"]
+            );
+            assert_eq!(j["seed"], 1);
+            assert_eq!(j["packets"], 100_001);
         }
     }
 }
@@ -497,6 +508,7 @@ fn replay_keeps_order_and_timing_and_loops() {
         .expect("replay");
     let got = read_capture(&cap.finish());
     assert_eq!(r.packets, 40);
+    assert_eq!(serde_json::to_value(&r).unwrap()["spec"]["mode"], "replay");
     let st = r.replay.unwrap();
     assert_eq!(
         (st.read, st.loops_done, st.skipped_oversize, st.truncated),
