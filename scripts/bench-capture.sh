@@ -148,7 +148,8 @@ run_one() {
   if [ "$sink" = disk ]; then out="$BENCH_DISK_DIR/bench-$$-$tag.$(file_ext "$tool")"; else out=/dev/null; fi
   log="$WORK/$tag.log"; ru="$WORK/$tag.ru"; pidf="$WORK/$tag.pid"
   capture_cmd "$tool" "$out" "$cpu"
-  rm -f "$out" 2>/dev/null || true
+  # Never for the null sink: removing /dev/null lets the tool create a regular file in its place.
+  if [ "$sink" = disk ]; then rm -f "$out"; fi
 
   "$PY" "$BENCH_LIB/rusage.py" "$ru" "$pidf" -- ip netns exec "$RX_NS" taskset -c "$cpu" "${CMD[@]}" >"$log" 2>&1 &
   wpid=$!
