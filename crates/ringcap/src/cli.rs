@@ -26,6 +26,10 @@ pub enum Command {
     Capture(CaptureArgs),
     /// Packet-size distributions (the thesis's createDist): read, model, draw, summarise.
     Dist(crate::dist_cmd::DistArgs),
+    /// Send reproducible UDP traffic that follows a packet-size distribution, at an exact rate.
+    Gen(crate::gen_cmd::GenArgs),
+    /// Send the packets of a capture file again (tcpreplay's job).
+    Replay(crate::gen_cmd::ReplayArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

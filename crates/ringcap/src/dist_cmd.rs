@@ -97,6 +97,10 @@ pub struct DistArgs {
     /// Seconds to count for -I live.
     #[arg(long = "seconds", default_value_t = 10.0)]
     pub seconds: f64,
+    /// In the summary, also give the total-variation distance of the input to this distribution (e.g. the
+    /// spec a generator was given: did what arrived follow it?).
+    #[arg(long = "compare", value_name = "SPEC")]
+    pub compare: Option<String>,
     /// Summary as JSON.
     #[arg(long = "json")]
     pub json: bool,
@@ -242,6 +246,16 @@ fn summary(
         let sampled = dist::sampled_tv(&mut sampler, draws, &d.histogram);
         fidelity.push((mode, m.tv_distance(), sampled, m.mean()));
     }
+    let compared = match &a.compare {
+        Some(spec) => {
+            let other = Distribution::from_spec(spec).map_err(Fatal::usage)?;
+            Some((
+                spec.clone(),
+                dist::histogram_tv(&d.histogram, &other.histogram),
+            ))
+        }
+        None => None,
+    };
     let io_err = |e: io::Error| Fatal::runtime(anyhow!("cannot write the output: {e}"));
     if a.json {
         let v = serde_json::json!({
@@ -256,6 +270,7 @@ fn summary(
             "models": fidelity.iter().map(|(m, tv, stv, mean)| serde_json::json!({
                 "mode": format!("{m:?}").to_lowercase(), "tv_distance": tv, "sampled_tv_distance": stv,
                 "sampled_draws": draws, "mean": mean})).collect::<Vec<_>>(),
+            "compared_to": compared.as_ref().map(|(spec, tv)| serde_json::json!({"spec": spec, "tv_distance": tv})),
         });
         writeln!(out, "{v}").map_err(io_err)?;
         return Ok(());
@@ -266,6 +281,13 @@ fn summary(
             out,
             "model {:<10} mean {mean:.2} B   total-variation distance to the source {tv:.4} (sampled over {draws} draws: {stv:.4})",
             format!("{mode:?}").to_lowercase()
+        )
+        .map_err(io_err)?;
+    }
+    if let Some((spec, tv)) = compared {
+        writeln!(
+            out,
+            "total-variation distance of the input to {spec}: {tv:.4}"
         )
         .map_err(io_err)?;
     }

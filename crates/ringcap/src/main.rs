@@ -3,6 +3,7 @@
 mod capture_cmd;
 mod cli;
 mod dist_cmd;
+mod gen_cmd;
 mod stop;
 mod units;
 
@@ -38,6 +39,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Capture(a) => capture_cmd::run(a),
         cli::Command::Dist(a) => dist_cmd::run(a),
+        cli::Command::Gen(a) => gen_cmd::run_gen(a),
+        cli::Command::Replay(a) => gen_cmd::run_replay(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

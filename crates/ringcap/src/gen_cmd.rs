@@ -1,0 +1,342 @@
+//! `ringcap gen` and `ringcap replay`: options → gen crate → report (text or JSON), with a progress bar on
+//! stderr when it is a terminal and the run is long.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::Args;
+use gen::dist::{self, Distribution, Mode, Params, SizeModel};
+use gen::frames::{AddrRange, FrameOptions, Mac, Order, Payload, PortRange, Vlan};
+use gen::pace::{Burst, RateBasis};
+use gen::tx::Backend;
+use gen::{Control, GenError, GenOptions, GenReport, Progress, ReplayOptions};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::stop::StopFlags;
+use crate::units;
+use crate::Fatal;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Sizes are IP packet lengths: --dist fixed:46 sends 60-byte Ethernet frames (64 with the FCS).\n\
+--mbps counts line rate by default (frame padded to 60 bytes + FCS 4 + preamble 8 + gap 12), so 1000 Mb/s of \
+60-byte frames is 1.488 Mpps; --rate-basis frame counts frame bytes only.\n\
+Examples:\n  ringcap gen -i eth0 -n 1000000                       # default internet mix, top speed\n  ringcap gen -i eth0 --dist imix --pps 100000 --duration 10s\n  ringcap gen -i eth0 --dist fixed:46 --mbps 500 --burst on=10s,off=10s --duration 60s\n  ringcap gen -i eth0 --src-ip 10.0.0.1-10.0.0.254 --src-ip-order random --payload half"
+)]
+pub struct GenArgs {
+    /// Interface to send on.
+    #[arg(short = 'i', long = "interface", value_name = "IF")]
+    pub interface: String,
+    /// Frames to send (exactly this many leave).
+    #[arg(short = 'n', long = "count", value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after this long (e.g. 10s, 2m).
+    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B, file:PATH,
+    /// trace:PCAP (sizes are IP lengths).
+    #[arg(long = "dist", value_name = "SPEC", default_value = dist::DEFAULT_SPEC)]
+    pub dist: String,
+    /// Draw sizes with the thesis's two-stage createDist model instead of exact alias sampling.
+    #[arg(long = "createdist")]
+    pub createdist: bool,
+    /// Packets per second (all threads together).
+    #[arg(long = "pps", value_name = "RATE", conflicts_with_all = ["mbps", "gap"])]
+    pub pps: Option<f64>,
+    /// Megabits per second (see --rate-basis).
+    #[arg(long = "mbps", value_name = "RATE", conflicts_with = "gap")]
+    pub mbps: Option<f64>,
+    /// Nanoseconds between departures (pktgen's delay).
+    #[arg(long = "gap", value_name = "NS")]
+    pub gap: Option<f64>,
+    /// What --mbps counts: l1 (line rate, default) or frame (frame bytes).
+    #[arg(long = "rate-basis", value_name = "l1|frame", default_value = "l1")]
+    pub rate_basis: RateBasis,
+    /// On/off schedule, e.g. on=10s,off=10s (seed 002's burst test).
+    #[arg(long = "burst", value_name = "on=T,off=T")]
+    pub burst: Option<Burst>,
+    /// Seed of every random choice (sizes, addresses, ports, payloads): same seed, same traffic.
+    #[arg(long = "seed", default_value_t = 1)]
+    pub seed: u64,
+    /// Sender: sendmmsg (default, fastest on veth) or tx-ring (AF_PACKET TX_RING).
+    #[arg(
+        long = "backend",
+        value_name = "sendmmsg|tx-ring",
+        default_value = "sendmmsg"
+    )]
+    pub backend: Backend,
+    /// Sending threads, each with its own socket and flows.
+    #[arg(long = "threads", default_value_t = 1)]
+    pub threads: usize,
+    /// CPUs to pin the sending threads to (round robin), e.g. 0 or 0,1.
+    #[arg(
+        long = "cpu",
+        alias = "cpus",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    pub cpus: Vec<usize>,
+    /// Frames per send call.
+    #[arg(long = "batch", default_value_t = gen::run::DEFAULT_BATCH)]
+    pub batch: usize,
+    /// Source MAC (the default passes the thesis filter of seed 000, Fig. 6.5).
+    #[arg(long = "src-mac", default_value = "00:00:00:00:00:01")]
+    pub src_mac: Mac,
+    /// Destination MAC (default: locally administered, owned by no one, so receivers do no IP work).
+    #[arg(long = "dst-mac", default_value = "02:00:00:00:00:02")]
+    pub dst_mac: Mac,
+    /// Source address or range A-B (IPv4 or IPv6; both ends of a flow must be the same family).
+    #[arg(long = "src-ip", default_value = "10.0.0.1")]
+    pub src_ip: AddrRange,
+    /// Destination address or range A-B.
+    #[arg(long = "dst-ip", default_value = "10.0.0.2")]
+    pub dst_ip: AddrRange,
+    /// Source port or range A-B.
+    #[arg(long = "src-port", default_value = "9")]
+    pub src_port: PortRange,
+    /// Destination port or range A-B.
+    #[arg(long = "dst-port", default_value = "9")]
+    pub dst_port: PortRange,
+    /// How ranges are walked: cycle (default) or random.
+    #[arg(long = "src-ip-order", default_value = "cycle")]
+    pub src_ip_order: Order,
+    #[arg(long = "dst-ip-order", default_value = "cycle")]
+    pub dst_ip_order: Order,
+    #[arg(long = "src-port-order", default_value = "cycle")]
+    pub src_port_order: Order,
+    #[arg(long = "dst-port-order", default_value = "cycle")]
+    pub dst_port_order: Order,
+    /// Payload: zero, random, half (half random, half zero: ~50 % compressible) or file:PATH.
+    #[arg(long = "payload", default_value = "zero")]
+    pub payload: Payload,
+    /// Add an 802.1Q tag with this VLAN id.
+    #[arg(long = "vlan", value_name = "ID")]
+    pub vlan: Option<u16>,
+    /// Priority of the VLAN tag (0-7).
+    #[arg(long = "vlan-prio", default_value_t = 0, requires = "vlan")]
+    pub vlan_prio: u8,
+    /// Print the report as JSON on stdout.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  ringcap replay trace.pcap -i eth0                 # at recorded timing\n  ringcap replay trace.pcap -i eth0 --topspeed --loop 10\n  ringcap replay trace.pcap.zst -i eth0 --speed 2"
+)]
+pub struct ReplayArgs {
+    /// Capture file (pcap/pcapng, plain, .zst or .lz4).
+    pub file: PathBuf,
+    /// Interface to send on.
+    #[arg(short = 'i', long = "interface", value_name = "IF")]
+    pub interface: String,
+    /// Timing factor: 2 replays twice as fast as recorded.
+    #[arg(long = "speed", default_value_t = 1.0)]
+    pub speed: f64,
+    /// Ignore timestamps: as fast as possible.
+    #[arg(long = "topspeed")]
+    pub topspeed: bool,
+    /// Times to play the file (0: until interrupted).
+    #[arg(long = "loop", default_value_t = 1)]
+    pub loops: u64,
+    /// Sender: sendmmsg or tx-ring.
+    #[arg(long = "backend", default_value = "sendmmsg")]
+    pub backend: Backend,
+    /// CPU to pin the sender to.
+    #[arg(long = "cpu")]
+    pub cpu: Option<usize>,
+    /// Print the report as JSON on stdout.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+}
+
+pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
+    if a.count.is_none() && a.duration.is_none() {
+        eprintln!("ringcap gen: no -n or --duration: sending until interrupted (Ctrl-C)");
+    }
+    let opts = GenOptions {
+        interface: a.interface.clone(),
+        count: a.count,
+        duration_s: a.duration.map(|d| d.as_secs_f64()),
+        backend: a.backend,
+        threads: a.threads,
+        cpus: a.cpus.clone(),
+        batch: a.batch,
+        pps: a.pps,
+        mbps: a.mbps,
+        gap_ns: a.gap,
+        rate_basis: a.rate_basis,
+        burst: a.burst,
+        seed: a.seed,
+        frame: FrameOptions {
+            src_mac: a.src_mac,
+            dst_mac: a.dst_mac,
+            src_ip: a.src_ip.clone(),
+            dst_ip: a.dst_ip.clone(),
+            src_port: a.src_port,
+            dst_port: a.dst_port,
+            src_ip_order: a.src_ip_order,
+            dst_ip_order: a.dst_ip_order,
+            src_port_order: a.src_port_order,
+            dst_port_order: a.dst_port_order,
+            payload: a.payload.clone(),
+            vlan: a.vlan.map(|id| Vlan {
+                id,
+                prio: a.vlan_prio,
+            }),
+        },
+        ..GenOptions::default()
+    };
+    opts.validate().map_err(Fatal::usage)?;
+    let dist = Distribution::from_spec(&a.dist).map_err(Fatal::usage)?;
+    let mode = if a.createdist {
+        Mode::CreateDist
+    } else {
+        Mode::Exact
+    };
+    let model = SizeModel::build(&dist, mode, Params::default()).map_err(Fatal::usage)?;
+
+    let stop = StopFlags::install()
+        .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
+    let bar = progress_bar(a.quiet || a.json, a.count, a.duration);
+    let report =
+        with_progress(&bar, &stop.stop, |ctl| gen::run(&opts, &model, ctl)).map_err(gen_fatal)?;
+    print_report(&report, a.json);
+    Ok(())
+}
+
+pub fn run_replay(a: ReplayArgs) -> Result<(), Fatal> {
+    let opts = ReplayOptions {
+        interface: a.interface.clone(),
+        file: a.file.clone(),
+        speed: a.speed,
+        topspeed: a.topspeed,
+        loops: a.loops,
+        backend: a.backend,
+        cpu: a.cpu,
+        ..ReplayOptions::default()
+    };
+    let stop = StopFlags::install()
+        .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
+    let bar = progress_bar(a.quiet || a.json, None, None);
+    let report =
+        with_progress(&bar, &stop.stop, |ctl| gen::replay(&opts, ctl)).map_err(gen_fatal)?;
+    print_report(&report, a.json);
+    Ok(())
+}
+
+fn gen_fatal(e: GenError) -> Fatal {
+    match e {
+        GenError::Options(_) => Fatal::usage(anyhow!(e)),
+        GenError::Replay(_) => Fatal::usage(anyhow!(e)),
+        GenError::Io { .. } => Fatal::runtime(anyhow!(e)),
+    }
+}
+
+/// A bar by packets (with -n), by time (with --duration), or a spinner; hidden unless stderr is a terminal.
+fn progress_bar(quiet: bool, count: Option<u64>, duration: Option<Duration>) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let (len, template) = match (count, duration) {
+        (Some(n), _) => (n, "{bar:30} {percent:>3}% {msg} (eta {eta})"),
+        (None, Some(d)) => (
+            d.as_millis() as u64,
+            "{bar:30} {percent:>3}% {msg} (eta {eta})",
+        ),
+        (None, None) => (0, "{spinner} {msg}"),
+    };
+    let bar = if len > 0 {
+        ProgressBar::new(len)
+    } else {
+        ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn with_progress(
+    bar: &ProgressBar,
+    stop: &AtomicBool,
+    f: impl FnOnce(&Control) -> Result<GenReport, GenError>,
+) -> Result<GenReport, GenError> {
+    let update = |p: &Progress| {
+        let pos = match (p.total_packets, p.total_s) {
+            (Some(_), _) => p.packets,
+            (None, Some(_)) => (p.elapsed_s * 1000.0) as u64,
+            _ => p.packets,
+        };
+        bar.set_position(pos);
+        let secs = p.elapsed_s.max(1e-9);
+        bar.set_message(format!(
+            "{} packets, {}, {}",
+            p.packets,
+            units::pps(p.packets as f64 / secs),
+            units::bits_per_sec(p.bytes as f64 / secs)
+        ));
+    };
+    let ctl = Control {
+        stop: Some(stop),
+        progress: Some(&update),
+        progress_every: Duration::from_millis(250),
+    };
+    let r = f(&ctl);
+    bar.finish_and_clear();
+    r
+}
+
+fn print_report(r: &GenReport, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(r).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        );
+        return;
+    }
+    println!(
+        "sent {} packets, {} in {:.3} s: {}, {} frame bits ({} line rate)",
+        r.packets,
+        units::bytes(r.bytes),
+        r.duration_s,
+        units::pps(r.pps),
+        units::bits_per_sec(r.mbps * 1e6 / 8.0),
+        units::bits_per_sec(r.mbps_l1 * 1e6 / 8.0),
+    );
+    println!(
+        "inter-departure: mean {:.0} ns, stddev {:.0} ns, CV {:.3}; seed {}",
+        r.gap.mean_ns, r.gap.stddev_ns, r.gap.cv, r.seed
+    );
+    let e = &r.errors;
+    if e.total() > 0 {
+        println!(
+            "send back-pressure waited out: {} EAGAIN, {} ENOBUFS, {} EINTR, {} partial batches, {} ring-full waits",
+            e.eagain, e.enobufs, e.eintr, e.partial, e.ring_full
+        );
+    }
+    if r.clamped_small + r.clamped_large > 0 {
+        println!(
+            "sizes clamped: {} raised to the minimum IP length, {} lowered to the MTU",
+            r.clamped_small, r.clamped_large
+        );
+    }
+    if let Some(rs) = &r.replay {
+        println!(
+            "replay: read {} packets, {} loops done; skipped {} non-Ethernet, {} too short, {} too long; \
+             {} sent cut to their snap length; {} damaged regions in the file",
+            rs.read, rs.loops_done, rs.skipped_linktype, rs.skipped_short, rs.skipped_oversize, rs.truncated, rs.file_issues
+        );
+    }
+    if r.stopped {
+        println!("stopped early by a signal");
+    }
+}
