@@ -6,11 +6,11 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # Builds reuse a target dir outside the clone so CI and clean clones stay fast.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/ringcap-target
 BIN := $(CARGO_TARGET_DIR)/release/ringcap
-APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 procps util-linux ethtool
+APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux ethtool time
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build demo test bench bench-capture bench-gen fmt clippy clean
+.PHONY: all deps build demo test bench-capture bench-gen bench-disk bench-trace fmt clippy clean
 
 all: build
 
@@ -21,6 +21,10 @@ deps:
 	  echo "installing:$$missing"; \
 	  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections; \
 	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@if [ -f requirements-test.txt ]; then \
+	  python3 -m pip --version >/dev/null 2>&1 || apt-get install -y -qq python3-pip >/dev/null; \
+	  python3 -m pip install -q -r requirements-test.txt; \
 	fi
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust stable with rustup (https://rustup.rs) and re-run" >&2; exit 2; }
 
@@ -39,6 +43,12 @@ bench-capture: build
 
 bench-gen: build
 	RINGCAP=$(BIN) scripts/bench-gen.sh
+
+bench-disk: build
+	RINGCAP=$(BIN) scripts/bench-disk.sh
+
+bench-trace: build
+	RINGCAP=$(BIN) scripts/bench-trace.sh
 
 fmt:
 	cargo fmt --all
