@@ -1,0 +1,21 @@
+//! trace: capture files into columns and analyses over them (seed 002 §3.3, §6–7).
+//!
+//! [`convert()`] turns pcap/pcapng (plain, .gz, .zst, .lz4) into Parquet, one row per packet,
+//! Hive-partitioned by hour, in parallel; [`analyze::analyze`] computes rate timelines,
+//! burstiness, size distributions, traffic mix and a flow table from such a set. Column meanings
+//! and example SQL: docs/trace.md.
+
+pub mod analyze;
+pub mod columns;
+mod convert;
+mod error;
+pub mod flow;
+pub mod input;
+pub mod time;
+
+pub use analyze::{analyze, Analysis, AnalyzeOptions};
+pub use columns::packet_schema;
+pub use convert::{
+    convert, ConvertOptions, ConvertReport, InputReport, PartFile, Progress, Skipped,
+};
+pub use error::TraceError;
