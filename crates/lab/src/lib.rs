@@ -1,4 +1,7 @@
 //! The measurement lab: throwaway testbeds, CPU accounting, and (later) plans, statistics and reports.
 
+pub mod anova;
+pub mod cpusage;
+pub mod plot;
 pub mod proc_cpu;
 pub mod testbed;

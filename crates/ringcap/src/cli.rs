@@ -30,6 +30,10 @@ pub enum Command {
     Gen(crate::gen_cmd::GenArgs),
     /// Send the packets of a capture file again (tcpreplay's job).
     Replay(crate::gen_cmd::ReplayArgs),
+    /// Analysis of variance of a full-factorial experiment in a CSV (allocation of variation, F-test).
+    Anova(crate::anova_cmd::AnovaArgs),
+    /// CPU usage per mode from /proc/stat (the thesis's cpusage and trimusage), alone or around a command.
+    Cpusage(crate::cpusage_cmd::CpusageArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

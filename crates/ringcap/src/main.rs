@@ -1,7 +1,9 @@
 //! ringcap: the command-line front end. Parsing, wiring and printing only; the work lives in the crates.
 
+mod anova_cmd;
 mod capture_cmd;
 mod cli;
+mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
 mod stop;
@@ -41,6 +43,8 @@ fn main() -> ExitCode {
         cli::Command::Dist(a) => dist_cmd::run(a),
         cli::Command::Gen(a) => gen_cmd::run_gen(a),
         cli::Command::Replay(a) => gen_cmd::run_replay(a),
+        cli::Command::Anova(a) => anova_cmd::run(a),
+        cli::Command::Cpusage(a) => cpusage_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

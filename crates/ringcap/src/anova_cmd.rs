@@ -1,0 +1,165 @@
+//! `ringcap anova`: analysis of variance of a full-factorial experiment in any CSV (seed 004's Tables 3
+//! and 5), as a text table or JSON, with the residual plots of the visual tests.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use lab::anova::{self, Anova, AnovaError, AnovaOptions};
+use lab::plot::{self, RefLine, ScatterPlot};
+use serde::Serialize;
+
+use crate::Fatal;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "The CSV needs a header row; each row is one observation (one run). Every combination of \
+the factors' levels must have the same number of rows (replications), at least 2.\n\
+Examples:\n  ringcap anova results.csv --response capture_rate --factors method,placement\n  \
+ringcap anova results.csv --response mbps --factors method,machine --log --plots anova-plots\n  \
+ringcap anova results.csv --response cpu --factors a,b,c --json"
+)]
+pub struct AnovaArgs {
+    /// CSV file with a header row ("-" for stdin).
+    #[arg(value_name = "FILE.csv")]
+    pub file: PathBuf,
+    /// Column with the response (a number in every row).
+    #[arg(long = "response", value_name = "COL")]
+    pub response: String,
+    /// Factor columns, comma separated (any text values; each distinct value is a level).
+    #[arg(
+        long = "factors",
+        value_name = "A,B",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub factors: Vec<String>,
+    /// Analyse log10(response): for effects that multiply rather than add (all responses must be > 0).
+    #[arg(long = "log")]
+    pub log: bool,
+    /// Print JSON: {"components":[{"name","ss","df","ms","f","p","percent","f_table"}, …], …}.
+    #[arg(long = "json")]
+    pub json: bool,
+    /// Confidence level of the F-Table column.
+    #[arg(long = "confidence", value_name = "P", default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Write residuals-vs-predicted and normal Q-Q plots (SVG) into this directory.
+    #[arg(long = "plots", value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    response: &'a str,
+    #[serde(flatten)]
+    anova: &'a Anova,
+}
+
+pub fn run(a: AnovaArgs) -> Result<(), Fatal> {
+    if !(a.confidence > 0.0 && a.confidence < 1.0) {
+        return Err(Fatal::usage(anyhow!(
+            "--confidence {} must be between 0 and 1 (e.g. 0.95)",
+            a.confidence
+        )));
+    }
+    let factors: Vec<String> = a.factors.iter().map(|f| f.trim().to_string()).collect();
+    let input: Box<dyn Read> = if a.file.as_os_str() == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        Box::new(
+            File::open(&a.file)
+                .with_context(|| format!("cannot open {}", a.file.display()))
+                .map_err(Fatal::usage)?,
+        )
+    };
+    let observations =
+        anova::read_csv(input, &a.response, &factors).map_err(data_error(&a.file))?;
+    let opts = AnovaOptions {
+        log10: a.log,
+        confidence: a.confidence,
+    };
+    let result = anova::analyse(&factors, &observations, &opts).map_err(data_error(&a.file))?;
+
+    if let Some(dir) = &a.plots {
+        write_plots(dir, &a.response, &result).map_err(Fatal::runtime)?;
+    }
+    if a.json {
+        let out = JsonOut {
+            response: &a.response,
+            anova: &result,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(Fatal::runtime)?
+        );
+    } else {
+        println!("Response: {}", a.response);
+        print!("{}", anova::format_table(&result));
+    }
+    Ok(())
+}
+
+/// Problems with the data are the user's to fix (exit 2), I/O errors are runtime errors (exit 1).
+fn data_error(file: &Path) -> impl Fn(AnovaError) -> Fatal + '_ {
+    move |e| {
+        let io = matches!(&e, AnovaError::Csv(c) if c.is_io_error());
+        let e = anyhow::Error::new(e).context(format!("{}", file.display()));
+        if io {
+            Fatal::runtime(e)
+        } else {
+            Fatal::usage(e)
+        }
+    }
+}
+
+fn write_plots(dir: &Path, response: &str, a: &Anova) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let what = if a.log10 {
+        format!("log10({response})")
+    } else {
+        response.to_string()
+    };
+    let fitted: Vec<(f64, f64)> = a.fitted.iter().map(|f| (f.predicted, f.residual)).collect();
+    let (lo, hi) = fitted
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            (l.min(p.0), h.max(p.0))
+        });
+    let residuals = ScatterPlot {
+        title: format!("Residuals vs. predicted {what}"),
+        x_label: format!("predicted {what} (cell mean)"),
+        y_label: "residual (observed − predicted)".into(),
+        points: fitted,
+        lines: vec![RefLine {
+            from: (lo, 0.0),
+            to: (hi, 0.0),
+            label: "zero residual".into(),
+        }],
+        size: (700, 500),
+    };
+    // Under normal errors the sorted residuals lie on the line residual = s · z (s: error standard deviation).
+    let qq = a.qq_points();
+    let s = a.component("error").map(|e| e.ms.sqrt()).unwrap_or(0.0);
+    let (z0, z1) = (qq[0].0, qq[qq.len() - 1].0);
+    let normal_qq = ScatterPlot {
+        title: format!("Normal Q-Q plot of the residuals of {what}"),
+        x_label: "normal quantile".into(),
+        y_label: "residual quantile".into(),
+        points: qq,
+        lines: vec![RefLine {
+            from: (z0, s * z0),
+            to: (z1, s * z1),
+            label: format!("expected if the errors are normal (σ = {})", anova::num(s)),
+        }],
+        size: (700, 500),
+    };
+    for (name, p) in [("residuals.svg", residuals), ("qq.svg", normal_qq)] {
+        let path = dir.join(name);
+        let svg = plot::scatter_svg(&p)?;
+        plot::write_svg(&path, &svg).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
