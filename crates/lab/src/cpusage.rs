@@ -703,13 +703,14 @@ softirq 757165362 0 179139 1804 756066186 169600 0 325 229772 23145 495391
         assert!(v["limit"].is_null());
     }
 
-    /// Burn CPU 1 (or 0 on a single-CPU machine) for 1 s from a pinned thread: that CPU's user share of
-    /// the interval must be high. Other processes may share the CPU, but only user-mode work runs there,
-    /// so "user" stays high regardless.
+    /// Burn CPU 1 (or 0 on a single-CPU machine) for 1 s from a pinned thread: that CPU's user-mode share
+    /// of the interval must be high. User-mode time is "user", or "nice" when the test runs niced; other
+    /// processes may share the CPU, so the process's own CPU time must also have grown by most of the second.
     #[test]
     fn live_busy_loop_shows_up_as_user_time_on_its_cpu() {
         let cpus = crate::testbed::cpu_count();
         let cpu = if cpus > 1 { 1 } else { 0 };
+        let own_before = crate::proc_cpu::read(std::process::id()).unwrap();
         let before = read_proc_stat().unwrap();
         std::thread::spawn(move || {
             crate::testbed::pin_current_thread(cpu).unwrap();
@@ -722,10 +723,14 @@ softirq 757165362 0 179139 1804 756066186 169600 0 325 229772 23145 495391
         .join()
         .unwrap();
         let after = read_proc_stat().unwrap();
+        let own_after = crate::proc_cpu::read(std::process::id()).unwrap();
         let s = Sample::between(&before, &after, 1.0).unwrap();
         let (_, u) = s.cpus.iter().find(|(c, _)| *c == cpu as u32).unwrap();
-        assert!(u.get("user").unwrap() > 70.0, "cpu{cpu}: {u}");
+        let user_mode = u.get("user").unwrap() + u.get("nice").unwrap();
+        assert!(user_mode > 70.0, "cpu{cpu}: {u}");
         assert!(u.idle() < 20.0, "cpu{cpu}: {u}");
+        let own_ns = own_after.total_ns() - own_before.total_ns();
+        assert!(own_ns > 700_000_000, "the loop got only {own_ns} ns of CPU");
     }
 
     #[test]
