@@ -605,6 +605,30 @@ mod tests {
         assert!(svg.contains("Residuals vs. predicted") && svg.contains("zero"));
     }
 
+    /// PNG for reports: needs rsvg-convert (apt-get install librsvg2-bin); without it the error says so.
+    #[test]
+    fn svg_to_png_converts_or_says_what_to_install() {
+        let dir = std::env::temp_dir().join(format!("lab-plot-png-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let svg = dir.join("p.svg");
+        let png = dir.join("p.png");
+        write_svg(&svg, &line_plot_svg(&sample_plot()).unwrap()).unwrap();
+        match svg_to_png(&svg, &png) {
+            Ok(()) => {
+                let bytes = std::fs::read(&png).unwrap();
+                assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+                // IHDR width and height: the plot's size in pixels.
+                assert_eq!(u32::from_be_bytes(bytes[16..20].try_into().unwrap()), 900);
+                assert_eq!(u32::from_be_bytes(bytes[20..24].try_into().unwrap()), 560);
+            }
+            Err(e) => assert!(
+                e.to_string().contains("apt-get install librsvg2-bin"),
+                "{e}"
+            ),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn ticks_are_short() {
         assert_eq!(tick(&20.0), "20");

@@ -259,3 +259,31 @@ fn cpusage_profiles_a_command_while_it_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("cannot start `/nonexistent/program`"));
 }
+
+#[test]
+fn cpusage_stops_on_sigint_and_still_summarises() {
+    let child = Command::new(env!("CARGO_BIN_EXE_ringcap"))
+        .args(["cpusage", "--interval", "0.2"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: signalling our own child, which has not been waited for.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        text(&out.stderr)
+    );
+    let t = text(&out.stdout);
+    let lines: Vec<&str> = t.lines().collect();
+    let summary = lines.iter().position(|l| *l == "---Summary---").expect(&t);
+    // About 0.7 s of 0.2 s intervals: 3 full ones and the partial last one.
+    assert!((2..=5).contains(&summary), "{t}");
+    assert!(lines[summary + 3].starts_with("Avg: user: "), "{t}");
+}
