@@ -517,6 +517,47 @@ impl Sampler {
     }
 }
 
+/// cpusage in the background of a measurement cycle (§3.4: the profiler starts before the capturers and
+/// stops after them): a thread samples until [`Profiler::stop`].
+pub struct Profiler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<io::Result<Vec<Sample>>>,
+    interval: Duration,
+}
+
+impl Profiler {
+    /// Take the first readout now and sample every `interval` on a thread.
+    pub fn start(interval: Duration) -> io::Result<Profiler> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let sampler = Sampler::start()?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("cpusage".into())
+            .spawn(move || sampler.run(interval, || !flag.load(Ordering::Relaxed), |_| {}))?;
+        Ok(Profiler {
+            stop,
+            thread,
+            interval,
+        })
+    }
+
+    /// Stop sampling (the last, partial interval is kept) and summarise as [`Report::new`].
+    pub fn stop(self, limit: Option<f64>, trim: Option<f64>) -> io::Result<Report> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let samples = self
+            .thread
+            .join()
+            .map_err(|_| io::Error::other("the cpusage thread panicked"))??;
+        Ok(Report::new(
+            self.interval.as_secs_f64(),
+            samples,
+            limit,
+            trim,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -731,6 +772,28 @@ softirq 757165362 0 179139 1804 756066186 169600 0 325 229772 23145 495391
         assert!(u.idle() < 20.0, "cpu{cpu}: {u}");
         let own_ns = own_after.total_ns() - own_before.total_ns();
         assert!(own_ns > 700_000_000, "the loop got only {own_ns} ns of CPU");
+    }
+
+    #[test]
+    fn profiler_in_the_background_sees_a_busy_stretch() {
+        let p = Profiler::start(Duration::from_millis(100)).unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+        let t = Instant::now();
+        let mut x = 1u64;
+        while t.elapsed() < Duration::from_millis(500) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let r = p.stop(None, Some(100.0)).unwrap();
+        assert!((5..=9).contains(&r.samples.len()), "{}", r.samples.len());
+        // Our loop kept one CPU in user mode for 0.5 s: some interval shows ≥ 40 % of one CPU's share.
+        let ncpu = r.samples[0].cpus.len() as f64;
+        let peak = r
+            .samples
+            .iter()
+            .map(|s| s.all.get("user").unwrap() + s.all.get("nice").unwrap())
+            .fold(0.0, f64::max);
+        assert!(peak > 40.0 / ncpu, "peak {peak} with {ncpu} CPUs");
+        assert!(r.all.unwrap().avg.is_some());
     }
 
     #[test]
