@@ -527,7 +527,7 @@ pub fn format_table(a: &Anova) -> String {
         "DF",
         "Mean Square",
         "F-Computed",
-        format!("F-{:.2}", a.confidence),
+        "F-Table",
         "p-value",
     );
     let n = a.observations;
