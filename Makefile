@@ -6,7 +6,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # Builds reuse a target dir outside the clone so CI and clean clones stay fast.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/ringcap-target
 BIN := $(CARGO_TARGET_DIR)/release/ringcap
-APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux ethtool time
+APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux ethtool time librsvg2-bin
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
