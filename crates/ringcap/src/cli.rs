@@ -30,6 +30,10 @@ pub enum Command {
     Gen(crate::gen_cmd::GenArgs),
     /// Send the packets of a capture file again (tcpreplay's job).
     Replay(crate::gen_cmd::ReplayArgs),
+    /// Convert capture files to Parquet (one row per packet, partitioned by hour).
+    Convert(crate::convert_cmd::ConvertArgs),
+    /// Analyse a converted set: rates, burstiness, sizes, traffic mix, flows; HTML report.
+    Analyze(crate::analyze_cmd::AnalyzeArgs),
     /// Analysis of variance of a full-factorial experiment in a CSV (allocation of variation, F-test).
     Anova(crate::anova_cmd::AnovaArgs),
     /// CPU usage per mode from /proc/stat (the thesis's cpusage and trimusage), alone or around a command.

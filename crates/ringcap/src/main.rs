@@ -1,8 +1,10 @@
 //! ringcap: the command-line front end. Parsing, wiring and printing only; the work lives in the crates.
 
+mod analyze_cmd;
 mod anova_cmd;
 mod capture_cmd;
 mod cli;
+mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
@@ -45,6 +47,8 @@ fn main() -> ExitCode {
         cli::Command::Replay(a) => gen_cmd::run_replay(a),
         cli::Command::Anova(a) => anova_cmd::run(a),
         cli::Command::Cpusage(a) => cpusage_cmd::run(a),
+        cli::Command::Convert(a) => convert_cmd::run(a),
+        cli::Command::Analyze(a) => analyze_cmd::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
