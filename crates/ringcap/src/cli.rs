@@ -30,6 +30,8 @@ pub enum Command {
     Gen(crate::gen_cmd::GenArgs),
     /// Send the packets of a capture file again (tcpreplay's job).
     Replay(crate::gen_cmd::ReplayArgs),
+    /// Cut interrupted capture files (plain, .zst, .lz4) to their last whole packet; drop `.partial`.
+    Repair(crate::repair_cmd::RepairArgs),
     /// Convert capture files to Parquet (one row per packet, partitioned by hour).
     Convert(crate::convert_cmd::ConvertArgs),
     /// Analyse a converted set: rates, burstiness, sizes, traffic mix, flows; HTML report.
@@ -163,6 +165,45 @@ pub struct CaptureArgs {
     #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
     pub duration: Option<std::time::Duration>,
 
+    /// Rotate: start a new file before this one would exceed SIZE (tcpdump's -C: a plain number is
+    /// millions of bytes; units such as 100MB or 1GiB are accepted). Bytes before compression.
+    #[arg(short = 'C', long = "file-size", value_name = "SIZE", value_parser = parse_file_size)]
+    pub file_size: Option<u64>,
+
+    /// Rotate: start a new file at every multiple of SECONDS of the wall clock (not of the first packet).
+    #[arg(short = 'G', long = "rotate-seconds", value_name = "SECONDS")]
+    pub rotate_seconds: Option<u64>,
+
+    /// Keep at most N files (a ring): the oldest file of this base name is deleted as a new one starts.
+    #[arg(short = 'W', long = "file-count", value_name = "N")]
+    pub file_count: Option<usize>,
+
+    /// Compress files: none, lz4, zstd:N (1..19) or auto (per 1 MiB chunk, the strongest zstd level the
+    /// backlog allows; stored blocks when behind). Output is standard zstd/lz4 frames.
+    #[arg(long = "compress", value_name = "MODE", default_value = "none", value_parser = parse_compress)]
+    pub compress: store::CompressMode,
+
+    /// Compressor threads (with --compress).
+    #[arg(long = "compress-threads", value_name = "N", default_value_t = 2)]
+    pub compress_threads: usize,
+
+    /// Output directory (repeatable): files go round robin over the directories, skipping full ones.
+    #[arg(long = "out-dir", value_name = "DIR")]
+    pub out_dirs: Vec<PathBuf>,
+
+    /// Per-directory budget: SIZE (bytes of this capture's files, e.g. 50GiB) or PERCENT (file-system
+    /// usage, e.g. 90%). The oldest complete files of this base name are deleted first.
+    #[arg(long = "disk-budget", value_name = "SIZE|PERCENT", value_parser = parse_budget)]
+    pub disk_budget: Option<store::Budget>,
+
+    /// Count packets and drop them, writing nothing (seed 002's way to measure the offered rate).
+    #[arg(long = "drop-all", conflicts_with = "write")]
+    pub drop_all: bool,
+
+    /// Lab: limit file writes to this many MB/s (10^6 bytes), to play a slow disk.
+    #[arg(long = "max-write-rate", value_name = "MB/s", hide = true)]
+    pub max_write_rate: Option<f64>,
+
     /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap and run in the kernel.
     #[arg(
         value_name = "EXPR",
@@ -174,6 +215,30 @@ pub struct CaptureArgs {
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
     crate::units::parse_size(s)
+}
+
+/// tcpdump's -C: a plain number is millions of bytes; with a unit, the unit.
+fn parse_file_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let n = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        t.parse::<u64>()
+            .map_err(|e| format!("`{s}`: {e}"))?
+            .saturating_mul(1_000_000)
+    } else {
+        crate::units::parse_size(t)?
+    };
+    if n == 0 {
+        return Err(format!("`{s}`: the file size must be above 0"));
+    }
+    Ok(n)
+}
+
+fn parse_compress(s: &str) -> Result<store::CompressMode, String> {
+    store::CompressMode::parse(s)
+}
+
+fn parse_budget(s: &str) -> Result<store::Budget, String> {
+    store::Budget::parse(s, crate::units::parse_size)
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {

@@ -8,6 +8,7 @@ mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
+mod repair_cmd;
 mod stop;
 mod units;
 
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         cli::Command::Dist(a) => dist_cmd::run(a),
         cli::Command::Gen(a) => gen_cmd::run_gen(a),
         cli::Command::Replay(a) => gen_cmd::run_replay(a),
+        cli::Command::Repair(a) => repair_cmd::run(a),
         cli::Command::Anova(a) => anova_cmd::run(a),
         cli::Command::Cpusage(a) => cpusage_cmd::run(a),
         cli::Command::Convert(a) => convert_cmd::run(a),

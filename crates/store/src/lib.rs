@@ -1,9 +1,13 @@
 //! store: capture files. Writing pcap (µs/ns) and pcapng from large page-aligned buffers handed
 //! to a writer thread (O_DIRECT where possible, storage drops instead of blocking the capture
 //! thread, files cut back to the last whole packet when the disk fills), and reading pcap/pcapng,
-//! plain or zstd/lz4 compressed, tolerant of damaged input.
+//! plain or zstd/lz4 compressed, tolerant of damaged input. File mode adds rotation (size,
+//! wall-clock interval, on request), a compressor pool with a backlog-driven level ladder, several
+//! output directories, retention and recovery from full disks.
 
+mod compress;
 mod error;
+mod files;
 mod format;
 mod output;
 mod pool;
@@ -12,9 +16,11 @@ mod repair;
 mod stats;
 mod writer;
 
+pub use compress::{zstd_stored_frame, CompressMode, Level};
 pub use error::{human_bytes, StoreError};
+pub use files::{extension, parse_name, utc_stamp, Budget, EventFn, FilePlan};
 pub use format::{Format, IfStats, VlanTag, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US};
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
-pub use repair::{repair_truncate, RepairReport};
+pub use repair::{repair, repair_truncate, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
 pub use writer::{CaptureWriter, WriterOptions, MIN_BUFFER_SIZE};

@@ -91,7 +91,7 @@ impl Output {
         matches!(self, Output::Fd { direct: true, .. })
     }
 
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         match self {
             Output::Fd { file, .. } => file.write(bytes),
             Output::Stream(w) => w.write(bytes),
@@ -99,7 +99,7 @@ impl Output {
     }
 
     /// Turns O_DIRECT off (for an unaligned tail, or a file system that refuses direct writes).
-    fn clear_direct(&mut self) -> io::Result<()> {
+    pub(crate) fn clear_direct(&mut self) -> io::Result<()> {
         if let Output::Fd { file, direct, .. } = self {
             if *direct {
                 let fd = file.as_raw_fd();
@@ -117,7 +117,7 @@ impl Output {
     }
 
     /// Cuts a regular file to `len`; other outputs cannot be cut.
-    fn truncate(&mut self, len: u64) -> io::Result<bool> {
+    pub(crate) fn truncate(&mut self, len: u64) -> io::Result<bool> {
         match self {
             Output::Fd {
                 file,
@@ -128,7 +128,7 @@ impl Output {
         }
     }
 
-    fn sync(&mut self) -> io::Result<()> {
+    pub(crate) fn sync(&mut self) -> io::Result<()> {
         match self {
             Output::Fd {
                 file,

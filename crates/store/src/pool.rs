@@ -23,6 +23,21 @@ pub struct OutBuf {
     pub packets: u64,
     /// The record ending at `first_boundary` is a packet that began in the previous buffer.
     pub spill_in_packet: bool,
+    /// Soft capacity (≤ the allocation): where the current file must end (`-C`).
+    pub limit: usize,
+    /// Position in the stream, so the writer can restore the order after parallel compression.
+    pub seq: u64,
+    /// This buffer begins a new file (the file header is at its start); the value is the file's
+    /// start time in ns since the epoch (named after it).
+    pub new_file: Option<u64>,
+    /// The file ends after this buffer (rotation): the writer closes and renames it.
+    pub ends_file: bool,
+    /// Compressed form of the filled bytes (one standard frame), allocated once per buffer.
+    pub out: Vec<u8>,
+    /// Bytes of `out` in use.
+    pub out_len: usize,
+    /// Ladder step used for `out` (see [`crate::compress::Level`]).
+    pub level: u8,
 }
 
 // SAFETY: the buffer owns its allocation exclusively; it is moved between threads, never shared.
@@ -48,13 +63,26 @@ impl OutBuf {
             last_boundary: 0,
             packets: 0,
             spill_in_packet: false,
+            limit: cap,
+            seq: 0,
+            new_file: None,
+            ends_file: false,
+            out: Vec::new(),
+            out_len: 0,
+            level: 0,
         }
+    }
+
+    /// Size of the allocation.
+    #[inline(always)]
+    pub fn capacity(&self) -> usize {
+        self.cap
     }
 
     /// Free bytes left.
     #[inline(always)]
     pub fn remaining(&self) -> usize {
-        self.cap - self.len
+        self.limit - self.len
     }
 
     /// The whole buffer, filled or not.
@@ -71,6 +99,22 @@ impl OutBuf {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
+    /// The filled part and the compressed-output vector, borrowed together.
+    pub fn filled_and_out(&mut self) -> (&[u8], &mut Vec<u8>) {
+        // SAFETY: ptr is valid for cap >= len bytes; `out` is a separate allocation.
+        let filled = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        (filled, &mut self.out)
+    }
+
+    /// The bytes to write: the compressed frame when there is one, else the filled part.
+    pub fn payload(&self) -> &[u8] {
+        if self.out_len > 0 {
+            &self.out[..self.out_len]
+        } else {
+            self.filled()
+        }
+    }
+
     /// Empties the buffer and places it at `stream_offset`.
     pub fn reset(&mut self, stream_offset: u64) {
         self.len = 0;
@@ -79,6 +123,10 @@ impl OutBuf {
         self.last_boundary = 0;
         self.packets = 0;
         self.spill_in_packet = false;
+        self.limit = self.cap;
+        self.new_file = None;
+        self.ends_file = false;
+        self.out_len = 0;
     }
 }
 

@@ -1,6 +1,8 @@
 //! Writer counters: plain atomics shared with a stats printer thread.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+use crate::compress::{Level, LEVEL_CODES};
 
 /// Live counters of one [`crate::CaptureWriter`]; clone the `Arc` from
 /// [`crate::CaptureWriter::counters`] and call [`WriterCounters::snapshot`] from any thread.
@@ -20,6 +22,52 @@ pub struct WriterCounters {
     // Both threads (once per buffer).
     pub(crate) backlog: AtomicU64,
     pub(crate) buffers_total: AtomicU64,
+    // Compressor threads (once per buffer).
+    pub(crate) level_buffers: [AtomicU64; LEVEL_CODES],
+    pub(crate) level_now: AtomicU8,
+    pub(crate) compressed_in: AtomicU64,
+    pub(crate) compressed_out: AtomicU64,
+    pub(crate) compressing: AtomicBool,
+    // File writer thread (once per file or event).
+    pub(crate) files_done: AtomicU64,
+    pub(crate) files_deleted: AtomicU64,
+    pub(crate) bytes_deleted: AtomicU64,
+    pub(crate) disk_full_events: AtomicU64,
+    pub(crate) dirs_full: AtomicU64,
+}
+
+impl WriterCounters {
+    /// Records the level a compressor used for one buffer of `input` bytes giving `output`.
+    pub(crate) fn note_level(&self, code: u8, input: u64, output: u64) {
+        self.level_buffers[usize::from(code).min(LEVEL_CODES - 1)].fetch_add(1, Relaxed);
+        self.level_now.store(code, Relaxed);
+        self.compressed_in.fetch_add(input, Relaxed);
+        self.compressed_out.fetch_add(output, Relaxed);
+    }
+
+    /// Buffers compressed at each level so far, strongest first; only levels used.
+    pub fn level_histogram(&self) -> Vec<(Level, u64)> {
+        let mut v: Vec<(Level, u64)> = (0..LEVEL_CODES)
+            .map(|c| {
+                (
+                    Level::from_code(c as u8),
+                    self.level_buffers[c].load(Relaxed),
+                )
+            })
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        v.sort_by_key(|&(l, _)| std::cmp::Reverse(strength(l)));
+        v
+    }
+}
+
+/// Orders levels for display: zstd by level, then lz4, then stored.
+fn strength(l: Level) -> i32 {
+    match l {
+        Level::Stored => -1,
+        Level::Lz4 => 0,
+        Level::Zstd(n) => n,
+    }
 }
 
 /// A consistent-enough copy of the writer counters.
@@ -45,6 +93,32 @@ pub struct WriterStats {
     pub write_errors: u64,
     /// The output failed (disk full, broken pipe...); `finish` returns the error.
     pub failed: bool,
+    /// Compression is on.
+    pub compressing: bool,
+    /// Level used for the most recent buffer.
+    pub level: Level,
+    /// Bytes given to the compressors and the frames they produced (ratio = in / out).
+    pub compressed_in: u64,
+    pub compressed_out: u64,
+    /// Files completed (closed, synced and renamed into place).
+    pub files_done: u64,
+    /// Old files deleted by retention (`-W`, `--disk-budget`) and their bytes.
+    pub files_deleted: u64,
+    pub bytes_deleted: u64,
+    /// Times an output directory was found full; directories full right now.
+    pub disk_full_events: u64,
+    pub dirs_full: u64,
+}
+
+impl WriterStats {
+    /// Compression ratio so far (uncompressed / compressed), 1.0 before any data.
+    pub fn ratio(&self) -> f64 {
+        if self.compressed_out == 0 {
+            1.0
+        } else {
+            self.compressed_in as f64 / self.compressed_out as f64
+        }
+    }
 }
 
 impl WriterCounters {
@@ -63,6 +137,15 @@ impl WriterCounters {
             direct_io: self.direct_io.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
             failed: self.failed.load(Relaxed),
+            compressing: self.compressing.load(Relaxed),
+            level: Level::from_code(self.level_now.load(Relaxed)),
+            compressed_in: self.compressed_in.load(Relaxed),
+            compressed_out: self.compressed_out.load(Relaxed),
+            files_done: self.files_done.load(Relaxed),
+            files_deleted: self.files_deleted.load(Relaxed),
+            bytes_deleted: self.bytes_deleted.load(Relaxed),
+            disk_full_events: self.disk_full_events.load(Relaxed),
+            dirs_full: self.dirs_full.load(Relaxed),
         }
     }
 }

@@ -2,6 +2,11 @@
 //! buffer of a fixed pool (empty → active → filled, as driverdump did with N buffers); a writer
 //! thread writes each filled buffer with one write(). The capture thread never blocks: with no
 //! empty buffer left, the packet is a storage drop.
+//!
+//! In file mode ([`CaptureWriter::create_files`]) the capture thread also decides where files end
+//! (`-C` size, `-G` interval, [`CaptureWriter::rotate_now`]): always between two packets, by
+//! marking the last buffer of a file and starting the next file's first buffer with its header,
+//! so no packet is lost or written twice across a rotation.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +16,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use std::sync::Mutex;
+
+use crate::compress::{run_compressor, CompressMode};
 use crate::error::StoreError;
+use crate::files::{FilePlan, FileSink};
 use crate::format::{Emit, Encoder, Format, IfStats, SliceEmit, VlanTag, MAX_SNAPLEN};
 use crate::output::{Output, WriterThread};
 use crate::pool::{OutBuf, ALIGN};
@@ -77,6 +86,24 @@ pub struct CaptureWriter {
     /// The output failed: refuse everything.
     dead: bool,
     flush_interval: Duration,
+    /// File header, repeated at the start of every file.
+    header: Vec<u8>,
+    /// Records never straddle two buffers (compression: each buffer is one self-contained frame).
+    no_spill: bool,
+    /// Sequence number of the next buffer handed on.
+    next_seq: u64,
+    /// Rotation (file mode only).
+    files: bool,
+    max_file_bytes: Option<u64>,
+    interval_ns: Option<u64>,
+    /// Timestamp at which the next `-G` file begins (u64::MAX: never); checked per packet.
+    rotate_at_ns: u64,
+    /// Bytes of the current file in buffers already handed on.
+    file_bytes: u64,
+    /// `accepted` when the current file began.
+    file_first: u64,
+    /// Compressor threads (file mode with compression).
+    helpers: Vec<JoinHandle<()>>,
 }
 
 impl CaptureWriter {
@@ -103,6 +130,81 @@ impl CaptureWriter {
     }
 
     fn start(output: Output, path: PathBuf, opts: WriterOptions) -> Result<Self, StoreError> {
+        let (mut w, filled_rx, empty_tx) = Self::prepare(&opts, false);
+        let worker = WriterThread::new(output, path, opts.format, w.counters.clone());
+        w.thread = Some(
+            std::thread::Builder::new()
+                .name("ringcap-writer".into())
+                .spawn(move || worker.run(filled_rx, empty_tx))
+                .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?,
+        );
+        Ok(w)
+    }
+
+    /// File mode: a series of files named `<base>-<UTC start>-<seq>.pcap[ng][.zst|.lz4]` in the
+    /// plan's directories, rotated by size, time or on request, optionally compressed by a pool
+    /// of threads, each written hidden as `.<name>.partial` and renamed once complete and synced.
+    /// Full disks do not stop the capture: packets are counted as storage drops until space returns.
+    pub fn create_files(plan: FilePlan, opts: WriterOptions) -> Result<Self, StoreError> {
+        let opts = validate(opts)?;
+        if plan.compression != CompressMode::None && opts.buffer_size > 4 << 20 {
+            return Err(StoreError::Config(
+                "compressed output needs buffers of at most 4 MiB (one lz4 block each)".into(),
+            ));
+        }
+        if plan.rotate_secs == Some(0) || plan.rotate_bytes == Some(0) || plan.max_files == Some(0)
+        {
+            return Err(StoreError::Config(
+                "rotation size, interval and file count must be above 0".into(),
+            ));
+        }
+        let compress = plan.compression != CompressMode::None;
+        let (mut w, filled_rx, empty_tx) = Self::prepare(&opts, compress);
+        w.files = true;
+        w.max_file_bytes = plan.rotate_bytes;
+        w.interval_ns = plan.rotate_secs.map(|s| s.saturating_mul(1_000_000_000));
+        let start = now_ns();
+        if let Some(mut first) = w.active.take() {
+            first.new_file = Some(start);
+            w.set_limit(&mut first);
+            w.active = Some(first);
+        }
+        w.schedule_rotation(start);
+        let mut sink = FileSink::new(
+            plan.clone(),
+            opts.format,
+            opts.direct_io,
+            w.counters.clone(),
+        )?;
+        sink.set_header(w.header.clone());
+        let rx = if compress {
+            w.counters.compressing.store(true, Relaxed);
+            let (tx, rx) = mpsc::channel::<OutBuf>();
+            let shared = Arc::new(Mutex::new(filled_rx));
+            for i in 0..plan.compressors.max(1) {
+                let (input, output, counters) = (shared.clone(), tx.clone(), w.counters.clone());
+                let mode = plan.compression;
+                let h = std::thread::Builder::new()
+                    .name(format!("ringcap-zip{i}"))
+                    .spawn(move || run_compressor(input, output, mode, counters))
+                    .map_err(|e| StoreError::Config(format!("cannot start a compressor: {e}")))?;
+                w.helpers.push(h);
+            }
+            rx
+        } else {
+            filled_rx
+        };
+        w.thread = Some(
+            std::thread::Builder::new()
+                .name("ringcap-files".into())
+                .spawn(move || sink.run(rx, empty_tx, compress))
+                .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?,
+        );
+        Ok(w)
+    }
+
+    /// The pool, the first buffer (holding the file header) and the channels.
+    fn prepare(opts: &WriterOptions, no_spill: bool) -> (Self, Receiver<OutBuf>, Sender<OutBuf>) {
         let enc = Encoder {
             format: opts.format,
             snaplen: opts.snaplen,
@@ -116,26 +218,17 @@ impl CaptureWriter {
                 .send(OutBuf::new(opts.buffer_size))
                 .expect("receiver alive");
         }
-        let mut first = OutBuf::new(opts.buffer_size);
         let header = enc.file_header(opts.linktype, &opts.if_name);
-        first.as_mut_slice()[..header.len()].copy_from_slice(&header);
-        first.len = header.len();
-        first.first_boundary = header.len();
-        first.last_boundary = header.len();
-
-        let worker = WriterThread::new(output, path, opts.format, counters.clone());
-        let thread = std::thread::Builder::new()
-            .name("ringcap-writer".into())
-            .spawn(move || worker.run(filled_rx, empty_tx))
-            .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?;
-        Ok(CaptureWriter {
+        let mut first = OutBuf::new(opts.buffer_size);
+        put_header(&mut first, &header);
+        let w = CaptureWriter {
             enc,
             active: Some(first),
             active_since: Instant::now(),
             stream_end: 0,
             filled_tx: Some(filled_tx),
             empty_rx,
-            thread: Some(thread),
+            thread: None,
             counters,
             accepted: 0,
             bytes: 0,
@@ -144,7 +237,18 @@ impl CaptureWriter {
             last_ts: 0,
             dead: false,
             flush_interval: opts.flush_interval,
-        })
+            header,
+            no_spill,
+            next_seq: 0,
+            files: false,
+            max_file_bytes: None,
+            interval_ns: None,
+            rotate_at_ns: u64::MAX,
+            file_bytes: 0,
+            file_first: 0,
+            helpers: Vec::new(),
+        };
+        (w, filled_rx, empty_tx)
     }
 
     /// Appends one packet; `false` means it was dropped (storage drop: no free buffer, or the
@@ -162,8 +266,9 @@ impl CaptureWriter {
         let rec_len = self.enc.record_len(caplen);
         if let Some(buf) = self.active.as_mut() {
             // Strictly less: a record that fills the buffer exactly goes the slow way, which
-            // hands the full buffer to the writer at once.
-            if rec_len < buf.remaining() {
+            // hands the full buffer to the writer at once. The timestamp check is `-G` (always
+            // false without it): one compare, no clock read.
+            if rec_len < buf.remaining() && ts_ns < self.rotate_at_ns {
                 let at = buf.len;
                 let mut out = SliceEmit {
                     buf: &mut buf.as_mut_slice()[at..at + rec_len],
@@ -191,25 +296,144 @@ impl CaptureWriter {
         caplen: usize,
         rec_len: usize,
     ) -> bool {
+        if ts_ns >= self.rotate_at_ns {
+            // `-G`: the packet belongs to a new interval; the file is named after its start.
+            let iv = self.interval_ns.unwrap_or(1).max(1);
+            if !self.rotate(ts_ns / iv * iv) {
+                return self.refuse();
+            }
+        }
         if self.active.is_none() && !self.take_empty(false) {
             return self.refuse();
         }
-        let fits = self
-            .active
-            .as_ref()
-            .is_some_and(|b| rec_len < b.remaining());
-        if fits {
-            return self.write_packet(ts_ns, wire_len, data, vlan);
+        let (room, physical) = {
+            let b = self.active.as_ref().expect("active");
+            (b.remaining(), b.capacity() - b.len)
+        };
+        if rec_len >= room && room < physical {
+            // The soft limit (`-C`) stops us, not the buffer. A file takes at least one packet.
+            let empty_file = self.accepted == self.file_first;
+            if !empty_file && !self.rotate(now_ns()) {
+                return self.refuse();
+            }
+            // The new file's first buffer holds only the header: any record fits physically.
+            let b = self.active.as_ref().expect("active");
+            if rec_len < b.capacity() - b.len {
+                self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
+                return true;
+            }
         }
-        let Some(next) = self.try_empty(false) else {
+        if rec_len < room {
+            self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
+            return true;
+        }
+        let Some(mut next) = self.try_empty(false) else {
             return self.refuse();
         };
+        if self.no_spill {
+            let full = self.active.take().expect("active");
+            self.send(full);
+            next.reset(self.stream_end);
+            self.set_limit(&mut next);
+            self.active = Some(next);
+            self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
+            return true;
+        }
         let enc = self.enc;
         self.emit_spilling(next, true, |out| {
             enc.emit_packet(out, ts_ns, wire_len, data, vlan, caplen, rec_len)
         });
         self.note_accepted(ts_ns, rec_len);
         true
+    }
+
+    /// Emits a record into the active buffer, which has physical room for it.
+    fn emit_here(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+        vlan: Option<VlanTag>,
+        caplen: usize,
+        rec_len: usize,
+    ) {
+        let buf = self.active.as_mut().expect("active");
+        let at = buf.len;
+        let mut out = SliceEmit {
+            buf: &mut buf.as_mut_slice()[at..at + rec_len],
+            at: 0,
+        };
+        self.enc
+            .emit_packet(&mut out, ts_ns, wire_len, data, vlan, caplen, rec_len);
+        buf.len += rec_len;
+        buf.limit = buf.limit.max(buf.len);
+        buf.last_boundary = buf.len;
+        buf.packets += 1;
+        self.note_accepted(ts_ns, rec_len);
+    }
+
+    /// Ends the current file after its last packet and starts the next one (file mode only).
+    /// Needs a free buffer for the new file's header; `false` (nothing changed) without one.
+    fn rotate(&mut self, start_ns: u64) -> bool {
+        if !self.files {
+            self.rotate_at_ns = u64::MAX;
+            return true;
+        }
+        let Some(mut next) = self.try_empty(false) else {
+            return false;
+        };
+        // Without an active buffer the file's last bytes are already with the writer, which
+        // closes the file when it sees the next buffer's `new_file`.
+        if let Some(mut cur) = self.active.take() {
+            cur.ends_file = true;
+            self.send(cur);
+        }
+        self.file_bytes = 0;
+        self.file_first = self.accepted;
+        next.reset(self.stream_end);
+        put_header(&mut next, &self.header);
+        next.new_file = Some(start_ns);
+        self.set_limit(&mut next);
+        self.active = Some(next);
+        self.schedule_rotation(start_ns);
+        true
+    }
+
+    /// Sets the `-G` deadline after a file that began at `start_ns`.
+    fn schedule_rotation(&mut self, start_ns: u64) {
+        if let Some(iv) = self.interval_ns {
+            self.rotate_at_ns = (start_ns / iv * iv).saturating_add(iv);
+        }
+    }
+
+    /// Limits a buffer to the room left in the current file (`-C`).
+    fn set_limit(&self, buf: &mut OutBuf) {
+        buf.limit = buf.capacity();
+        if let Some(max) = self.max_file_bytes {
+            let room = max.saturating_sub(self.file_bytes);
+            if room < buf.limit as u64 {
+                buf.limit = (room as usize).max(buf.len);
+            }
+        }
+    }
+
+    /// Starts a new file now (SIGHUP). Returns false when not in file mode or no buffer is free
+    /// (then call again later).
+    pub fn rotate_now(&mut self) -> bool {
+        self.files && !self.dead && self.rotate(now_ns())
+    }
+
+    /// `-G` without traffic: starts the next file once the wall clock passes the interval end.
+    /// Call it about as often as [`Self::maybe_flush`].
+    pub fn maybe_rotate(&mut self, wall_ns: u64) -> bool {
+        // Packets decide first (their timestamps are exact); the clock only takes over after a
+        // grace period, so a ring block retired just after the boundary still lands in the old file.
+        const GRACE_NS: u64 = 250_000_000;
+        if wall_ns < self.rotate_at_ns.saturating_add(GRACE_NS) || self.dead {
+            return false;
+        }
+        let iv = self.interval_ns.unwrap_or(1).max(1);
+        self.rotate(wall_ns / iv * iv)
     }
 
     #[inline(always)]
@@ -261,6 +485,7 @@ impl CaptureWriter {
         match self.try_empty(wait) {
             Some(mut b) => {
                 b.reset(self.stream_end);
+                self.set_limit(&mut b);
                 self.active = Some(b);
                 true
             }
@@ -297,12 +522,16 @@ impl CaptureWriter {
         }
         self.send(full);
         next.stream_offset = self.stream_end;
+        self.set_limit(&mut next);
         self.active = Some(next);
     }
 
     /// Hands a buffer to the writer thread.
-    fn send(&mut self, buf: OutBuf) {
+    fn send(&mut self, mut buf: OutBuf) {
         self.stream_end += buf.len as u64;
+        self.file_bytes += buf.len as u64;
+        buf.seq = self.next_seq;
+        self.next_seq += 1;
         self.counters.backlog.fetch_add(1, Relaxed);
         let sent = self
             .filled_tx
@@ -368,7 +597,10 @@ impl CaptureWriter {
                 self.send(buf);
             }
         }
-        self.filled_tx = None; // the writer thread ends when the channel closes
+        self.filled_tx = None; // compressors and the writer thread end when the channel closes
+        for h in self.helpers.drain(..) {
+            let _ = h.join();
+        }
         let result = thread.join().unwrap_or_else(|_| {
             Err(StoreError::Config(
                 "the writer thread panicked; the file may be incomplete".into(),
@@ -390,11 +622,25 @@ impl CaptureWriter {
             .active
             .as_ref()
             .is_some_and(|b| block.len() < b.remaining());
+        if !fits && self.no_spill {
+            // Keep every buffer self-contained: the block goes into a fresh buffer.
+            if let Some(full) = self.active.take() {
+                self.send(full);
+            }
+            if !self.take_empty(true) {
+                return;
+            }
+        }
+        let fits = self
+            .active
+            .as_ref()
+            .is_some_and(|b| block.len() < b.capacity() - b.len);
         if fits {
             let buf = self.active.as_mut().expect("checked");
             let at = buf.len;
             buf.as_mut_slice()[at..at + block.len()].copy_from_slice(block);
             buf.len += block.len();
+            buf.limit = buf.limit.max(buf.len);
             buf.last_boundary = buf.len;
         } else if let Some(next) = self.try_empty(true) {
             self.emit_spilling(next, false, |out| out.put(block));
@@ -426,6 +672,21 @@ impl Emit for SpillEmit<'_> {
         self.b.as_mut_slice()[at..at + rest.len()].copy_from_slice(rest);
         self.b.len += rest.len();
     }
+}
+
+/// Writes the file header at the start of an empty buffer.
+fn put_header(buf: &mut OutBuf, header: &[u8]) {
+    buf.as_mut_slice()[..header.len()].copy_from_slice(header);
+    buf.len = header.len();
+    buf.first_boundary = header.len();
+    buf.last_boundary = header.len();
+}
+
+/// Wall-clock time in ns since the epoch (file names, `-G`).
+pub(crate) fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn validate(mut o: WriterOptions) -> Result<WriterOptions, StoreError> {

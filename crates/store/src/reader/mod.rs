@@ -362,6 +362,13 @@ impl CaptureReader {
     }
 }
 
+/// A reader of concatenated lz4 frames over `r`.
+pub(crate) fn lz4_frames<R: Read>(r: R) -> impl Read {
+    Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(
+        BufReader::with_capacity(1 << 16, r),
+    )))
+}
+
 /// Reads concatenated lz4 frames. lz4_flex's decoder reports end-of-input at the end of each
 /// frame and is not meant to carry on into a frame with other parameters, so each frame gets a
 /// fresh decoder over the same buffered input.

@@ -1,0 +1,660 @@
+//! End-to-end tests of capture to disk (issue 4): rotation by size and by wall-clock time, SIGHUP,
+//! compression readable by the standard tools, kill -9 then `ringcap repair`, the compression
+//! ladder under a throttled writer, retention and full disks on small tmpfs mounts, several
+//! directories, headers-only and drop-all modes. Real capture on the testbed every time.
+
+mod common;
+use common::*;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Frames whose payload is half random, half zero (seed 002's realistic ~50 % compressibility),
+/// `seq` at bytes 42..46, lengths varying from `len` to `len + 400`.
+fn frames(n: u32, len: usize, start: u32) -> Vec<Vec<u8>> {
+    let mut x = 0x2545_f491_4f6c_dd1du64 ^ u64::from(start);
+    (start..start + n)
+        .map(|i| {
+            let mut f = frame(i, 1000 + (i % 5) as u16, 9, len + (i as usize * 37) % 401);
+            let payload = 46..f.len();
+            let half = payload.start + payload.len() / 2;
+            for b in &mut f[payload.start..half] {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            f
+        })
+        .collect()
+}
+
+fn seq_of(data: &[u8]) -> u32 {
+    u32::from_be_bytes(data[42..46].try_into().unwrap())
+}
+
+/// A summary line "N <what>".
+fn summary_count(stderr: &str, what: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_suffix(what).and_then(|n| n.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no `{what}` line in: {stderr}"))
+}
+
+/// "drops by stage: kernel K, storage S" → (K, S).
+fn stage_drops(stderr: &str) -> (u64, u64) {
+    let l = stderr
+        .lines()
+        .find(|l| l.contains("drops by stage"))
+        .unwrap_or_else(|| panic!("no drops line: {stderr}"));
+    let num = |key: &str| -> u64 {
+        let at = l.find(key).unwrap() + key.len();
+        l[at..]
+            .trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (num("kernel"), num("storage"))
+}
+
+/// Complete ringcap files of `base` in `dir`, oldest first (hidden `.partial` ones are not listed).
+fn files(dir: &Path, base: &str) -> Vec<PathBuf> {
+    let mut v: Vec<((String, u64), PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        if let Some(k) = store::parse_name(base, &name) {
+            v.push((k, e.path()));
+        }
+    }
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Decompresses with the standard tool when needed and counts with capinfos.
+fn capinfos_any(path: &Path) -> u64 {
+    let name = path.to_str().unwrap();
+    let tool = if name.ends_with(".zst") {
+        Some("zstd")
+    } else if name.ends_with(".lz4") {
+        Some("lz4")
+    } else {
+        None
+    };
+    let Some(tool) = tool else {
+        return capinfos_count(path);
+    };
+    let plain = PathBuf::from(format!("{name}.plain.pcap"));
+    let out = std::fs::File::create(&plain).unwrap();
+    let st = Command::new(tool)
+        .args(["-dc"])
+        .arg(path)
+        .stdout(out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{tool} -dc {name}");
+    let n = capinfos_count(&plain);
+    std::fs::remove_file(plain).unwrap();
+    n
+}
+
+/// Sequence numbers of every packet in the files, checking each file with capinfos too.
+fn union_of(files: &[PathBuf]) -> Vec<u32> {
+    let mut all = Vec::new();
+    for f in files {
+        let pkts = read_all(f);
+        assert_eq!(capinfos_any(f), pkts.len() as u64, "{}", f.display());
+        all.extend(pkts.iter().map(|(_, d)| seq_of(d)));
+    }
+    all
+}
+
+/// After a clean stop every file has been renamed into place.
+fn assert_no_partials(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        assert!(!name.ends_with(".partial"), "leftover {name}");
+    }
+}
+
+fn assert_exactly(seqs: &[u32], want: impl Iterator<Item = u32>) {
+    let mut got = seqs.to_vec();
+    got.sort_unstable();
+    let want: Vec<u32> = want.collect();
+    assert_eq!(got.len(), want.len(), "count");
+    assert!(got == want, "every packet exactly once");
+}
+
+/// A tmpfs of `size` mounted for the test, unmounted (lazily) on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn new(under: &Path, name: &str, size: &str) -> Tmpfs {
+        let p = under.join(name);
+        std::fs::create_dir_all(&p).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount tmpfs (needs root)");
+        Tmpfs(p)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn capture(tb: &lab::testbed::Testbed, extra: &[&str]) -> std::process::Child {
+    let mut args = vec!["capture", "-i", tb.rx_if.as_str()];
+    args.extend_from_slice(extra);
+    spawn_capture(tb, &args)
+}
+
+fn settle_and_stop(child: std::process::Child) -> (std::process::Output, String) {
+    std::thread::sleep(Duration::from_millis(400));
+    let out = stop(child, libc::SIGINT);
+    let err = stderr_text(&out);
+    (out, err)
+}
+
+#[test]
+fn rotation_by_size_splits_at_packets_losing_and_duplicating_nothing() {
+    let tb = testbed();
+    let dir = temp_dir("rot-size");
+    let base = dir.join("cap");
+    let sent = frames(30_000, 100, 0); // ~9 MB
+    let child = capture(&tb, &["-w", base.to_str().unwrap(), "-C", "1", "-q"]);
+    send(&tb, &sent);
+    let (out, err) = settle_and_stop(child);
+    assert!(out.status.success(), "{err}");
+    assert_no_partials(&dir);
+    let fs = files(&dir, "cap");
+    assert!(fs.len() >= 9, "{} files: {err}", fs.len());
+    for f in &fs {
+        let len = std::fs::metadata(f).unwrap().len();
+        assert!(
+            len <= 1_000_000,
+            "{} is {len} bytes, above -C 1",
+            f.display()
+        );
+        assert!(f.to_str().unwrap().ends_with(".pcap"));
+    }
+    // Files are numbered consecutively.
+    let seqs: Vec<u64> = fs
+        .iter()
+        .map(|f| {
+            store::parse_name("cap", f.file_name().unwrap().to_str().unwrap())
+                .unwrap()
+                .1
+        })
+        .collect();
+    assert_eq!(
+        seqs,
+        (seqs[0]..seqs[0] + fs.len() as u64).collect::<Vec<_>>()
+    );
+    assert_exactly(&union_of(&fs), 0..sent.len() as u32);
+    assert!(
+        err.contains(&format!("files: {} complete", fs.len())),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn rotation_by_time_follows_the_wall_clock_and_sighup_forces_one() {
+    let tb = testbed();
+    let dir = temp_dir("rot-time");
+    let base = dir.join("t.pcapng");
+    let child = capture(
+        &tb,
+        &[
+            "-w",
+            base.to_str().unwrap(),
+            "-F",
+            "pcapng",
+            "-G",
+            "1",
+            "--compress",
+            "zstd:1",
+            "-q",
+        ],
+    );
+    let mut sent = 0u32;
+    for _ in 0..5 {
+        send(&tb, &frames(2000, 80, sent));
+        sent += 2000;
+        std::thread::sleep(Duration::from_millis(450));
+    }
+    // SIGHUP: a new file at once, mid-second.
+    let before = files(&dir, "t").len();
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(200));
+    send(&tb, &frames(1000, 80, sent));
+    sent += 1000;
+    let (out, err) = settle_and_stop(child);
+    assert!(out.status.success(), "{err}");
+    assert_no_partials(&dir);
+    let fs = files(&dir, "t");
+    assert!(fs.len() >= 3 && fs.len() > before, "{fs:?}");
+    // Every packet of a file lies in [its start second, the next file's start second + 1 s): the
+    // boundaries follow whole seconds of the wall clock, and names carry them.
+    let starts: Vec<u64> = fs
+        .iter()
+        .map(|f| {
+            let (stamp, _) =
+                store::parse_name("t", f.file_name().unwrap().to_str().unwrap()).unwrap();
+            stamp_secs(&stamp)
+        })
+        .collect();
+    for (i, f) in fs.iter().enumerate() {
+        assert!(f.to_str().unwrap().ends_with(".pcapng.zst"));
+        let mut r = store::open_capture(f).unwrap();
+        while let Some(p) = r.next_packet() {
+            let s = p.unwrap().ts_ns / 1_000_000_000;
+            assert!(
+                s >= starts[i],
+                "{}: packet at {s} before the start",
+                f.display()
+            );
+            if let Some(next) = starts.get(i + 1) {
+                assert!(
+                    s <= *next,
+                    "{}: packet at {s} after the next start",
+                    f.display()
+                );
+            }
+        }
+    }
+    assert_exactly(&union_of(&fs), 0..sent);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `YYYYmmddTHHMMSS` back to seconds since the epoch (via `date`, to check our formatter).
+fn stamp_secs(stamp: &str) -> u64 {
+    let iso = format!(
+        "{}-{}-{} {}:{}:{} UTC",
+        &stamp[0..4],
+        &stamp[4..6],
+        &stamp[6..8],
+        &stamp[9..11],
+        &stamp[11..13],
+        &stamp[13..15]
+    );
+    let out = Command::new("date")
+        .args(["-d", &iso, "+%s"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[test]
+fn compressed_files_are_standard_and_hold_the_exact_bytes() {
+    for (mode, ext) in [("auto", ".pcap.zst"), ("lz4", ".pcap.lz4")] {
+        let tb = testbed();
+        let dir = temp_dir(&format!("zip-{mode}"));
+        let sent = frames(20_000, 60, 0);
+        let child = capture(
+            &tb,
+            &[
+                "-w",
+                dir.join("z").to_str().unwrap(),
+                "-F",
+                "pcap",
+                "--compress",
+                mode,
+                "-q",
+            ],
+        );
+        send(&tb, &sent);
+        let (out, err) = settle_and_stop(child);
+        assert!(out.status.success(), "{err}");
+        assert_no_partials(&dir);
+        let fs = files(&dir, "z");
+        assert_eq!(fs.len(), 1, "{fs:?}");
+        assert!(fs[0].to_str().unwrap().ends_with(ext));
+        // ringcap's reader reads the compressed file directly: the exact frames, in order.
+        let got = read_all(&fs[0]);
+        assert_eq!(got.len(), sent.len(), "{err}");
+        for (i, ((wire, data), want)) in got.iter().zip(&sent).enumerate() {
+            assert_eq!((*wire as usize, data), (want.len(), want), "packet {i}");
+        }
+        // The standard tools: `zstd -dc f | tcpdump -r -`, and capinfos on the decompressed file.
+        let tool = if mode == "lz4" { "lz4" } else { "zstd" };
+        let dec = Command::new(tool)
+            .arg("-dc")
+            .arg(&fs[0])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let td = Command::new("tcpdump")
+            .args(["-r", "-", "-w", "/dev/null"])
+            .stdin(dec.stdout.unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            td.status.success(),
+            "{}",
+            String::from_utf8_lossy(&td.stderr)
+        );
+        assert_eq!(capinfos_any(&fs[0]), sent.len() as u64);
+        assert!(err.contains("compression: ratio"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn kill_9_leaves_whole_files_and_repair_fixes_the_partial_one() {
+    for mode in ["none", "zstd:1"] {
+        let tb = testbed();
+        let dir = temp_dir(&format!("kill9-{}", mode.replace(':', "")));
+        let base = dir.join("k");
+        let mut child = capture(
+            &tb,
+            &[
+                "-w",
+                base.to_str().unwrap(),
+                "-C",
+                "3",
+                "--compress",
+                mode,
+                "-q",
+            ],
+        );
+        let tb2 = &tb;
+        std::thread::scope(|s| {
+            s.spawn(|| send(tb2, &frames(60_000, 200, 0)));
+            std::thread::sleep(Duration::from_millis(250));
+            child.kill().unwrap(); // SIGKILL, while packets flow
+        });
+        child.wait().unwrap();
+        let mut partials = Vec::new();
+        let mut whole = Vec::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_str().unwrap().to_string();
+            if name.ends_with(".partial") {
+                partials.push(p);
+            } else if store::parse_name("k", &name).is_some() {
+                whole.push(p);
+            }
+        }
+        // Every renamed file is complete: no damage at all.
+        for f in &whole {
+            let mut r = store::open_capture(f).unwrap();
+            while let Some(p) = r.next_packet() {
+                p.unwrap();
+            }
+            assert!(!r.damaged(), "{}: {:?}", f.display(), r.issues());
+        }
+        assert!(partials.len() <= 1, "{partials:?}");
+        let mut repaired = 0;
+        for p in &partials {
+            let out = Command::new(ringcap())
+                .arg("repair")
+                .arg(p)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let etext = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() {
+                // Killed before its first whole packet reached the disk: nothing to keep.
+                assert!(etext.contains("no whole packet"), "{text}{etext}");
+                std::fs::remove_file(p).unwrap();
+                continue;
+            }
+            assert!(text.contains("renamed to"), "{text}");
+            assert!(!p.exists());
+            repaired += 1;
+        }
+        let fs = files(&dir, "k");
+        assert_eq!(fs.len(), whole.len() + repaired);
+        let seqs = union_of(&fs);
+        assert!(!seqs.is_empty(), "{mode}: something was captured");
+        let distinct: BTreeSet<u32> = seqs.iter().copied().collect();
+        assert_eq!(distinct.len(), seqs.len(), "{mode}: no duplicates");
+        assert!(seqs.iter().all(|s| *s < 60_000));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// The `level` of each JSON stats line, in order.
+fn levels_over_time(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("\"type\":\"stats\""))
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            Some(v["compression"]["level"].as_str()?.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn a_slow_disk_steps_the_ladder_down_and_idle_time_back_up() {
+    let tb = testbed();
+    let dir = temp_dir("ladder");
+    // Random payloads barely compress, so a 20 MB/s disk falls behind a fast sender.
+    let burst = |n: u32, start: u32| -> Vec<Vec<u8>> {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(start);
+        (start..start + n)
+            .map(|i| {
+                let mut f = frame(i, 1000, 9, 1400);
+                for b in &mut f[46..] {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *b = x as u8;
+                }
+                f
+            })
+            .collect()
+    };
+    let child = capture(
+        &tb,
+        &[
+            "-w",
+            dir.join("l").to_str().unwrap(),
+            "--compress",
+            "auto",
+            "--max-write-rate",
+            "20",
+            "--json",
+            "--stats-interval",
+            "0.2",
+        ],
+    );
+    let first = burst(20_000, 0); // 28 MB: more than a second of this disk
+    send(&tb, &first);
+    std::thread::sleep(Duration::from_millis(3000)); // drained by now
+    send(&tb, &burst(300, 20_000)); // a trickle: no backlog
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = stop(child, libc::SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    let seen = levels_over_time(&err);
+    let stored = seen.iter().position(|l| l == "stored");
+    let stored = stored.unwrap_or_else(|| panic!("never stepped down to stored: {seen:?}"));
+    assert!(
+        seen[stored..].iter().any(|l| l == "zstd:9"),
+        "never back up to zstd:9 after stored: {seen:?}"
+    );
+    // The summary records every level used, strongest first.
+    let summary: serde_json::Value = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .expect("summary");
+    let levels = summary["compression"]["levels"].as_object().unwrap();
+    assert!(
+        levels.contains_key("zstd:9") && levels.contains_key("stored"),
+        "{levels:?}"
+    );
+    // Exact accounting: written + storage drops + kernel drops == sent.
+    let captured = summary["captured"].as_u64().unwrap();
+    let drops = &summary["drops"];
+    let total = captured + drops["storage"].as_u64().unwrap() + drops["kernel"].as_u64().unwrap();
+    assert_eq!(total, 20_300, "{summary}");
+    let fs = files(&dir, "l");
+    assert_eq!(union_of(&fs).len() as u64, captured);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn disk_budget_deletes_the_oldest_files_and_no_more() {
+    let tb = testbed();
+    let dir = temp_dir("budget");
+    let mnt = Tmpfs::new(&dir, "mnt", "32m");
+    let sent = frames(40_000, 200, 0); // ~16 MB
+    let child = capture(
+        &tb,
+        &[
+            "-w",
+            mnt.0.join("b").to_str().unwrap(),
+            "-C",
+            "1",
+            "--disk-budget",
+            "4MB",
+            "-q",
+        ],
+    );
+    send(&tb, &sent);
+    let (out, err) = settle_and_stop(child);
+    assert!(out.status.success(), "{err}");
+    let fs = files(&mnt.0, "b");
+    let total: u64 = fs.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+    assert!(total <= 4_000_000, "{total} bytes kept, budget 4 MB");
+    // Not over-deleting: one more 1 MB file would not have fitted.
+    assert!(total > 3_000_000, "{total} bytes kept: deleted too much");
+    // What is left is the newest packets, contiguous, ending with the last one sent.
+    let mut seqs = union_of(&fs);
+    seqs.sort_unstable();
+    let first = seqs[0];
+    assert_eq!(seqs, (first..sent.len() as u32).collect::<Vec<_>>());
+    assert!(err.contains("deleted by retention"), "{err}");
+    drop(mnt);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_full_disk_drops_loudly_then_recovers_when_space_returns() {
+    let tb = testbed();
+    let dir = temp_dir("full");
+    let mnt = Tmpfs::new(&dir, "mnt", "4m");
+    let child = capture(
+        &tb,
+        &["-w", mnt.0.join("f").to_str().unwrap(), "-C", "1", "-q"],
+    );
+    send(&tb, &frames(30_000, 200, 0)); // ~12 MB into 4 MiB
+    std::thread::sleep(Duration::from_millis(500));
+    // Free the space, wait past the retry delay, send again.
+    for f in files(&mnt.0, "f") {
+        std::fs::remove_file(f).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    send(&tb, &frames(2000, 200, 30_000));
+    let (out, err) = settle_and_stop(child);
+    assert!(
+        out.status.success(),
+        "a full disk does not end the capture: {err}"
+    );
+    assert!(err.contains("DISK FULL"), "{err}");
+    assert!(err.contains("space is back"), "{err}");
+    let (kernel, storage) = stage_drops(&err);
+    let captured = summary_count(&err, " packets captured");
+    assert!(storage > 0, "{err}");
+    assert_eq!(captured + storage + kernel, 32_000, "{err}");
+    // The packets after the recovery are all there, in valid files.
+    let seqs = union_of(&files(&mnt.0, "f"));
+    assert_eq!(seqs.iter().filter(|s| **s >= 30_000).count(), 2000);
+    drop(mnt);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn out_dirs_share_the_files_and_a_full_one_hands_over_without_loss() {
+    let tb = testbed();
+    let dir = temp_dir("dirs");
+    let small = Tmpfs::new(&dir, "small", "3m");
+    let big = Tmpfs::new(&dir, "big", "64m");
+    let sent = frames(30_000, 200, 0); // ~12 MB
+    let child = capture(
+        &tb,
+        &[
+            "-w",
+            "d",
+            "--out-dir",
+            small.0.to_str().unwrap(),
+            "--out-dir",
+            big.0.to_str().unwrap(),
+            "-C",
+            "1",
+            "-q",
+        ],
+    );
+    send(&tb, &sent);
+    let (out, err) = settle_and_stop(child);
+    assert!(out.status.success(), "{err}");
+    let (a, b) = (files(&small.0, "d"), files(&big.0, "d"));
+    assert!(
+        a.len() >= 2 && b.len() > a.len(),
+        "{} + {} files",
+        a.len(),
+        b.len()
+    );
+    assert!(
+        err.contains("DISK FULL") && err.contains("moving to the next directory"),
+        "{err}"
+    );
+    let mut all = a.clone();
+    all.extend(b);
+    assert_exactly(&union_of(&all), 0..sent.len() as u32);
+    drop((small, big));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn headers_only_keeps_the_wire_length() {
+    let tb = testbed();
+    let dir = temp_dir("snap76");
+    let file = dir.join("h.pcap");
+    let sent = frames(3000, 300, 0);
+    let child = capture(&tb, &["-w", file.to_str().unwrap(), "-s", "76", "-q"]);
+    send(&tb, &sent);
+    let (out, err) = settle_and_stop(child);
+    assert!(out.status.success(), "{err}");
+    let got = read_all(&file);
+    assert_eq!(got.len(), sent.len());
+    for ((wire, data), want) in got.iter().zip(&sent) {
+        assert_eq!(*wire as usize, want.len());
+        assert_eq!(data.as_slice(), &want[..76]);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn drop_all_counts_every_packet_and_writes_nothing() {
+    let tb = testbed();
+    let dir = temp_dir("dropall");
+    let child = capture(&tb, &["--drop-all", "-q"]);
+    send(&tb, &frames(25_000, 60, 0));
+    let (out, err) = settle_and_stop(child);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        summary_count(
+            &err,
+            " packets counted and dropped (--drop-all: nothing written)"
+        ),
+        25_000
+    );
+    assert!(out.stdout.is_empty());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    std::fs::remove_dir_all(dir).unwrap();
+}

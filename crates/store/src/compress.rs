@@ -1,0 +1,351 @@
+//! Compression between the capture thread and the writer: a pool of threads turns each filled
+//! 1 MiB buffer into one independent, standard zstd or lz4 frame (so `zstd -dc f | tcpdump -r -`
+//! works and a cut file is readable up to its last whole frame). The level is chosen per buffer
+//! from the backlog, like driverdump's gzip -9 / gzip -1 / lzf / copy ladder: strong when idle,
+//! fast when busy, stored (uncompressed blocks inside a valid frame) when behind, so compression
+//! never drops a packet that plain writing would have kept.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use crate::pool::OutBuf;
+use crate::stats::WriterCounters;
+
+/// What `--compress` asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompressMode {
+    /// Plain pcap/pcapng.
+    None,
+    /// lz4 frames (`.lz4`), stored blocks when behind.
+    Lz4,
+    /// zstd frames at this level (`.zst`), stored blocks when behind.
+    Zstd(i32),
+    /// zstd frames, level chosen per buffer from the backlog (`.zst`).
+    Auto,
+}
+
+impl CompressMode {
+    /// Parses `none`, `lz4`, `zstd`, `zstd:N` (1..=19) or `auto`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "none" | "off" => Ok(Self::None),
+            "lz4" => Ok(Self::Lz4),
+            "zstd" => Ok(Self::Zstd(3)),
+            "auto" => Ok(Self::Auto),
+            _ => {
+                let level = s
+                    .strip_prefix("zstd:")
+                    .and_then(|l| l.parse::<i32>().ok())
+                    .filter(|l| (1..=19).contains(l));
+                level.map(Self::Zstd).ok_or_else(|| {
+                    format!("`{s}` is not a compression: use none, lz4, zstd:N (N = 1..19) or auto")
+                })
+            }
+        }
+    }
+
+    /// File name suffix after `.pcap`/`.pcapng`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::None => "",
+            Self::Lz4 => ".lz4",
+            Self::Zstd(_) | Self::Auto => ".zst",
+        }
+    }
+}
+
+/// A ladder step, stored in counters as a small code: 0 = stored (no compression), 1 = lz4,
+/// 2 + N = zstd level N.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Level {
+    /// Uncompressed blocks in a standard frame.
+    #[default]
+    Stored,
+    /// lz4 block compression.
+    Lz4,
+    /// zstd at this level.
+    Zstd(i32),
+}
+
+/// Number of distinct level codes (stored, lz4, zstd 1..=22).
+pub const LEVEL_CODES: usize = 25;
+
+impl Level {
+    /// Code used in counters.
+    pub fn code(self) -> u8 {
+        match self {
+            Level::Stored => 0,
+            Level::Lz4 => 1,
+            Level::Zstd(n) => (2 + n.clamp(1, 22)) as u8,
+        }
+    }
+
+    /// The level of a code.
+    pub fn from_code(c: u8) -> Level {
+        match c {
+            0 => Level::Stored,
+            1 => Level::Lz4,
+            n => Level::Zstd(i32::from(n) - 2),
+        }
+    }
+
+    /// Short name for stats lines: `stored`, `lz4`, `zstd:3`.
+    pub fn name(self) -> String {
+        match self {
+            Level::Stored => "stored".into(),
+            Level::Lz4 => "lz4".into(),
+            Level::Zstd(n) => format!("zstd:{n}"),
+        }
+    }
+}
+
+/// The auto ladder, strongest first; a step is used while the backlog (filled buffers not yet
+/// written, as a fraction of the pool) is below its bound. Above the last bound: stored.
+const AUTO_LADDER: [(f64, i32); 4] = [(0.125, 9), (0.25, 6), (0.375, 3), (0.5, 1)];
+/// Fixed levels (`zstd:N`, `lz4`) fall back to stored from this backlog on.
+const BEHIND: f64 = 0.5;
+
+/// The level for the next buffer given the backlog fraction.
+pub fn choose(mode: CompressMode, backlog: f64) -> Level {
+    match mode {
+        CompressMode::None => Level::Stored,
+        CompressMode::Auto => AUTO_LADDER
+            .iter()
+            .find(|(bound, _)| backlog < *bound)
+            .map_or(Level::Stored, |&(_, l)| Level::Zstd(l)),
+        _ if backlog >= BEHIND => Level::Stored,
+        CompressMode::Lz4 => Level::Lz4,
+        CompressMode::Zstd(n) => Level::Zstd(n),
+    }
+}
+
+/// Largest block of a zstd frame (RFC 8878: min(window, 128 KiB)).
+const ZSTD_MAX_BLOCK: usize = 128 * 1024;
+const ZSTD_MAGIC: u32 = 0xFD2F_B528;
+const LZ4_MAGIC: u32 = 0x184D_2204;
+/// lz4 frame: version 01, independent blocks.
+const LZ4_FLG: u8 = 0x60;
+
+/// Bytes a frame of `n` input bytes may need at most (any level).
+pub fn frame_bound(n: usize) -> usize {
+    // lz4_flex refuses an output slice below its own (generous) bound.
+    zstd::zstd_safe::compress_bound(n).max(lz4_flex::block::get_maximum_output_size(n)) + 64
+}
+
+/// Writes `src` as a zstd frame of raw (stored) blocks into `out`; returns the frame length.
+/// Hand-written because it is a tiny documented format (RFC 8878 §3.1.1) and costs one memcpy.
+pub fn zstd_stored_frame(src: &[u8], out: &mut [u8]) -> usize {
+    let mut at = 0;
+    let mut put = |b: &[u8]| {
+        out[at..at + b.len()].copy_from_slice(b);
+        at += b.len();
+    };
+    put(&ZSTD_MAGIC.to_le_bytes());
+    // Frame header descriptor: 4-byte content size (flag 2), single segment (window = content).
+    put(&[0xA0]);
+    put(&(src.len() as u32).to_le_bytes());
+    if src.is_empty() {
+        put(&[1, 0, 0]); // one empty raw block marked last
+        return at;
+    }
+    let mut chunks = src.chunks(ZSTD_MAX_BLOCK).peekable();
+    while let Some(c) = chunks.next() {
+        let last = u32::from(chunks.peek().is_none());
+        // Block header: bit 0 last, bits 1-2 type (0 = raw), bits 3.. size; 3 bytes LE.
+        let h = ((c.len() as u32) << 3) | last;
+        put(&h.to_le_bytes()[..3]);
+        put(c);
+    }
+    at
+}
+
+/// Writes `src` as one lz4 frame (one block, compressed unless `stored` or incompressible).
+pub fn lz4_frame(src: &[u8], out: &mut [u8], stored: bool) -> usize {
+    out[..4].copy_from_slice(&LZ4_MAGIC.to_le_bytes());
+    out[4] = LZ4_FLG;
+    // Largest block: 1 MiB (code 6) or 4 MiB (code 7), so the whole buffer is one block.
+    out[5] = if src.len() <= 1 << 20 { 0x60 } else { 0x70 };
+    out[6] = (twox_hash::XxHash32::oneshot(0, &out[4..6]) >> 8) as u8;
+    let mut at = 7;
+    if !src.is_empty() {
+        let body = at + 4;
+        let compressed = if stored {
+            None
+        } else {
+            lz4_flex::block::compress_into(src, &mut out[body..])
+                .ok()
+                .filter(|&n| n < src.len())
+        };
+        let (n, flag) = match compressed {
+            Some(n) => (n, 0),
+            None => {
+                out[body..body + src.len()].copy_from_slice(src);
+                (src.len(), 0x8000_0000u32) // high bit: block stored uncompressed
+            }
+        };
+        out[at..body].copy_from_slice(&(n as u32 | flag).to_le_bytes());
+        at = body + n;
+    }
+    out[at..at + 4].copy_from_slice(&0u32.to_le_bytes()); // end mark
+    at + 4
+}
+
+/// Compresses one whole buffer into `buf.out` at `level`.
+pub(crate) struct Compressor {
+    zstd: zstd::bulk::Compressor<'static>,
+    zstd_level: i32,
+}
+
+impl Compressor {
+    pub fn new() -> std::io::Result<Self> {
+        let mut zstd = zstd::bulk::Compressor::new(3)?;
+        // A checksum per frame lets readers tell a damaged frame from a whole one.
+        zstd.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+        Ok(Compressor {
+            zstd,
+            zstd_level: 3,
+        })
+    }
+
+    /// Fills `buf.out` with one frame of `buf.filled()`; falls back to stored on any error.
+    pub fn compress(&mut self, buf: &mut OutBuf, mut level: Level, lz4_file: bool) {
+        let need = frame_bound(buf.capacity());
+        if buf.out.len() < need {
+            buf.out = vec![0; need]; // once per buffer, never in steady state
+        }
+        let (src, out) = buf.filled_and_out();
+        let n = if lz4_file {
+            let stored = level == Level::Stored;
+            level = if stored { Level::Stored } else { Level::Lz4 };
+            lz4_frame(src, out, stored)
+        } else {
+            match level {
+                Level::Zstd(l) => match self.zstd_frame(src, out, l) {
+                    Some(n) => n,
+                    None => {
+                        level = Level::Stored;
+                        zstd_stored_frame(src, out)
+                    }
+                },
+                _ => {
+                    level = Level::Stored;
+                    zstd_stored_frame(src, out)
+                }
+            }
+        };
+        buf.out_len = n;
+        buf.level = level.code();
+    }
+
+    fn zstd_frame(&mut self, src: &[u8], out: &mut [u8], level: i32) -> Option<usize> {
+        if level != self.zstd_level {
+            self.zstd.set_compression_level(level).ok()?;
+            self.zstd_level = level;
+        }
+        self.zstd.compress_to_buffer(src, out).ok()
+    }
+}
+
+/// One compressor thread: takes filled buffers in any order, compresses each, passes it on.
+pub(crate) fn run_compressor(
+    input: Arc<Mutex<Receiver<OutBuf>>>,
+    output: Sender<OutBuf>,
+    mode: CompressMode,
+    counters: Arc<WriterCounters>,
+) {
+    let Ok(mut c) = Compressor::new() else {
+        return;
+    };
+    let lz4_file = mode == CompressMode::Lz4;
+    loop {
+        // Hold the lock only to receive, never while compressing.
+        let next = input.lock().map(|rx| rx.recv());
+        let Ok(Ok(mut buf)) = next else {
+            return;
+        };
+        let total = counters.buffers_total.load(Relaxed).max(1);
+        let backlog = counters.backlog.load(Relaxed) as f64 / total as f64;
+        let level = choose(mode, backlog);
+        c.compress(&mut buf, level, lz4_file);
+        counters.note_level(buf.level, buf.len as u64, buf.out_len as u64);
+        if output.send(buf).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn sample(n: usize) -> Vec<u8> {
+        // Half random, half zero, like the benchmark's payloads.
+        let mut x = 0x1234_5678u32;
+        (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                if i % 64 < 32 {
+                    x as u8
+                } else {
+                    0
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stored_zstd_frames_decode_with_libzstd() {
+        for n in [0usize, 1, 1000, ZSTD_MAX_BLOCK, ZSTD_MAX_BLOCK + 1, 1 << 20] {
+            let src = sample(n);
+            let mut out = vec![0; frame_bound(n)];
+            let len = zstd_stored_frame(&src, &mut out);
+            assert_eq!(len, 4 + 1 + 4 + n + 3 * n.div_ceil(ZSTD_MAX_BLOCK).max(1));
+            let back = zstd::stream::decode_all(&out[..len]).unwrap();
+            assert_eq!(back, src, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn lz4_frames_decode_with_lz4_flex_compressed_or_stored() {
+        for stored in [false, true] {
+            let src = sample(300_000);
+            let mut out = vec![0; frame_bound(src.len())];
+            let len = lz4_frame(&src, &mut out, stored);
+            assert_eq!(len < src.len(), !stored);
+            let mut back = Vec::new();
+            lz4_flex::frame::FrameDecoder::new(&out[..len])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert_eq!(back, src);
+        }
+    }
+
+    #[test]
+    fn ladder_steps_down_with_the_backlog() {
+        let l = |b| choose(CompressMode::Auto, b);
+        assert_eq!(l(0.0), Level::Zstd(9));
+        assert_eq!(l(0.2), Level::Zstd(6));
+        assert_eq!(l(0.3), Level::Zstd(3));
+        assert_eq!(l(0.45), Level::Zstd(1));
+        assert_eq!(l(0.5), Level::Stored);
+        assert_eq!(choose(CompressMode::Zstd(5), 0.49), Level::Zstd(5));
+        assert_eq!(choose(CompressMode::Lz4, 0.9), Level::Stored);
+        for c in [Level::Stored, Level::Lz4, Level::Zstd(1), Level::Zstd(19)] {
+            assert_eq!(Level::from_code(c.code()), c);
+        }
+    }
+
+    #[test]
+    fn parse_names_the_choices() {
+        assert_eq!(CompressMode::parse("zstd:7"), Ok(CompressMode::Zstd(7)));
+        assert_eq!(CompressMode::parse("auto"), Ok(CompressMode::Auto));
+        assert!(CompressMode::parse("zstd:40")
+            .unwrap_err()
+            .contains("1..19"));
+        assert!(CompressMode::parse("gzip").is_err());
+    }
+}
