@@ -146,7 +146,7 @@ pub fn page(a: &Analysis) -> String {
     let _ = write!(
         o,
         "<h2>Flows</h2><p>{} directional 5-tuples in <a href=\"flows.parquet\">flows.parquet</a> \
-         (ip_version, protocol, ethertype, src_addr, dst_addr, src_port, dst_port, first_ts, last_ts, packets, bytes).</p>\
+         (ip_version, protocol, ethertype, src_ip4, dst_ip4, src_ip6, dst_ip6, src_port, dst_port, first_ts, last_ts, packets, bytes; addresses typed as in the packet table).</p>\
          <p>All numbers: <a href=\"report.json\">report.json</a>.</p></body></html>",
         a.flows
     );

@@ -285,17 +285,18 @@ fn ethertype_name(et: u16) -> String {
     }
 }
 
-fn top(
-    map: HashMap<String, (u64, u64)>,
+/// The `n` largest entries of `map` (by bytes or by packets), named only then: formatting every
+/// address of a million-flow table would cost more than the whole pass.
+fn top<K: Ord + Copy>(
+    map: HashMap<K, (u64, u64), Fx>,
     n: usize,
     total: (u64, u64),
     by_bytes: bool,
+    name: impl Fn(K) -> String,
 ) -> Vec<Share> {
-    let mut v: Vec<_> = map.into_iter().collect();
-    v.sort_by(|a, b| {
-        let k = |x: &(String, (u64, u64))| if by_bytes { (x.1 .1, x.1 .0) } else { x.1 };
-        k(b).cmp(&k(a)).then(a.0.cmp(&b.0))
-    });
+    let mut v: Vec<(K, (u64, u64))> = map.into_iter().collect();
+    let key = |x: &(K, (u64, u64))| if by_bytes { (x.1 .1, x.1 .0) } else { x.1 };
+    v.sort_unstable_by(|a, b| key(b).cmp(&key(a)).then(a.0.cmp(&b.0)));
     v.truncate(n);
     let pct = |a: u64, t: u64| {
         if t == 0 {
@@ -305,8 +306,8 @@ fn top(
         }
     };
     v.into_iter()
-        .map(|(name, (p, b))| Share {
-            name,
+        .map(|(k, (p, b))| Share {
+            name: name(k),
             packets: p,
             bytes: b,
             packets_pct: pct(p, total.0),
@@ -317,42 +318,51 @@ fn top(
 
 /// Protocol mix, top talkers and ports from the merged flow table.
 pub fn mix(flows: &HashMap<FlowKey, FlowStats, Fx>, n: usize) -> Mix {
-    let mut protos: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut srcs: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut dsts: HashMap<String, (u64, u64)> = HashMap::new();
-    let mut ports: HashMap<String, (u64, u64)> = HashMap::new();
+    // Keys: (version, protocol or ethertype), (version, address), (protocol, port).
+    let mut protos: HashMap<(u8, u16), (u64, u64), Fx> = HashMap::default();
+    let mut srcs: HashMap<(u8, [u8; 16]), (u64, u64), Fx> = HashMap::default();
+    let mut dsts: HashMap<(u8, [u8; 16]), (u64, u64), Fx> = HashMap::default();
+    let mut ports: HashMap<(u8, u16), (u64, u64), Fx> = HashMap::default();
     let mut total = (0u64, 0u64);
-    let add = |m: &mut HashMap<String, (u64, u64)>, k: String, s: &FlowStats| {
+    fn add<K: std::hash::Hash + Eq>(m: &mut HashMap<K, (u64, u64), Fx>, k: K, s: &FlowStats) {
         let e = m.entry(k).or_default();
         e.0 += s.packets;
         e.1 += s.bytes;
-    };
+    }
     for (k, s) in flows {
         total.0 += s.packets;
         total.1 += s.bytes;
         if k.version == 0 {
-            add(&mut protos, ethertype_name(k.src_port), s);
+            add(&mut protos, (0, k.src_port), s);
             continue;
         }
-        add(&mut protos, proto_name(k.version, k.proto), s);
-        if let (Some(a), Some(b)) = (k.src_addr(), k.dst_addr()) {
-            add(&mut srcs, a.to_string(), s);
-            add(&mut dsts, b.to_string(), s);
-        }
-        let tp = match k.proto {
-            6 => "tcp",
-            17 => "udp",
-            132 => "sctp",
-            _ => "",
-        };
-        if !tp.is_empty() {
-            add(&mut ports, format!("{tp}/{}", k.dst_port), s);
+        add(&mut protos, (k.version, u16::from(k.proto)), s);
+        add(&mut srcs, (k.version, k.src), s);
+        add(&mut dsts, (k.version, k.dst), s);
+        if matches!(k.proto, 6 | 17 | 132) {
+            add(&mut ports, (k.proto, k.dst_port), s);
         }
     }
+    let proto = |(v, p): (u8, u16)| {
+        if v == 0 {
+            ethertype_name(p)
+        } else {
+            proto_name(v, p as u8)
+        }
+    };
+    let address = |(v, a): (u8, [u8; 16])| addr(v, &a).map_or_else(String::new, |a| a.to_string());
+    let port = |(p, port): (u8, u16)| {
+        let name = match p {
+            6 => "tcp",
+            17 => "udp",
+            _ => "sctp",
+        };
+        format!("{name}/{port}")
+    };
     Mix {
-        protocols: top(protos, usize::MAX, total, false),
-        top_sources: top(srcs, n, total, true),
-        top_destinations: top(dsts, n, total, true),
-        top_ports: top(ports, n, total, false),
+        protocols: top(protos, usize::MAX, total, false, proto),
+        top_sources: top(srcs, n, total, true, address),
+        top_destinations: top(dsts, n, total, true, address),
+        top_ports: top(ports, n, total, false, port),
     }
 }
