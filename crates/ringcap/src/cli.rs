@@ -178,8 +178,8 @@ pub struct CaptureArgs {
     #[arg(short = 'W', long = "file-count", value_name = "N")]
     pub file_count: Option<usize>,
 
-    /// Compress files: none, lz4, zstd:N (1..19) or auto (per 1 MiB chunk, the strongest zstd level the
-    /// backlog allows; stored blocks when behind). Output is standard zstd/lz4 frames.
+    /// Compress files: none, lz4, zstd:N (1..19; -7..-1 fast) or auto (per 1 MiB chunk, the strongest
+    /// zstd level the backlog allows: 3, 1, -1, -5, then stored blocks). Standard zstd/lz4 frames.
     #[arg(long = "compress", value_name = "MODE", default_value = "none", value_parser = parse_compress)]
     pub compress: store::CompressMode,
 

@@ -26,7 +26,7 @@ pub enum CompressMode {
 }
 
 impl CompressMode {
-    /// Parses `none`, `lz4`, `zstd`, `zstd:N` (1..=19) or `auto`.
+    /// Parses `none`, `lz4`, `zstd`, `zstd:N` (-7..=19, not 0; negative = zstd's fast levels) or `auto`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "none" | "off" => Ok(Self::None),
@@ -37,9 +37,9 @@ impl CompressMode {
                 let level = s
                     .strip_prefix("zstd:")
                     .and_then(|l| l.parse::<i32>().ok())
-                    .filter(|l| (1..=19).contains(l));
+                    .filter(|l| (-7..=19).contains(l) && *l != 0);
                 level.map(Self::Zstd).ok_or_else(|| {
-                    format!("`{s}` is not a compression: use none, lz4, zstd:N (N = 1..19) or auto")
+                    format!("`{s}` is not a compression: use none, lz4, zstd:N (N = 1..19, or -7..-1 for zstd's fast levels) or auto")
                 })
             }
         }
@@ -56,7 +56,7 @@ impl CompressMode {
 }
 
 /// A ladder step, stored in counters as a small code: 0 = stored (no compression), 1 = lz4,
-/// 2 + N = zstd level N.
+/// N + 9 = zstd level N (-7..=22; negative levels are zstd's fast modes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Level {
     /// Uncompressed blocks in a standard frame.
@@ -68,8 +68,8 @@ pub enum Level {
     Zstd(i32),
 }
 
-/// Number of distinct level codes (stored, lz4, zstd 1..=22).
-pub const LEVEL_CODES: usize = 25;
+/// Number of distinct level codes (stored, lz4, zstd -7..=22).
+pub const LEVEL_CODES: usize = 32;
 
 impl Level {
     /// Code used in counters.
@@ -77,7 +77,7 @@ impl Level {
         match self {
             Level::Stored => 0,
             Level::Lz4 => 1,
-            Level::Zstd(n) => (2 + n.clamp(1, 22)) as u8,
+            Level::Zstd(n) => (n.clamp(-7, 22) + 9) as u8,
         }
     }
 
@@ -86,7 +86,7 @@ impl Level {
         match c {
             0 => Level::Stored,
             1 => Level::Lz4,
-            n => Level::Zstd(i32::from(n) - 2),
+            n => Level::Zstd(i32::from(n) - 9),
         }
     }
 
@@ -102,7 +102,9 @@ impl Level {
 
 /// The auto ladder, strongest first; a step is used while the backlog (filled buffers not yet
 /// written, as a fraction of the pool) is below its bound. Above the last bound: stored.
-const AUTO_LADDER: [(f64, i32); 4] = [(0.125, 9), (0.25, 6), (0.375, 3), (0.5, 1)];
+/// The top is zstd 3, not 9: on half-random payloads 9 wrote the same bytes as 1 for about twice
+/// the CPU (scripts/bench-disk.sh); below 1 come zstd's fast levels, still far better than a copy.
+const AUTO_LADDER: [(f64, i32); 4] = [(0.125, 3), (0.25, 1), (0.375, -1), (0.5, -5)];
 /// Fixed levels (`zstd:N`, `lz4`) fall back to stored from this backlog on.
 const BEHIND: f64 = 0.5;
 
@@ -327,14 +329,20 @@ mod tests {
     #[test]
     fn ladder_steps_down_with_the_backlog() {
         let l = |b| choose(CompressMode::Auto, b);
-        assert_eq!(l(0.0), Level::Zstd(9));
-        assert_eq!(l(0.2), Level::Zstd(6));
-        assert_eq!(l(0.3), Level::Zstd(3));
-        assert_eq!(l(0.45), Level::Zstd(1));
+        assert_eq!(l(0.0), Level::Zstd(3));
+        assert_eq!(l(0.2), Level::Zstd(1));
+        assert_eq!(l(0.3), Level::Zstd(-1));
+        assert_eq!(l(0.45), Level::Zstd(-5));
         assert_eq!(l(0.5), Level::Stored);
         assert_eq!(choose(CompressMode::Zstd(5), 0.49), Level::Zstd(5));
         assert_eq!(choose(CompressMode::Lz4, 0.9), Level::Stored);
-        for c in [Level::Stored, Level::Lz4, Level::Zstd(1), Level::Zstd(19)] {
+        for c in [
+            Level::Stored,
+            Level::Lz4,
+            Level::Zstd(-7),
+            Level::Zstd(1),
+            Level::Zstd(22),
+        ] {
             assert_eq!(Level::from_code(c.code()), c);
         }
     }
@@ -343,9 +351,11 @@ mod tests {
     fn parse_names_the_choices() {
         assert_eq!(CompressMode::parse("zstd:7"), Ok(CompressMode::Zstd(7)));
         assert_eq!(CompressMode::parse("auto"), Ok(CompressMode::Auto));
+        assert_eq!(CompressMode::parse("zstd:-3"), Ok(CompressMode::Zstd(-3)));
         assert!(CompressMode::parse("zstd:40")
             .unwrap_err()
             .contains("1..19"));
+        assert!(CompressMode::parse("zstd:0").is_err());
         assert!(CompressMode::parse("gzip").is_err());
     }
 }

@@ -64,8 +64,8 @@ impl WriterCounters {
 /// Orders levels for display: zstd by level, then lz4, then stored.
 fn strength(l: Level) -> i32 {
     match l {
-        Level::Stored => -1,
-        Level::Lz4 => 0,
+        Level::Stored => -101,
+        Level::Lz4 => -100,
         Level::Zstd(n) => n,
     }
 }
