@@ -328,7 +328,7 @@ fn compressed_files_are_standard_and_hold_the_exact_bytes() {
         }
         // The standard tools: `zstd -dc f | tcpdump -r -`, and capinfos on the decompressed file.
         let tool = if mode == "lz4" { "lz4" } else { "zstd" };
-        let dec = Command::new(tool)
+        let mut dec = Command::new(tool)
             .arg("-dc")
             .arg(&fs[0])
             .stdout(Stdio::piped())
@@ -336,9 +336,10 @@ fn compressed_files_are_standard_and_hold_the_exact_bytes() {
             .unwrap();
         let td = Command::new("tcpdump")
             .args(["-r", "-", "-w", "/dev/null"])
-            .stdin(dec.stdout.unwrap())
+            .stdin(dec.stdout.take().unwrap())
             .output()
             .unwrap();
+        assert!(dec.wait().unwrap().success(), "{tool} -dc");
         assert!(
             td.status.success(),
             "{}",
