@@ -46,12 +46,14 @@ capture_cmd() {
   case "$tool" in
     ringcap-none) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out.pcap" -F pcap --cpus "$CAP_CPU" -q); OUTS="out.pcap" ;;
     ringcap-lz4) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out" -F pcap --compress lz4 --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.lz4" ;;
+    ringcap-zstd*) # ringcap-zstdN: a fixed level, e.g. ringcap-zstd1 or ringcap-zstd-3 (fast)
+      CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out" -F pcap --compress "zstd:${tool#ringcap-zstd}" --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.zst" ;;
     ringcap-auto) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out" -F pcap --compress auto --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.zst" ;;
     tcpdump) CMD=("${tcpdump_ring[@]}" -w "$dir/out.pcap"); OUTS="out.pcap" ;;
     tcpdump-zstd1) CMD=(sh -c "${tcpdump_ring[*]} -w - | zstd -1 -q -c >'$dir/out.pcap.zst'"); OUTS="out.pcap.zst" ;;
     tcpdump-gzip1) CMD=(sh -c "${tcpdump_ring[*]} -w - | gzip -1 -c >'$dir/out.pcap.gz'"); OUTS="out.pcap.gz" ;;
     netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$dir/out.pcap" -s); OUTS="out.pcap" ;;
-    *) die "unknown tool $tool (known: ringcap-none ringcap-lz4 ringcap-auto tcpdump tcpdump-zstd1 tcpdump-gzip1 netsniff-ng)" ;;
+    *) die "unknown tool $tool (known: ringcap-none ringcap-lz4 ringcap-auto ringcap-zstdN tcpdump tcpdump-zstd1 tcpdump-gzip1 netsniff-ng)" ;;
   esac
   case "$tool" in
     ringcap-*) READY="listening on" ;;

@@ -570,14 +570,18 @@ impl StatsPrinter {
                     serde_json::json!({ "filled": w.buffers_filled, "total": w.buffers_total });
                 if w.compressing {
                     v["compression"] =
-                        serde_json::json!({ "ratio": w.ratio(), "level": w.level.name() });
+                        serde_json::json!({ "ratio": w.ratio(), "level": current_level(&w) });
                 }
             }
             eprintln!("{v}");
         } else {
             let backlog = w.map_or(String::new(), |w| {
                 let zip = if w.compressing {
-                    format!(" ratio {:.2} level {}", w.ratio(), w.level.name())
+                    format!(
+                        " ratio {:.2} level {}",
+                        w.ratio(),
+                        current_level(&w).unwrap_or_else(|| "-".into())
+                    )
                 } else {
                     String::new()
                 };
@@ -599,6 +603,11 @@ impl StatsPrinter {
             );
         }
     }
+}
+
+/// The level of the last compressed buffer; none before the first.
+fn current_level(w: &WriterStats) -> Option<String> {
+    (w.compressed_out > 0).then(|| w.level.name())
 }
 
 /// End-of-capture numbers: tcpdump's three lines, then one line per stage.

@@ -484,8 +484,8 @@ fn a_slow_disk_steps_the_ladder_down_and_idle_time_back_up() {
     let stored = seen.iter().position(|l| l == "stored");
     let stored = stored.unwrap_or_else(|| panic!("never stepped down to stored: {seen:?}"));
     assert!(
-        seen[stored..].iter().any(|l| l == "zstd:3"),
-        "never back up to zstd:3 after stored: {seen:?}"
+        seen[stored..].iter().any(|l| l.starts_with("zstd:")),
+        "never back to zstd after stored: {seen:?}"
     );
     // The summary records every level used, strongest first.
     let summary: serde_json::Value = err
@@ -494,10 +494,14 @@ fn a_slow_disk_steps_the_ladder_down_and_idle_time_back_up() {
         .find(|v| v["type"] == "summary")
         .expect("summary");
     let levels = summary["compression"]["levels"].as_object().unwrap();
-    assert!(
-        levels.contains_key("zstd:3") && levels.contains_key("stored"),
-        "{levels:?}"
-    );
+    // The burst began compressed (an empty backlog allows zstd) before it stepped down to stored,
+    // and the trickle after it was compressed again: at least two zstd buffers, one stored.
+    let zstd: u64 = levels
+        .iter()
+        .filter(|(k, _)| k.starts_with("zstd:"))
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum();
+    assert!(levels.contains_key("stored") && zstd >= 2, "{levels:?}");
     // Exact accounting: written + storage drops + kernel drops == sent.
     let captured = summary["captured"].as_u64().unwrap();
     let drops = &summary["drops"];
