@@ -166,13 +166,15 @@ fn print_summary(r: &ConvertReport, dir: &Path) {
         0.0
     };
     println!(
-        "converted {} packets from {} inputs ({}) in {:.2} s: {:.2} Mpps, {}/s",
+        "converted {} packets from {} inputs ({}) in {:.2} s: {:.2} Mpps, {}/s; {:.2} CPU s ({:.2} Mpps per CPU second)",
         r.packets,
         r.inputs.len(),
         units::bytes(r.input_bytes),
         r.seconds,
         r.mpps,
-        units::bytes((r.input_bytes as f64 / r.seconds.max(1e-9)) as u64)
+        units::bytes((r.input_bytes as f64 / r.seconds.max(1e-9)) as u64),
+        r.cpu_seconds,
+        r.mpps_per_cpu
     );
     println!(
         "wrote {} Parquet files, {} ({:.1} % of the input), to {} with {} threads",
