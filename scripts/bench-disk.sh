@@ -52,8 +52,9 @@ capture_cmd() {
     tcpdump) CMD=("${tcpdump_ring[@]}" -w "$dir/out.pcap"); OUTS="out.pcap" ;;
     tcpdump-zstd1) CMD=(sh -c "${tcpdump_ring[*]} -w - | zstd -1 -q -c >'$dir/out.pcap.zst'"); OUTS="out.pcap.zst" ;;
     tcpdump-gzip1) CMD=(sh -c "${tcpdump_ring[*]} -w - | gzip -1 -c >'$dir/out.pcap.gz'"); OUTS="out.pcap.gz" ;;
+    tcpdump-gzip9) CMD=(sh -c "${tcpdump_ring[*]} -w - | gzip -9 -c >'$dir/out.pcap.gz'"); OUTS="out.pcap.gz" ;;
     netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$dir/out.pcap" -s); OUTS="out.pcap" ;;
-    *) die "unknown tool $tool (known: ringcap-none ringcap-lz4 ringcap-auto ringcap-zstdN tcpdump tcpdump-zstd1 tcpdump-gzip1 netsniff-ng)" ;;
+    *) die "unknown tool $tool (known: ringcap-none ringcap-lz4 ringcap-auto ringcap-zstdN tcpdump tcpdump-zstd1 tcpdump-gzip1 tcpdump-gzip9 netsniff-ng)" ;;
   esac
   case "$tool" in
     ringcap-*) READY="listening on" ;;
