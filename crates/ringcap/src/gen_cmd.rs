@@ -179,8 +179,8 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
         frame: FrameOptions {
             src_mac: a.src_mac,
             dst_mac: a.dst_mac,
-            src_ip: a.src_ip.clone(),
-            dst_ip: a.dst_ip.clone(),
+            src_ip: a.src_ip,
+            dst_ip: a.dst_ip,
             src_port: a.src_port,
             dst_port: a.dst_port,
             src_ip_order: a.src_ip_order,

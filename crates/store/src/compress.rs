@@ -158,11 +158,11 @@ impl GainLadder {
         let level = AUTO_LADDER[at].1;
         c.compress(buf, Level::Zstd(level), false);
         self.buffers += 1;
-        if self.buffers % PROBE_EVERY != 0 || buf.level != Level::Zstd(level).code() {
+        if !self.buffers.is_multiple_of(PROBE_EVERY) || buf.level != Level::Zstd(level).code() {
             return;
         }
         let now = buf.out_len as f64;
-        let up = (self.buffers / PROBE_EVERY) % 2 == 0;
+        let up = (self.buffers / PROBE_EVERY).is_multiple_of(2);
         if up && at > allowed {
             let stronger = AUTO_LADDER[at - 1].1;
             if let Some(n) = c.probe(buf, stronger) {
