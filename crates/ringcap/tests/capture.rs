@@ -27,21 +27,7 @@ fn capture_exactly(source: &str, format: &str) {
     let dir = temp_dir(&format!("{source}-{format}"));
     let file = dir.join("out.cap");
     let sent = frames(20_000, 60);
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "--source",
-            source,
-            "-F",
-            format,
-            "-w",
-            file.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &file, &["--source", source, "-F", format]);
     send(&tb, &sent);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = stop(child, SIGINT);
@@ -116,21 +102,7 @@ fn fanout_threads_lose_and_duplicate_nothing() {
         let dir = temp_dir(&format!("fanout-{mode}"));
         let file = dir.join("out.pcap");
         let sent = frames(10_000, 60);
-        let child = spawn_capture(
-            &tb,
-            &[
-                "capture",
-                "-i",
-                &tb.rx_if,
-                "--threads",
-                "2",
-                "--fanout",
-                mode,
-                "-w",
-                file.to_str().unwrap(),
-                "-q",
-            ],
-        );
+        let child = capture_to_file(&tb, &file, &["--threads", "2", "--fanout", mode]);
         send(&tb, &sent);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let out = stop(child, SIGTERM);
@@ -154,19 +126,7 @@ fn sigterm_mid_capture_leaves_a_valid_file() {
     let tb = testbed();
     let dir = temp_dir("sigterm");
     let file = dir.join("out.pcapng");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-F",
-            "pcapng",
-            "-w",
-            file.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &file, &["-F", "pcapng"]);
     // Stop while frames are still flowing.
     let tb2 = &tb;
     std::thread::scope(|s| {
@@ -304,19 +264,7 @@ fn filters_accept_exactly_what_tcpdump_accepts() {
     }
     // Capture everything once as the reference file.
     let all = dir.join("all.pcap");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-F",
-            "pcap",
-            "-w",
-            all.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &all, &["-F", "pcap"]);
     send(&tb, &sent);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(stop(child, SIGINT).status.success());
@@ -324,18 +272,7 @@ fn filters_accept_exactly_what_tcpdump_accepts() {
 
     for expr in [THESIS_FILTER_FIXED.trim(), "udp port 9 and src port 1003"] {
         let file = dir.join("filtered.pcap");
-        let child = spawn_capture(
-            &tb,
-            &[
-                "capture",
-                "-i",
-                &tb.rx_if,
-                "-w",
-                file.to_str().unwrap(),
-                "-q",
-                expr,
-            ],
-        );
+        let child = capture_to_file(&tb, &file, &[expr]);
         send(&tb, &sent);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let out = stop(child, SIGINT);
@@ -386,17 +323,7 @@ fn disk_full_stops_cleanly_with_a_valid_file_and_counted_loss() {
     }
     let _guard = Unmount(mnt.clone());
     let file = mnt.join("out.pcap");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-w",
-            file.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &file, &[]);
     send(&tb, &frames(40_000, 200)); // ~9 MiB: three times the disk
     let mut child = child;
     // The capture stops by itself once the disk is full.

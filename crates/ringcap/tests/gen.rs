@@ -16,17 +16,7 @@ fn gen_sends_exactly_n_and_capture_gets_them_all() {
     let tb = testbed();
     let dir = temp_dir("gen-exact");
     let file = dir.join("g.pcap");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-w",
-            file.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &file, &[]);
     let before = tb.rx_packets();
     let out = gen_tx(&tb, &["-n", "54321", "--dist", "imix", "--json"]);
     assert!(
@@ -64,17 +54,7 @@ fn same_seed_same_traffic_other_seed_other_traffic() {
     let mut files = Vec::new();
     for (i, seed) in ["5", "5", "6"].iter().enumerate() {
         let file = dir.join(format!("s{i}.pcap"));
-        let child = spawn_capture(
-            &tb,
-            &[
-                "capture",
-                "-i",
-                &tb.rx_if,
-                "-w",
-                file.to_str().unwrap(),
-                "-q",
-            ],
-        );
+        let child = capture_to_file(&tb, &file, &[]);
         let out = gen_tx(
             &tb,
             &[
@@ -118,19 +98,7 @@ fn replay_sends_the_file_back_byte_for_byte() {
     let tb = testbed();
     let dir = temp_dir("replay");
     let original = dir.join("orig.pcapng");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-F",
-            "pcapng",
-            "-w",
-            original.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &original, &["-F", "pcapng"]);
     assert!(gen_tx(
         &tb,
         &[
@@ -148,17 +116,7 @@ fn replay_sends_the_file_back_byte_for_byte() {
     assert!(stop(child, libc::SIGINT).status.success());
 
     let again = dir.join("again.pcap");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-w",
-            again.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &again, &[]);
     let out = tb
         .command(Side::Tx, ringcap().to_str().unwrap())
         .args([

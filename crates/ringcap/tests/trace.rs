@@ -56,19 +56,7 @@ fn testbed_capture_converts_and_reads_back_in_duckdb_and_pyarrow() {
     let tb = testbed();
     let dir = temp_dir("trace-interop");
     let cap = dir.join("cap.pcapng");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-F",
-            "pcapng",
-            "-w",
-            cap.to_str().unwrap(),
-            "-q",
-        ],
-    );
+    let child = capture_to_file(&tb, &cap, &["-F", "pcapng"]);
     let sent: Vec<Vec<u8>> = (0..5000u32)
         .map(|i| {
             frame(

@@ -224,3 +224,17 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// `ringcap capture -i <rx end> -w FILE -q EXTRA...` (a filter expression goes last in EXTRA), listening.
+pub fn capture_to_file(tb: &Testbed, file: &std::path::Path, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "capture",
+        "-i",
+        &tb.rx_if,
+        "-w",
+        file.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    spawn_capture(tb, &args)
+}
