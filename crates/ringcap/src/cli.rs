@@ -40,6 +40,14 @@ pub enum Command {
     Anova(crate::anova_cmd::AnovaArgs),
     /// CPU usage per mode from /proc/stat (the thesis's cpusage and trimusage), alone or around a command.
     Cpusage(crate::cpusage_cmd::CpusageArgs),
+    /// Run a measurement plan (TOML): testbed, generator, capturers, CPU profile, results and report.
+    Bench(crate::bench_cmd::BenchArgs),
+    /// Rebuild the summaries, plots and HTML report of a bench output directory.
+    Report(crate::bench_cmd::ReportArgs),
+    /// Receive header-record batches from probes and store them as Parquet (TICKET's collector).
+    Collect(crate::collect_cmd::CollectArgs),
+    /// Merge collector outputs of overlapping probes and remove duplicate records.
+    Dedup(crate::collect_cmd::DedupArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -203,6 +211,27 @@ pub struct CaptureArgs {
     /// Lab: limit file writes to this many MB/s (10^6 bytes), to play a slow disk.
     #[arg(long = "max-write-rate", value_name = "MB/s", hide = true)]
     pub max_write_rate: Option<f64>,
+
+    /// Lab: extra work per packet in the capture sink, memcpy:N (copy N bytes) or zstd:N (compress the
+    /// packet at level N), as the thesis loaded its capturer (seed 000 section 6.3.4).
+    #[arg(long = "load", value_name = "memcpy:N|zstd:N")]
+    pub load: Option<String>,
+
+    /// Send header records (not packets) to collectors: tcp://HOST:PORT or udp://HOST:PORT, comma-separated.
+    #[arg(long = "records", value_name = "DEST[,DEST...]", value_delimiter = ',', requires = "key")]
+    pub records: Vec<String>,
+
+    /// Shared key file for record batches (HMAC-SHA256); any file of at least 16 random bytes.
+    #[arg(long = "key", value_name = "FILE")]
+    pub key: Option<PathBuf>,
+
+    /// How record batches are spread over several collectors: batch (round robin) or flow (by flow hash).
+    #[arg(long = "stripe", value_name = "batch|flow", default_value = "batch")]
+    pub stripe: String,
+
+    /// Probe id carried in every record batch (default: derived from the host name and interface).
+    #[arg(long = "probe-id", value_name = "N")]
+    pub probe_id: Option<u64>,
 
     /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap and run in the kernel.
     #[arg(

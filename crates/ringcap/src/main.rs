@@ -2,8 +2,10 @@
 
 mod analyze_cmd;
 mod anova_cmd;
+mod bench_cmd;
 mod capture_cmd;
 mod cli;
+mod collect_cmd;
 mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
@@ -51,6 +53,10 @@ fn main() -> ExitCode {
         cli::Command::Cpusage(a) => cpusage_cmd::run(a),
         cli::Command::Convert(a) => convert_cmd::run(a),
         cli::Command::Analyze(a) => analyze_cmd::run(a),
+        cli::Command::Bench(a) => bench_cmd::run_bench(a),
+        cli::Command::Report(a) => bench_cmd::run_report(a),
+        cli::Command::Collect(a) => collect_cmd::run_collect(a),
+        cli::Command::Dedup(a) => collect_cmd::run_dedup(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,2 @@
+//! TICKET header records (seed 001): the batch format with its authentication, the probe's senders,
+//! the collector and the merge of overlapping probes. The record itself lives in `wire::record`.
