@@ -2,6 +2,8 @@
 
 pub mod anova;
 pub mod cpusage;
+pub mod machine;
 pub mod plot;
 pub mod proc_cpu;
+pub mod report;
 pub mod testbed;

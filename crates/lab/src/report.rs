@@ -1,0 +1,1 @@
+//! Reports of bench output directories (being written).
