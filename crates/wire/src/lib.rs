@@ -13,6 +13,10 @@
 //! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
 //! allocating; truncated or malformed frames give what could be read.
 //!
+//! # Header records
+//! [`Record`] is the TICKET header record (48 bytes, 80 for IPv6) built from a frame with
+//! [`Record::from_frame`] and encoded little-endian; see `docs/records.md`.
+//!
 //! # Printing
 //! [`format_line`] / [`Line`] write one `tcpdump -n` style line into a reused buffer.
 //!
@@ -45,6 +49,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod parse;
+pub mod record;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;
@@ -58,6 +63,7 @@ pub use icmp::{IcmpPacket, ICMP_HDR};
 pub use ipv4::{Ipv4Packet, IPV4_HDR};
 pub use ipv6::{skip_extension_headers, Ipv6Fragment, Ipv6Packet, UpperLayer, IPV6_HDR};
 pub use parse::{parse, Headers, IpVersion, LinkType};
+pub use record::{Record, RecordError};
 pub use tcp::{TcpFlags, TcpOption, TcpOptions, TcpPacket, TCP_HDR};
 pub use udp::{UdpPacket, UDP_HDR};
 pub use vlan::{VlanTag, VLAN_TAG_LEN};
