@@ -1,2 +1,5 @@
 //! TICKET header records (seed 001): the batch format with its authentication, the probe's senders,
 //! the collector and the merge of overlapping probes. The record itself lives in `wire::record`.
+
+pub mod parquet_out;
+pub mod spool;

@@ -1,0 +1,639 @@
+//! Header records as Parquet: the schema (column names shared with `ringcap convert` where the fields
+//! overlap, see `trace::columns::col`), a column builder, a file writer (`.partial`, renamed when complete)
+//! and a reader back into records (for `ringcap dedup`).
+//!
+//! Types follow `ringcap convert`: MACs `UInt64` (the 48-bit address as a big-endian number), IPv4 `UInt32`
+//! in host order (10.0.0.1 = 167772161), IPv6 `FixedSizeBinary(16)`, `ts` a UTC nanosecond timestamp.
+//! Columns that do not apply are null: IP fields for non-IP frames, `tcp_flags`/`tcp_header_len` unless TCP,
+//! `udp_len` unless UDP, `icmp_type`/`icmp_code` unless ICMP/ICMPv6 (whose record keeps them in the port
+//! fields), ports for ICMP and for other protocols without ports, `vlan` when untagged.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{FixedSizeBinaryBuilder, PrimitiveBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use trace::columns::col;
+use wire::record::Record;
+
+/// Names of the columns that `ringcap convert` does not have.
+pub mod extra_col {
+    /// IP header length in bytes (IPv4 IHL*4; IPv6 40 + extension headers).
+    pub const IP_HEADER_LEN: &str = "ip_header_len";
+    /// TCP header length in bytes (TCP only).
+    pub const TCP_HEADER_LEN: &str = "tcp_header_len";
+    /// The probe that made the record.
+    pub const PROBE_ID: &str = "probe_id";
+    /// The probe's stream (one per probe process start).
+    pub const STREAM_ID: &str = "stream_id";
+}
+
+/// Rows per Arrow batch handed to the writer.
+pub const CHUNK_ROWS: usize = 65536;
+
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_ICMPV6: u8 = 58;
+
+/// The Arrow schema of a records file.
+pub fn record_schema() -> SchemaRef {
+    use DataType::*;
+    let f = |name: &str, ty: DataType, nullable: bool| Field::new(name, ty, nullable);
+    Arc::new(Schema::new(vec![
+        f(
+            col::TS,
+            Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            false,
+        ),
+        f(col::WIRE_LEN, UInt32, false),
+        f(col::SRC_MAC, UInt64, false),
+        f(col::DST_MAC, UInt64, false),
+        f(col::ETHERTYPE, UInt16, false),
+        f(col::VLAN, UInt16, true),
+        f(col::IP_VERSION, UInt8, true),
+        f(col::SRC_IP4, UInt32, true),
+        f(col::DST_IP4, UInt32, true),
+        f(col::SRC_IP6, FixedSizeBinary(16), true),
+        f(col::DST_IP6, FixedSizeBinary(16), true),
+        f(col::IP_LEN, UInt32, true),
+        f(extra_col::IP_HEADER_LEN, UInt8, true),
+        f(col::PROTOCOL, UInt8, true),
+        f(col::SRC_PORT, UInt16, true),
+        f(col::DST_PORT, UInt16, true),
+        f(col::TCP_FLAGS, UInt16, true),
+        f(extra_col::TCP_HEADER_LEN, UInt8, true),
+        f(col::UDP_LEN, UInt16, true),
+        f(col::ICMP_TYPE, UInt8, true),
+        f(col::ICMP_CODE, UInt8, true),
+        f(extra_col::PROBE_ID, UInt64, false),
+        f(extra_col::STREAM_ID, UInt32, false),
+    ]))
+}
+
+#[inline]
+fn mac_u64(m: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+}
+
+#[inline]
+fn u64_mac(v: u64) -> [u8; 6] {
+    let b = v.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+fn is_icmp(r: &Record) -> bool {
+    r.protocol == IPPROTO_ICMP || r.protocol == IPPROTO_ICMPV6
+}
+
+/// A record with where it came from: one row of a records file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StoredRecord {
+    /// The header record.
+    pub record: Record,
+    /// The probe that made it.
+    pub probe_id: u64,
+    /// The probe's stream.
+    pub stream_id: u32,
+}
+
+/// Appends records column by column; [`Self::finish`] turns them into one `RecordBatch`.
+pub struct RecordColumns {
+    ts: PrimitiveBuilder<TimestampNanosecondType>,
+    wire_len: PrimitiveBuilder<UInt32Type>,
+    src_mac: PrimitiveBuilder<UInt64Type>,
+    dst_mac: PrimitiveBuilder<UInt64Type>,
+    ethertype: PrimitiveBuilder<UInt16Type>,
+    vlan: PrimitiveBuilder<UInt16Type>,
+    ip_version: PrimitiveBuilder<UInt8Type>,
+    src_ip4: PrimitiveBuilder<UInt32Type>,
+    dst_ip4: PrimitiveBuilder<UInt32Type>,
+    src_ip6: FixedSizeBinaryBuilder,
+    dst_ip6: FixedSizeBinaryBuilder,
+    ip_len: PrimitiveBuilder<UInt32Type>,
+    ip_header_len: PrimitiveBuilder<UInt8Type>,
+    protocol: PrimitiveBuilder<UInt8Type>,
+    src_port: PrimitiveBuilder<UInt16Type>,
+    dst_port: PrimitiveBuilder<UInt16Type>,
+    tcp_flags: PrimitiveBuilder<UInt16Type>,
+    tcp_header_len: PrimitiveBuilder<UInt8Type>,
+    udp_len: PrimitiveBuilder<UInt16Type>,
+    icmp_type: PrimitiveBuilder<UInt8Type>,
+    icmp_code: PrimitiveBuilder<UInt8Type>,
+    probe_id: PrimitiveBuilder<UInt64Type>,
+    stream_id: PrimitiveBuilder<UInt32Type>,
+    rows: usize,
+    capacity: usize,
+}
+
+impl RecordColumns {
+    /// Builders sized for `capacity` rows (they grow past it if needed).
+    pub fn with_capacity(capacity: usize) -> RecordColumns {
+        fn p<T: ArrowPrimitiveType>(n: usize) -> PrimitiveBuilder<T> {
+            PrimitiveBuilder::with_capacity(n)
+        }
+        let n = capacity;
+        RecordColumns {
+            ts: p::<TimestampNanosecondType>(n).with_timezone("UTC"),
+            wire_len: p(n),
+            src_mac: p(n),
+            dst_mac: p(n),
+            ethertype: p(n),
+            vlan: p(n),
+            ip_version: p(n),
+            src_ip4: p(n),
+            dst_ip4: p(n),
+            src_ip6: FixedSizeBinaryBuilder::with_capacity(n / 8, 16),
+            dst_ip6: FixedSizeBinaryBuilder::with_capacity(n / 8, 16),
+            ip_len: p(n),
+            ip_header_len: p(n),
+            protocol: p(n),
+            src_port: p(n),
+            dst_port: p(n),
+            tcp_flags: p(n),
+            tcp_header_len: p(n),
+            udp_len: p(n),
+            icmp_type: p(n),
+            icmp_code: p(n),
+            probe_id: p(n),
+            stream_id: p(n),
+            rows: 0,
+            capacity,
+        }
+    }
+
+    /// Rows appended since the last finish.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// No rows appended since the last finish.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, s: &StoredRecord) {
+        let r = &s.record;
+        self.rows += 1;
+        // Timestamps past 2262 do not fit i64 nanoseconds; clamped as `ringcap convert` does.
+        self.ts.append_value(r.ts_ns.min(i64::MAX as u64) as i64);
+        self.wire_len.append_value(r.wire_len);
+        self.src_mac.append_value(mac_u64(r.src_mac));
+        self.dst_mac.append_value(mac_u64(r.dst_mac));
+        self.ethertype.append_value(r.ethertype);
+        self.vlan.append_option((r.vlan != 0).then_some(r.vlan));
+        let ip = r.ip_version != 0;
+        self.ip_version.append_option(ip.then_some(r.ip_version));
+        if r.ip_version == 4 {
+            self.src_ip4.append_value(u32::from_be_bytes(r.src_ip4));
+            self.dst_ip4.append_value(u32::from_be_bytes(r.dst_ip4));
+        } else {
+            self.src_ip4.append_null();
+            self.dst_ip4.append_null();
+        }
+        if r.ip_version == 6 {
+            // 16 bytes into a 16-wide builder cannot fail.
+            let _ = self.src_ip6.append_value(r.src_ip6);
+            let _ = self.dst_ip6.append_value(r.dst_ip6);
+        } else {
+            self.src_ip6.append_null();
+            self.dst_ip6.append_null();
+        }
+        self.ip_len.append_option(ip.then_some(r.ip_len as u32));
+        self.ip_header_len
+            .append_option(ip.then_some(r.ip_header_len));
+        self.protocol.append_option(ip.then_some(r.protocol));
+        let icmp = ip && is_icmp(r);
+        let tcp = ip && r.protocol == IPPROTO_TCP;
+        let udp = ip && r.protocol == IPPROTO_UDP;
+        // Ports: TCP/UDP always; other protocols only when the probe filled them (keeps the row lossless).
+        let ports = !icmp && (tcp || udp || r.src_port != 0 || r.dst_port != 0);
+        self.src_port.append_option(ports.then_some(r.src_port));
+        self.dst_port.append_option(ports.then_some(r.dst_port));
+        self.tcp_flags
+            .append_option(tcp.then_some(r.tcp_flags as u16));
+        self.tcp_header_len
+            .append_option(tcp.then_some(r.l4_len.min(255) as u8));
+        self.udp_len.append_option(udp.then_some(r.l4_len));
+        self.icmp_type
+            .append_option(icmp.then_some(r.src_port as u8));
+        self.icmp_code
+            .append_option(icmp.then_some(r.dst_port as u8));
+        self.probe_id.append_value(s.probe_id);
+        self.stream_id.append_value(s.stream_id);
+    }
+
+    /// The rows so far as a batch; the builders start over, empty.
+    pub fn finish(&mut self) -> RecordBatch {
+        self.rows = 0;
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(self.ts.finish()),
+            Arc::new(self.wire_len.finish()),
+            Arc::new(self.src_mac.finish()),
+            Arc::new(self.dst_mac.finish()),
+            Arc::new(self.ethertype.finish()),
+            Arc::new(self.vlan.finish()),
+            Arc::new(self.ip_version.finish()),
+            Arc::new(self.src_ip4.finish()),
+            Arc::new(self.dst_ip4.finish()),
+            Arc::new(self.src_ip6.finish()),
+            Arc::new(self.dst_ip6.finish()),
+            Arc::new(self.ip_len.finish()),
+            Arc::new(self.ip_header_len.finish()),
+            Arc::new(self.protocol.finish()),
+            Arc::new(self.src_port.finish()),
+            Arc::new(self.dst_port.finish()),
+            Arc::new(self.tcp_flags.finish()),
+            Arc::new(self.tcp_header_len.finish()),
+            Arc::new(self.udp_len.finish()),
+            Arc::new(self.icmp_type.finish()),
+            Arc::new(self.icmp_code.finish()),
+            Arc::new(self.probe_id.finish()),
+            Arc::new(self.stream_id.finish()),
+        ];
+        // The builders produce exactly the schema's types and equal lengths.
+        let batch = RecordBatch::try_new(record_schema(), cols).expect("columns match the schema");
+        *self = RecordColumns::with_capacity(self.capacity);
+        batch
+    }
+}
+
+/// ZSTD pages, statistics, dictionaries for the columns with few distinct values, delta-encoded
+/// timestamps; `meta` goes into the footer (key, value).
+pub fn writer_properties(meta: &[(&str, String)]) -> WriterProperties {
+    let mut kv = vec![
+        KeyValue::new(
+            "ringcap.version".into(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+        KeyValue::new(
+            "ringcap.schema".into(),
+            "one row per header record; see docs/records.md".to_string(),
+        ),
+    ];
+    kv.extend(
+        meta.iter()
+            .map(|(k, v)| KeyValue::new(format!("ringcap.{k}"), v.clone())),
+    );
+    let level = ZstdLevel::try_new(3).expect("zstd level 3 exists");
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_created_by(format!("ringcap {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(kv))
+        .set_dictionary_enabled(false);
+    for c in [
+        col::SRC_MAC,
+        col::DST_MAC,
+        col::ETHERTYPE,
+        col::VLAN,
+        col::IP_VERSION,
+        col::SRC_IP4,
+        col::DST_IP4,
+        col::PROTOCOL,
+        col::TCP_FLAGS,
+        col::ICMP_TYPE,
+        col::ICMP_CODE,
+        extra_col::IP_HEADER_LEN,
+        extra_col::TCP_HEADER_LEN,
+        extra_col::PROBE_ID,
+        extra_col::STREAM_ID,
+    ] {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
+    }
+    b = b.set_column_encoding(ColumnPath::from(col::TS), Encoding::DELTA_BINARY_PACKED);
+    b.build()
+}
+
+fn parquet_err(path: &Path, e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{}: {e}", path.display()))
+}
+
+/// `NAME.parquet` is written as `.NAME.parquet.partial` and renamed by [`RecordFileWriter::finish`].
+pub fn partial_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.partial"))
+}
+
+/// Writes one records file: hidden while written, renamed into place when complete.
+pub struct RecordFileWriter {
+    writer: ArrowWriter<BufWriter<File>>,
+    cols: RecordColumns,
+    tmp: PathBuf,
+    path: PathBuf,
+    rows: u64,
+}
+
+impl RecordFileWriter {
+    /// Starts `path` (written as its [`partial_path`] until finished).
+    pub fn create(path: &Path, props: WriterProperties) -> io::Result<RecordFileWriter> {
+        let tmp = partial_path(path);
+        let file = File::create(&tmp)?;
+        let writer = ArrowWriter::try_new(
+            BufWriter::with_capacity(1 << 20, file),
+            record_schema(),
+            Some(props),
+        )
+        .map_err(|e| parquet_err(&tmp, e))?;
+        Ok(RecordFileWriter {
+            writer,
+            cols: RecordColumns::with_capacity(CHUNK_ROWS),
+            tmp,
+            path: path.to_path_buf(),
+            rows: 0,
+        })
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, r: &StoredRecord) -> io::Result<()> {
+        self.cols.push(r);
+        self.rows += 1;
+        if self.cols.len() >= CHUNK_ROWS {
+            self.flush_chunk()?;
+        }
+        Ok(())
+    }
+
+    fn flush_chunk(&mut self) -> io::Result<()> {
+        if self.cols.is_empty() {
+            return Ok(());
+        }
+        let batch = self.cols.finish();
+        self.writer
+            .write(&batch)
+            .map_err(|e| parquet_err(&self.tmp, e))
+    }
+
+    /// Rows pushed so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes the footer, syncs, renames into place; returns (path, rows, bytes).
+    pub fn finish(mut self) -> io::Result<(PathBuf, u64, u64)> {
+        self.flush_chunk()?;
+        let buf = self
+            .writer
+            .into_inner()
+            .map_err(|e| parquet_err(&self.tmp, e))?;
+        let file = buf.into_inner().map_err(|e| e.into_error())?;
+        // Synced before the rename: a complete name always means complete contents.
+        file.sync_all()?;
+        let bytes = file.metadata()?.len();
+        drop(file);
+        fs::rename(&self.tmp, &self.path)?;
+        Ok((self.path, self.rows, bytes))
+    }
+}
+
+/// Reads every row of a records file written by [`RecordFileWriter`].
+pub fn read_records(path: &Path, out: &mut Vec<StoredRecord>) -> io::Result<u64> {
+    let file = File::open(path)?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| parquet_err(path, e))?
+        .with_batch_size(CHUNK_ROWS)
+        .build()
+        .map_err(|e| parquet_err(path, e))?;
+    let mut n = 0;
+    for batch in reader {
+        let batch = batch.map_err(|e| parquet_err(path, e))?;
+        n += append_rows(&batch, out).map_err(|e| parquet_err(path, e))?;
+    }
+    Ok(n)
+}
+
+/// A column by name with the expected primitive type.
+fn prim<'a, T: ArrowPrimitiveType>(
+    b: &'a RecordBatch,
+    name: &str,
+) -> Result<&'a arrow_array::PrimitiveArray<T>, String> {
+    let c = b
+        .column_by_name(name)
+        .ok_or_else(|| format!("no column `{name}`: not a ringcap records file"))?;
+    c.as_primitive_opt::<T>().ok_or_else(|| {
+        format!(
+            "column `{name}` is {} (want {}): not a ringcap records file",
+            c.data_type(),
+            T::DATA_TYPE
+        )
+    })
+}
+
+fn opt<T: ArrowPrimitiveType>(a: &arrow_array::PrimitiveArray<T>, i: usize) -> Option<T::Native> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+fn append_rows(b: &RecordBatch, out: &mut Vec<StoredRecord>) -> Result<u64, String> {
+    let ts = prim::<TimestampNanosecondType>(b, col::TS)?;
+    let wire_len = prim::<UInt32Type>(b, col::WIRE_LEN)?;
+    let src_mac = prim::<UInt64Type>(b, col::SRC_MAC)?;
+    let dst_mac = prim::<UInt64Type>(b, col::DST_MAC)?;
+    let ethertype = prim::<UInt16Type>(b, col::ETHERTYPE)?;
+    let vlan = prim::<UInt16Type>(b, col::VLAN)?;
+    let ip_version = prim::<UInt8Type>(b, col::IP_VERSION)?;
+    let src_ip4 = prim::<UInt32Type>(b, col::SRC_IP4)?;
+    let dst_ip4 = prim::<UInt32Type>(b, col::DST_IP4)?;
+    let fsb = |name: &str| {
+        b.column_by_name(name)
+            .and_then(|c| c.as_fixed_size_binary_opt())
+            .filter(|a| a.value_length() == 16)
+            .ok_or_else(|| format!("column `{name}` missing or not 16-byte binary"))
+    };
+    let src_ip6 = fsb(col::SRC_IP6)?;
+    let dst_ip6 = fsb(col::DST_IP6)?;
+    let ip_len = prim::<UInt32Type>(b, col::IP_LEN)?;
+    let ip_header_len = prim::<UInt8Type>(b, extra_col::IP_HEADER_LEN)?;
+    let protocol = prim::<UInt8Type>(b, col::PROTOCOL)?;
+    let src_port = prim::<UInt16Type>(b, col::SRC_PORT)?;
+    let dst_port = prim::<UInt16Type>(b, col::DST_PORT)?;
+    let tcp_flags = prim::<UInt16Type>(b, col::TCP_FLAGS)?;
+    let tcp_header_len = prim::<UInt8Type>(b, extra_col::TCP_HEADER_LEN)?;
+    let udp_len = prim::<UInt16Type>(b, col::UDP_LEN)?;
+    let icmp_type = prim::<UInt8Type>(b, col::ICMP_TYPE)?;
+    let icmp_code = prim::<UInt8Type>(b, col::ICMP_CODE)?;
+    let probe_id = prim::<UInt64Type>(b, extra_col::PROBE_ID)?;
+    let stream_id = prim::<UInt32Type>(b, extra_col::STREAM_ID)?;
+    out.reserve(b.num_rows());
+    for i in 0..b.num_rows() {
+        let mut r = Record {
+            ts_ns: ts.value(i).max(0) as u64,
+            wire_len: wire_len.value(i),
+            src_mac: u64_mac(src_mac.value(i)),
+            dst_mac: u64_mac(dst_mac.value(i)),
+            ethertype: ethertype.value(i),
+            vlan: opt(vlan, i).unwrap_or(0),
+            ip_version: opt(ip_version, i).unwrap_or(0),
+            ip_header_len: opt(ip_header_len, i).unwrap_or(0),
+            protocol: opt(protocol, i).unwrap_or(0),
+            tcp_flags: opt(tcp_flags, i).unwrap_or(0) as u8,
+            ip_len: opt(ip_len, i).unwrap_or(0).min(u16::MAX as u32) as u16,
+            ..Record::default()
+        };
+        if let Some(a) = opt(src_ip4, i) {
+            r.src_ip4 = a.to_be_bytes();
+        }
+        if let Some(a) = opt(dst_ip4, i) {
+            r.dst_ip4 = a.to_be_bytes();
+        }
+        if src_ip6.is_valid(i) {
+            r.src_ip6.copy_from_slice(src_ip6.value(i));
+        }
+        if dst_ip6.is_valid(i) {
+            r.dst_ip6.copy_from_slice(dst_ip6.value(i));
+        }
+        r.src_port = opt(src_port, i)
+            .or(opt(icmp_type, i).map(u16::from))
+            .unwrap_or(0);
+        r.dst_port = opt(dst_port, i)
+            .or(opt(icmp_code, i).map(u16::from))
+            .unwrap_or(0);
+        r.l4_len = opt(tcp_header_len, i)
+            .map(u16::from)
+            .or(opt(udp_len, i))
+            .unwrap_or(0);
+        out.push(StoredRecord {
+            record: r,
+            probe_id: probe_id.value(i),
+            stream_id: stream_id.value(i),
+        });
+    }
+    Ok(b.num_rows() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records of every kind the mapping distinguishes.
+    pub(crate) fn sample_records() -> Vec<StoredRecord> {
+        let base = Record {
+            ts_ns: 1_700_000_000_123_456_789,
+            wire_len: 650,
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_mac: [0, 0, 0, 0, 0, 1],
+            ethertype: 0x0800,
+            ip_version: 4,
+            ip_header_len: 20,
+            src_ip4: [10, 77, 0, 1],
+            dst_ip4: [10, 77, 0, 2],
+            ip_len: 636,
+            ..Record::default()
+        };
+        let tcp = Record {
+            protocol: 6,
+            tcp_flags: 0x12,
+            src_port: 443,
+            dst_port: 51000,
+            l4_len: 32,
+            ..base
+        };
+        let udp = Record {
+            protocol: 17,
+            src_port: 53,
+            dst_port: 4000,
+            l4_len: 616,
+            vlan: 0x2064,
+            ..base
+        };
+        let icmp = Record {
+            protocol: 1,
+            src_port: 8,
+            dst_port: 0,
+            ..base
+        };
+        let gre = Record {
+            protocol: 47,
+            ..base
+        };
+        let v6 = Record {
+            ethertype: 0x86dd,
+            ip_version: 6,
+            ip_header_len: 40,
+            src_ip4: [0; 4],
+            dst_ip4: [0; 4],
+            src_ip6: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            dst_ip6: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            protocol: 58,
+            src_port: 128,
+            ..base
+        };
+        let arp = Record {
+            ethertype: 0x0806,
+            wire_len: 60,
+            ..Record::default()
+        };
+        [tcp, udp, icmp, gre, v6, arp]
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| StoredRecord {
+                record: Record {
+                    ts_ns: r.ts_ns + i as u64,
+                    ..r
+                },
+                probe_id: 3,
+                stream_id: 0xabcd,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_round_trip_through_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.parquet");
+        let recs = sample_records();
+        let mut w = RecordFileWriter::create(&path, writer_properties(&[])).unwrap();
+        for r in &recs {
+            w.push(r).unwrap();
+        }
+        assert!(partial_path(&path).exists());
+        assert!(!path.exists());
+        let (p, rows, bytes) = w.finish().unwrap();
+        assert_eq!((p.as_path(), rows), (path.as_path(), recs.len() as u64));
+        assert!(bytes > 0 && !partial_path(&path).exists());
+        let mut back = Vec::new();
+        assert_eq!(read_records(&path, &mut back).unwrap(), recs.len() as u64);
+        assert_eq!(back, recs);
+    }
+
+    #[test]
+    fn columns_follow_convert_where_they_overlap() {
+        let mut c = RecordColumns::with_capacity(8);
+        for r in sample_records() {
+            c.push(&r);
+        }
+        let b = c.finish();
+        let tcp = 0;
+        let icmp = 2;
+        let src = prim::<UInt32Type>(&b, col::SRC_IP4).unwrap();
+        assert_eq!(src.value(tcp), 0x0a4d_0001);
+        let mac = prim::<UInt64Type>(&b, col::DST_MAC).unwrap();
+        assert_eq!(mac.value(tcp), 0x0200_0000_0002);
+        assert!(prim::<UInt16Type>(&b, col::SRC_PORT).unwrap().is_null(icmp));
+        assert_eq!(
+            prim::<UInt8Type>(&b, col::ICMP_TYPE).unwrap().value(icmp),
+            8
+        );
+        assert!(prim::<UInt16Type>(&b, col::UDP_LEN).unwrap().is_null(tcp));
+        let trace_schema = trace::columns::packet_schema();
+        for f in record_schema().fields() {
+            if let Ok(tf) = trace_schema.field_with_name(f.name()) {
+                assert_eq!(tf.data_type(), f.data_type(), "{}", f.name());
+            }
+        }
+    }
+}
