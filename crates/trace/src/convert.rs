@@ -389,13 +389,12 @@ fn read_input(
                 Headers::default()
             }
         };
-        let offset = input.offsets.of(p.data);
         cols.push(
             p.ts_ns,
             p.wire_len,
             p.data.len() as u32,
             p.linktype,
-            offset,
+            p.data_offset,
             &h,
         );
         rep.packets += 1;

@@ -1,11 +1,6 @@
-//! Opening one capture file for conversion: decompression (gzip, zstd, lz4 found by magic), a byte
-//! counter for the progress bar, and the byte offset of every packet in the decompressed stream.
-//!
-//! The store reader does the pcap/pcapng parsing. It does not say where a packet sits in the
-//! stream, so [`OffsetProbe`] sits directly under it and remembers, for its last `read` call,
-//! which buffer address received which stream offset. The reader borrows packets from that same
-//! buffer and only moves the buffer's contents right before another read, so the latest mapping
-//! is valid for every packet it hands out (tests check the offsets against pcap and pcapng layouts).
+//! Opening one capture file for conversion: decompression (gzip, zstd, lz4 found by magic) and a byte
+//! counter for the progress bar. The store reader does the pcap/pcapng parsing and gives every
+//! packet's byte offset in the decompressed stream.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
@@ -43,51 +38,10 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Where the last read put its bytes: address of the destination and the stream offset of its first byte.
-#[derive(Default)]
-struct ProbeState {
-    addr: AtomicU64,
-    offset: AtomicU64,
-}
-
-/// Records the (buffer address, stream offset) of each read; see the module comment.
-struct OffsetProbe<R> {
-    inner: R,
-    pos: u64,
-    state: Arc<ProbeState>,
-}
-
-impl<R: Read> Read for OffsetProbe<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // Relaxed is enough: the probe and the code that asks run on the same thread.
-        self.state.addr.store(buf.as_ptr() as u64, Relaxed);
-        self.state.offset.store(self.pos, Relaxed);
-        let n = self.inner.read(buf)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-/// Gives the stream offset of bytes borrowed from the reader's buffer.
-#[derive(Clone)]
-pub struct Offsets(Arc<ProbeState>);
-
-impl Offsets {
-    /// Stream offset (after decompression) of the first byte of `data`.
-    #[inline]
-    pub fn of(&self, data: &[u8]) -> u64 {
-        let addr = self.0.addr.load(Relaxed);
-        let base = self.0.offset.load(Relaxed);
-        base.wrapping_add((data.as_ptr() as u64).wrapping_sub(addr))
-    }
-}
-
 /// An open capture file.
 pub struct OpenInput {
     /// The pcap/pcapng reader over the decompressed stream.
     pub reader: CaptureReader,
-    /// Offsets of packets in the decompressed stream.
-    pub offsets: Offsets,
     /// Compression of the file.
     pub compression: Compression,
 }
@@ -126,16 +80,9 @@ pub fn open_input(path: &Path, bytes_read: Arc<AtomicU64>) -> Result<OpenInput, 
         }
         Compression::Lz4 => Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(raw)))),
     };
-    let state = Arc::new(ProbeState::default());
-    let probe = OffsetProbe {
-        inner: plain,
-        pos: 0,
-        state: state.clone(),
-    };
-    let reader = CaptureReader::from_reader(Box::new(probe), path)?;
+    let reader = CaptureReader::from_reader(plain, path)?;
     Ok(OpenInput {
         reader,
-        offsets: Offsets(state),
         compression,
     })
 }

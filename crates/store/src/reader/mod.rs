@@ -33,6 +33,11 @@ pub struct Packet<'a> {
     pub linktype: u32,
     /// pcapng interface id (0 for pcap).
     pub interface: u32,
+    /// Byte offset of the packet's record in the (decompressed) stream: the pcap record header, or
+    /// the pcapng block (EPB, SPB or obsolete PB).
+    pub offset: u64,
+    /// Byte offset of the first captured byte (`data[0]`) in the (decompressed) stream.
+    pub data_offset: u64,
 }
 
 /// Compression of the input stream.
@@ -91,6 +96,8 @@ struct Meta {
     wire_len: u32,
     linktype: u32,
     interface: u32,
+    /// Stream offset of the record (pcap record header or pcapng block).
+    offset: u64,
 }
 
 enum Kind {
@@ -241,6 +248,9 @@ impl CaptureReader {
                 data: &self.src.buf[m.start..m.start + m.len],
                 linktype: m.linktype,
                 interface: m.interface,
+                offset: m.offset,
+                // The buffer has not moved since the record was parsed (it moves only in `fill`).
+                data_offset: self.src.offset_of(m.start),
             })),
             Ok(None) => None,
             Err(e) => {

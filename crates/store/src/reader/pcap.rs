@@ -103,6 +103,7 @@ impl PcapState {
             wire_len,
             linktype: self.linktype,
             interface: 0,
+            offset,
         };
         src.consume(total);
         self.last_sec = Some(sec);

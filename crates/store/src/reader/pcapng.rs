@@ -314,6 +314,7 @@ impl NgState {
             wire_len,
             linktype: iface.linktype,
             interface,
+            offset,
         })
     }
 

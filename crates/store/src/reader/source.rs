@@ -37,6 +37,12 @@ impl Source {
         self.base + self.pos as u64
     }
 
+    /// Stream offset of `buf[idx]` (until the next `fill` moves the buffer).
+    #[inline]
+    pub fn offset_of(&self, idx: usize) -> u64 {
+        self.base + idx as u64
+    }
+
     /// The next `n` buffered bytes (callers make sure `n <= avail()`).
     #[inline]
     pub fn peek(&self, n: usize) -> &[u8] {
