@@ -21,6 +21,8 @@ use crate::Fatal;
 
 /// How long one wait for packets may take: bounds the reaction time to signals and -c/--duration.
 const POLL: Duration = Duration::from_millis(100);
+/// The longest a stopped capture keeps draining packets that had already arrived.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Where captured packets go.
 enum Sink {
@@ -117,6 +119,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
                 Sink::File(w) => Sink::File(Arc::clone(w)),
             },
             hup: Arc::clone(&hup),
+            drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
         };
         let h = std::thread::Builder::new()
             .name(format!("ringcap-cap{i}"))
@@ -237,22 +240,42 @@ struct ThreadCtx {
     limit: Option<u64>,
     sink: Sink,
     hup: Arc<AtomicBool>,
+    /// How long a draining thread waits for the kernel to hand over a partly filled block.
+    drain_wait: Duration,
 }
 
 fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
     let mut line = String::with_capacity(256);
     let stdout = std::io::stdout();
     let mut flush_at = Instant::now() + Duration::from_millis(200);
-    while !ctx.stop.stopping() {
+    // After a stop (signal, --duration) keep reading what the kernel already delivered, until a wait of
+    // one block timeout brings nothing or DRAIN_LIMIT has passed: SIGINT must not lose packets that had
+    // arrived. (tcpdump leaves them in its buffer, uncounted.)
+    let mut drain_until: Option<Instant> = None;
+    loop {
         if ctx.limit.is_some_and(|l| ctx.taken.load(Relaxed) >= l) {
             ctx.stop.request_stop();
             break;
         }
-        match &ctx.sink {
+        if drain_until.is_none() && ctx.stop.stopping() {
+            if matches!(ctx.sink, Sink::Print) {
+                break; // a terminal or a closed pipe (`| head`): stop at once, as tcpdump does
+            }
+            drain_until = Some(Instant::now() + DRAIN_LIMIT);
+        }
+        if drain_until.is_some_and(|t| Instant::now() >= t) {
+            break;
+        }
+        let wait = if drain_until.is_some() {
+            ctx.drain_wait
+        } else {
+            POLL
+        };
+        let n = match &ctx.sink {
             Sink::File(w) => {
                 // Lock once per batch, and only once packets are there (not while waiting in poll).
                 let mut guard = None;
-                src.for_each_batch(POLL, |p| {
+                let n = src.for_each_batch(wait, |p| {
                     if !take_one(&ctx) {
                         return;
                     }
@@ -274,15 +297,14 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                 if ctx.hup.swap(false, Relaxed) && !w.rotate_now() {
                     ctx.hup.store(true, Relaxed);
                 }
+                n
             }
-            Sink::Count => {
-                src.for_each_batch(POLL, |_| {
-                    take_one(&ctx);
-                })?;
-            }
+            Sink::Count => src.for_each_batch(wait, |_| {
+                take_one(&ctx);
+            })?,
             Sink::Print => {
                 let mut out = stdout.lock();
-                src.for_each_batch(POLL, |p| {
+                let n = src.for_each_batch(wait, |p| {
                     if !take_one(&ctx) {
                         return;
                     }
@@ -306,7 +328,11 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                     let _ = out.flush();
                     flush_at = Instant::now() + Duration::from_millis(200);
                 }
+                n
             }
+        };
+        if n == 0 && drain_until.is_some() {
+            break;
         }
     }
     Ok(())

@@ -143,6 +143,24 @@ fn sigterm_mid_capture_leaves_a_valid_file() {
 }
 
 #[test]
+fn sigint_right_after_a_burst_loses_nothing_that_arrived() {
+    let tb = testbed();
+    let dir = temp_dir("sigint-drain");
+    let file = dir.join("out.pcap");
+    // A long block timeout keeps the last, partly filled block in the kernel's hands when the signal comes:
+    // the capture must wait for it instead of leaving it behind.
+    let child = capture_to_file(&tb, &file, &["--block-timeout", "300"]);
+    let sent = frames(5_000, 60);
+    send(&tb, &sent);
+    let out = stop(child, SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(summary_count(&err, " packets captured"), sent.len() as u64, "{err}");
+    assert_eq!(capinfos_count(&file), sent.len() as u64);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn write_to_stdout_feeds_tcpdump() {
     let tb = testbed();
     let dir = temp_dir("stdout");
