@@ -3,3 +3,9 @@
 
 pub mod parquet_out;
 pub mod spool;
+
+pub mod batch;
+pub mod replay;
+
+pub use batch::{open, Batch, BatchBuilder, BatchError, BatchView, Header, Key, KeyError};
+pub use replay::{Gap, Rejected, ReplayGuard};

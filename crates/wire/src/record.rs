@@ -604,7 +604,7 @@ mod tests {
             ..spec_v4(0)
         });
         let v6 = Record::from_frame(2, 62, &v6f, LinkType::Ethernet);
-        let mut buf = vec![0u8; 48 + 80 + 48 + 10];
+        let mut buf = [0u8; 48 + 80 + 48 + 10];
         let mut at = 0;
         for r in [v4, v6, v4] {
             at += r.encode(&mut buf[at..]);
