@@ -15,6 +15,7 @@ use store::{
 };
 
 use crate::cli::{self, CaptureArgs};
+use crate::load::{Load, LoadSpec};
 use crate::stop::StopFlags;
 use crate::units;
 use crate::Fatal;
@@ -119,6 +120,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
                 Sink::File(w) => Sink::File(Arc::clone(w)),
             },
             hup: Arc::clone(&hup),
+            load: a.load,
             drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
         };
         let h = std::thread::Builder::new()
@@ -240,6 +242,8 @@ struct ThreadCtx {
     limit: Option<u64>,
     sink: Sink,
     hup: Arc<AtomicBool>,
+    /// `--load`: work per packet; each thread makes its own buffers.
+    load: Option<LoadSpec>,
     /// How long a draining thread waits for the kernel to hand over a partly filled block.
     drain_wait: Duration,
 }
@@ -248,6 +252,10 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
     let mut line = String::with_capacity(256);
     let stdout = std::io::stdout();
     let mut flush_at = Instant::now() + Duration::from_millis(200);
+    let mut load = ctx
+        .load
+        .map(|l| Load::new(l, capture::MAX_SNAPLEN as usize))
+        .transpose()?;
     // After a stop (signal, --duration) keep reading what the kernel already delivered, until a wait of
     // one block timeout brings nothing or DRAIN_LIMIT has passed: SIGINT must not lose packets that had
     // arrived. (tcpdump leaves them in its buffer, uncounted.)
@@ -279,6 +287,9 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                     if !take_one(&ctx) {
                         return;
                     }
+                    if let Some(l) = &mut load {
+                        l.packet(p.data);
+                    }
                     let w =
                         guard.get_or_insert_with(|| w.lock().unwrap_or_else(|p| p.into_inner()));
                     let vlan = p.vlan.map(|v| VlanTag {
@@ -299,14 +310,19 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                 }
                 n
             }
-            Sink::Count => src.for_each_batch(wait, |_| {
-                take_one(&ctx);
+            Sink::Count => src.for_each_batch(wait, |p| {
+                if let (true, Some(l)) = (take_one(&ctx), &mut load) {
+                    l.packet(p.data);
+                }
             })?,
             Sink::Print => {
                 let mut out = stdout.lock();
                 let n = src.for_each_batch(wait, |p| {
                     if !take_one(&ctx) {
                         return;
+                    }
+                    if let Some(l) = &mut load {
+                        l.packet(p.data);
                     }
                     line.clear();
                     let _ = wire::format_line(
@@ -334,6 +350,9 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
         if n == 0 && drain_until.is_some() {
             break;
         }
+    }
+    if let Some(l) = load {
+        l.finish();
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
+mod load;
 mod repair_cmd;
 mod stop;
 mod units;

@@ -156,6 +156,45 @@ pub fn finish(child: &mut Child) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    collect(child, status)
+}
+
+/// Send `sig`, wait for the child (at most 30 s) and collect what it printed plus the CPU time (user +
+/// system, all threads) the kernel accounted to it, from wait4's rusage.
+pub fn stop_with_cpu(mut child: Child, sig: i32) -> (Output, Duration) {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as i32;
+    // SAFETY: kill and wait4 on our own child's pid, with valid out-pointers.
+    let (status, ru) = unsafe {
+        libc::kill(pid, sig);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut status = 0;
+        let mut ru: libc::rusage = std::mem::zeroed();
+        loop {
+            let r = libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru);
+            assert!(r >= 0, "wait4: {}", std::io::Error::last_os_error());
+            if r == pid {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("ringcap did not exit within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (status, ru)
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let cpu = tv(ru.ru_utime) + tv(ru.ru_stime);
+    (
+        collect(&mut child, std::process::ExitStatus::from_raw(status)),
+        cpu,
+    )
+}
+
+/// The exit status plus everything the child wrote on stdout and stderr (stderr is drained by
+/// [`spawn_capture`]'s thread).
+fn collect(child: &mut Child, status: std::process::ExitStatus) -> Output {
     let mut stdout = Vec::new();
     if let Some(mut o) = child.stdout.take() {
         use std::io::Read;
