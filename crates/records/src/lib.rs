@@ -3,8 +3,11 @@
 
 pub mod parquet_out;
 pub mod spool;
+pub mod store;
 
 pub mod batch;
+pub mod collect;
+pub mod dedup;
 pub mod replay;
 
 pub use batch::{open, Batch, BatchBuilder, BatchError, BatchView, Header, Key, KeyError};

@@ -119,7 +119,8 @@ pub struct FrameHeader {
 }
 
 /// Why reading a spool stopped before its end.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SpoolTail {
     /// The whole file was read.
     Clean,

@@ -1,0 +1,466 @@
+//! The collector's storage: accepted batches go to a spool file (`DIR/.spool-<start>-<n>.rcr`); on rotation
+//! (time or size) or close the spool is handed to a converter thread that writes
+//! `DIR/records-<start>-<n>.parquet` (as `.partial`, synced, renamed) and then removes the spool. At open,
+//! spools left behind by a crashed run are converted first.
+//!
+//! The converter runs beside the receivers so a rotation never stalls them; at most [`CONVERT_QUEUE`] closed
+//! spools wait for it, after that a rotation waits (back pressure instead of unbounded disk use).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use wire::record::records;
+
+use crate::parquet_out::{writer_properties, RecordFileWriter, StoredRecord};
+use crate::spool::{SpoolReader, SpoolTail, SpoolWriter};
+
+/// Closed spools that may wait for the converter.
+pub const CONVERT_QUEUE: usize = 2;
+
+/// Where and when to rotate.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Output directory (created if missing).
+    pub dir: PathBuf,
+    /// Rotate a spool this long after its first batch.
+    pub rotate_after: Duration,
+    /// Rotate a spool once it holds this many bytes.
+    pub rotate_bytes: u64,
+}
+
+/// One spool converted to Parquet.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ConvertedFile {
+    /// The spool it came from (now removed).
+    pub spool: PathBuf,
+    /// The Parquet file written.
+    pub path: PathBuf,
+    /// Rows written.
+    pub records: u64,
+    /// Parquet file size.
+    pub bytes: u64,
+    /// How the spool ended (a crashed writer leaves a torn last frame).
+    pub tail: SpoolTail,
+    /// Records that did not decode (never expected: batches are checked before they are spooled).
+    pub bad_records: u64,
+}
+
+/// Called with one line for each noteworthy event (recovery, conversion, errors).
+pub type Events = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The Parquet name for a spool name: `.spool-X.rcr` → `records-X.parquet`.
+fn parquet_name_for(spool: &Path) -> Option<PathBuf> {
+    let name = spool.file_name()?.to_str()?;
+    let stem = name.strip_prefix(".spool-")?.strip_suffix(".rcr")?;
+    Some(spool.with_file_name(format!("records-{stem}.parquet")))
+}
+
+/// Converts one spool file to `out` (Parquet). Reads up to the first torn or corrupt frame.
+pub fn convert_spool(spool: &Path, out: &Path) -> io::Result<ConvertedFile> {
+    let mut reader = SpoolReader::open(spool)?;
+    let props = writer_properties(&[("spool", spool.display().to_string())]);
+    let mut w = RecordFileWriter::create(out, props)?;
+    let mut bad_records = 0u64;
+    while let Some(h) = reader.next_frame()? {
+        let mut n = 0u32;
+        for r in records(reader.payload()) {
+            match r {
+                Ok(record) => {
+                    n += 1;
+                    w.push(&StoredRecord {
+                        record,
+                        probe_id: h.probe_id,
+                        stream_id: h.stream_id,
+                    })?;
+                }
+                Err(_) => break,
+            }
+        }
+        bad_records += h.count.saturating_sub(n) as u64;
+    }
+    let tail = reader.tail().clone();
+    let (path, records, bytes) = w.finish()?;
+    Ok(ConvertedFile {
+        spool: spool.to_path_buf(),
+        path,
+        records,
+        bytes,
+        tail,
+        bad_records,
+    })
+}
+
+/// Converts and removes every spool left in `dir` by an earlier run, oldest first.
+pub fn recover_dir(dir: &Path) -> io::Result<Vec<ConvertedFile>> {
+    let mut spools = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        let p = e.path();
+        if parquet_name_for(&p).is_some() {
+            spools.push(p);
+        }
+    }
+    spools.sort();
+    let mut done = Vec::new();
+    for s in spools {
+        let out = parquet_name_for(&s).expect("filtered above");
+        if out.exists() {
+            // Converted and renamed, but the crash came before the spool was removed.
+            fs::remove_file(&s)?;
+            continue;
+        }
+        let c = convert_spool(&s, &out)?;
+        fs::remove_file(&s)?;
+        done.push(c);
+    }
+    Ok(done)
+}
+
+/// Everything the store did, for the final summary.
+#[derive(Clone, Debug, Default)]
+pub struct StoreReport {
+    /// Files converted during this run (recovered ones not included).
+    pub files: Vec<ConvertedFile>,
+    /// Conversion errors (the spool is kept for the next start).
+    pub errors: Vec<String>,
+}
+
+/// Spool + rotation + background conversion.
+pub struct Store {
+    cfg: StoreConfig,
+    start_tag: String,
+    next_n: u64,
+    spool: Option<SpoolWriter>,
+    opened_at: Instant,
+    to_converter: Option<SyncSender<PathBuf>>,
+    converter: Option<JoinHandle<()>>,
+    report: Arc<Mutex<StoreReport>>,
+    records: u64,
+    batches: u64,
+}
+
+impl Store {
+    /// Creates the directory, converts leftover spools (returned), starts the converter.
+    pub fn open(cfg: StoreConfig, events: Events) -> io::Result<(Store, Vec<ConvertedFile>)> {
+        fs::create_dir_all(&cfg.dir).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create output directory {}: {e}", cfg.dir.display()),
+            )
+        })?;
+        let recovered = recover_dir(&cfg.dir)?;
+        for c in &recovered {
+            events(&format!(
+                "recovered {} records from {} into {}{}",
+                c.records,
+                c.spool.display(),
+                c.path.display(),
+                tail_note(&c.tail)
+            ));
+        }
+        // Milliseconds since the epoch: names sort by start and never meet an earlier run's.
+        let mut ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        let start_tag = loop {
+            let tag = format!("{ms}");
+            let taken = fs::read_dir(&cfg.dir)?.flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .contains(&format!("-{tag}-"))
+            });
+            if !taken {
+                break tag;
+            }
+            ms += 1;
+        };
+        let (tx, rx) = sync_channel::<PathBuf>(CONVERT_QUEUE);
+        let report = Arc::new(Mutex::new(StoreReport::default()));
+        let rep = Arc::clone(&report);
+        let converter = std::thread::Builder::new()
+            .name("records-convert".into())
+            .spawn(move || {
+                for spool in rx {
+                    let out = parquet_name_for(&spool).expect("store names its spools");
+                    let res = convert_spool(&spool, &out)
+                        .and_then(|c| fs::remove_file(&spool).map(|_| c));
+                    let mut r = rep.lock().unwrap_or_else(|p| p.into_inner());
+                    match res {
+                        Ok(c) => {
+                            events(&format!(
+                                "wrote {} records to {}{}",
+                                c.records,
+                                c.path.display(),
+                                tail_note(&c.tail)
+                            ));
+                            r.files.push(c);
+                        }
+                        Err(e) => {
+                            let m = format!(
+                                "converting {} failed: {e} (the spool is kept; the next start retries)",
+                                spool.display()
+                            );
+                            events(&m);
+                            r.errors.push(m);
+                        }
+                    }
+                }
+            })?;
+        Ok((
+            Store {
+                cfg,
+                start_tag,
+                next_n: 0,
+                spool: None,
+                opened_at: Instant::now(),
+                to_converter: Some(tx),
+                converter: Some(converter),
+                report,
+                records: 0,
+                batches: 0,
+            },
+            recovered,
+        ))
+    }
+
+    /// Appends one batch payload; when this returns Ok it is in the page cache (safe to ack).
+    pub fn append(
+        &mut self,
+        probe_id: u64,
+        stream_id: u32,
+        count: u32,
+        payload: &[u8],
+    ) -> io::Result<()> {
+        if self.spool.is_none() {
+            let name = format!(".spool-{}-{:05}.rcr", self.start_tag, self.next_n);
+            self.next_n += 1;
+            self.spool = Some(SpoolWriter::create(&self.cfg.dir.join(name))?);
+            self.opened_at = Instant::now();
+        }
+        let spool = self.spool.as_mut().expect("opened above");
+        spool.append(probe_id, stream_id, count, payload)?;
+        self.records += count as u64;
+        self.batches += 1;
+        if spool.bytes() >= self.cfg.rotate_bytes {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Rotates when the open spool is older than the rotation interval.
+    pub fn tick(&mut self, now: Instant) -> io::Result<()> {
+        if self.spool.is_some() && now.duration_since(self.opened_at) >= self.cfg.rotate_after {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the open spool (if any) and queues it for conversion.
+    pub fn rotate(&mut self) -> io::Result<()> {
+        if let Some(s) = self.spool.take() {
+            let path = s.path().to_path_buf();
+            drop(s);
+            if let Some(tx) = &self.to_converter {
+                tx.send(path)
+                    .map_err(|_| io::Error::other("the converter thread died"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records appended in this run.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Batches appended in this run.
+    pub fn batches(&self) -> u64 {
+        self.batches
+    }
+
+    /// Files converted so far (and errors).
+    pub fn report(&self) -> StoreReport {
+        self.report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Rotates the last spool, waits for every conversion, returns what was written.
+    pub fn close(mut self) -> io::Result<StoreReport> {
+        self.rotate()?;
+        self.to_converter = None;
+        if let Some(t) = self.converter.take() {
+            t.join()
+                .map_err(|_| io::Error::other("the converter thread panicked"))?;
+        }
+        Ok(self.report())
+    }
+}
+
+fn tail_note(t: &SpoolTail) -> String {
+    match t {
+        SpoolTail::Clean => String::new(),
+        SpoolTail::Truncated { bytes } => {
+            format!(" (dropped a torn last batch of {bytes} bytes, never acked)")
+        }
+        SpoolTail::Corrupt { bytes } => {
+            format!(" (dropped {bytes} bytes after a corrupt frame)")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parquet_out::read_records;
+    use wire::record::Record;
+
+    /// `n` encoded IPv4 records starting at ts `t0`, back to back.
+    fn payload(t0: u64, n: u32) -> Vec<u8> {
+        let mut out = vec![0u8; n as usize * wire::record::RECORD_LEN];
+        let mut at = 0;
+        for i in 0..n {
+            let r = Record {
+                ts_ns: t0 + i as u64,
+                wire_len: 100 + i,
+                ethertype: 0x0800,
+                ip_version: 4,
+                ip_header_len: 20,
+                protocol: 17,
+                src_port: 1000,
+                dst_port: 2000,
+                l4_len: 80 + i as u16,
+                ..Record::default()
+            };
+            at += r.encode(&mut out[at..]);
+        }
+        out
+    }
+
+    fn quiet() -> Events {
+        Arc::new(|_| {})
+    }
+
+    fn cfg(dir: &Path) -> StoreConfig {
+        StoreConfig {
+            dir: dir.to_path_buf(),
+            rotate_after: Duration::from_secs(3600),
+            rotate_bytes: 1 << 30,
+        }
+    }
+
+    fn parquet_rows(dir: &Path) -> (usize, u64) {
+        let mut files = 0;
+        let mut v = Vec::new();
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("records-") && n.ends_with(".parquet") {
+                files += 1;
+                read_records(&e.path(), &mut v).unwrap();
+            }
+        }
+        (files, v.len() as u64)
+    }
+
+    #[test]
+    fn rotation_by_size_writes_one_file_per_spool() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = cfg(dir.path());
+        // 100 records of 48 bytes + a 24-byte frame header per batch: rotate every 3 batches.
+        c.rotate_bytes = 3 * (100 * 48 + 24);
+        let (mut s, rec) = Store::open(c, quiet()).unwrap();
+        assert!(rec.is_empty());
+        for b in 0..10u64 {
+            s.append(1, 2, 100, &payload(b * 100, 100)).unwrap();
+        }
+        let rep = s.close().unwrap();
+        assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+        // 3 + 3 + 3 rotated by size, the last one by close.
+        assert_eq!(rep.files.len(), 4);
+        assert_eq!(
+            rep.files.iter().map(|f| f.records).collect::<Vec<_>>(),
+            vec![300, 300, 300, 100]
+        );
+        assert_eq!(parquet_rows(dir.path()), (4, 1000));
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "spools or partials left: {left:?}");
+    }
+
+    #[test]
+    fn rotation_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = cfg(dir.path());
+        c.rotate_after = Duration::from_millis(50);
+        let (mut s, _) = Store::open(c, quiet()).unwrap();
+        s.append(1, 2, 10, &payload(0, 10)).unwrap();
+        s.tick(Instant::now()).unwrap();
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "too early");
+        std::thread::sleep(Duration::from_millis(60));
+        s.tick(Instant::now()).unwrap();
+        // Nothing appended since: no empty spool is opened by a tick.
+        std::thread::sleep(Duration::from_millis(60));
+        s.tick(Instant::now()).unwrap();
+        s.append(1, 2, 5, &payload(10, 5)).unwrap();
+        let rep = s.close().unwrap();
+        assert_eq!(
+            rep.files.iter().map(|f| f.records).collect::<Vec<_>>(),
+            vec![10, 5]
+        );
+    }
+
+    #[test]
+    fn spool_of_a_crashed_writer_is_recovered_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut s, _) = Store::open(cfg(dir.path()), quiet()).unwrap();
+        for b in 0..7u64 {
+            s.append(9, 3, 50, &payload(b * 50, 50)).unwrap();
+        }
+        // The crash: the store is forgotten without close (no rotation, no conversion), and the write
+        // of an eighth batch was cut in the middle.
+        let spool = s.spool.as_ref().unwrap().path().to_path_buf();
+        std::mem::forget(s);
+        let mut torn = fs::read(&spool).unwrap();
+        let one = 24 + 50 * 48;
+        torn.extend_from_slice(&torn[8..8 + one / 2].to_vec());
+        fs::write(&spool, &torn).unwrap();
+        // A .partial of a conversion that was running at the crash is overwritten.
+        let target = parquet_name_for(&spool).unwrap();
+        fs::write(crate::parquet_out::partial_path(&target), b"half").unwrap();
+
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let l2 = Arc::clone(&lines);
+        let ev: Events = Arc::new(move |m| l2.lock().unwrap().push(m.to_string()));
+        let (s2, rec) = Store::open(cfg(dir.path()), ev).unwrap();
+        assert_eq!(rec.len(), 1);
+        assert_eq!(rec[0].records, 350);
+        assert_eq!(
+            rec[0].tail,
+            SpoolTail::Truncated {
+                bytes: (one / 2) as u64
+            }
+        );
+        assert!(!spool.exists());
+        assert_eq!(parquet_rows(dir.path()), (1, 350));
+        let mut v = Vec::new();
+        read_records(&target, &mut v).unwrap();
+        assert_eq!(
+            v.iter().map(|r| r.record.ts_ns).collect::<Vec<_>>(),
+            (0..350).collect::<Vec<_>>()
+        );
+        assert!(v.iter().all(|r| r.probe_id == 9 && r.stream_id == 3));
+        assert!(lines.lock().unwrap()[0].starts_with("recovered 350 records from"));
+        s2.close().unwrap();
+    }
+}
