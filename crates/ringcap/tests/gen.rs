@@ -5,10 +5,6 @@ use common::*;
 use lab::testbed::Side;
 use std::process::Command;
 
-/// Capture arguments for tests that count every packet of a top-speed burst: a 64 MiB ring holds the whole
-/// burst, so a capture thread starved by the other tests running in parallel cannot lose any of it.
-const HOLDS_THE_BURST: &[&str] = &["-B", "65536"];
-
 fn gen_tx(tb: &lab::testbed::Testbed, args: &[&str]) -> std::process::Output {
     let mut c = tb.command(Side::Tx, ringcap().to_str().unwrap());
     c.args(["gen", "-i", &tb.tx_if, "-q"]).args(args);
@@ -20,7 +16,7 @@ fn gen_sends_exactly_n_and_capture_gets_them_all() {
     let tb = testbed();
     let dir = temp_dir("gen-exact");
     let file = dir.join("g.pcap");
-    let child = capture_to_file(&tb, &file, HOLDS_THE_BURST);
+    let child = capture_to_file(&tb, &file, &[]);
     let before = tb.rx_packets();
     let out = gen_tx(&tb, &["-n", "54321", "--dist", "imix", "--json"]);
     assert!(
@@ -58,7 +54,7 @@ fn same_seed_same_traffic_other_seed_other_traffic() {
     let mut files = Vec::new();
     for (i, seed) in ["5", "5", "6"].iter().enumerate() {
         let file = dir.join(format!("s{i}.pcap"));
-        let child = capture_to_file(&tb, &file, HOLDS_THE_BURST);
+        let child = capture_to_file(&tb, &file, &[]);
         let out = gen_tx(
             &tb,
             &[
@@ -102,7 +98,7 @@ fn replay_sends_the_file_back_byte_for_byte() {
     let tb = testbed();
     let dir = temp_dir("replay");
     let original = dir.join("orig.pcapng");
-    let child = capture_to_file(&tb, &original, &["-F", "pcapng", "-B", "65536"]);
+    let child = capture_to_file(&tb, &original, &["-F", "pcapng"]);
     assert!(gen_tx(
         &tb,
         &[
@@ -120,7 +116,7 @@ fn replay_sends_the_file_back_byte_for_byte() {
     assert!(stop(child, libc::SIGINT).status.success());
 
     let again = dir.join("again.pcap");
-    let child = capture_to_file(&tb, &again, HOLDS_THE_BURST);
+    let child = capture_to_file(&tb, &again, &[]);
     let out = tb
         .command(Side::Tx, ringcap().to_str().unwrap())
         .args([
