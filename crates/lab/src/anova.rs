@@ -12,6 +12,8 @@ use std::io::Read;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal};
 
+use crate::plot::{RefLine, ScatterPlot};
+
 /// At most this many factors: 2^k components, and a plan with more factors is not a full factorial anyone runs.
 pub const MAX_FACTORS: usize = 8;
 
@@ -601,6 +603,55 @@ fn pvalue(p: f64) -> String {
     } else {
         format!("{p:.4}")
     }
+}
+
+/// The two visual tests of seed 004 Figure 3 as plots: residuals vs. predicted response (with the zero
+/// line) and the normal Q-Q plot of the residuals (with the line expected for normal errors).
+/// `what` names the response in titles and labels, e.g. "capture rate".
+pub fn residual_plots(a: &Anova, what: &str) -> [ScatterPlot; 2] {
+    let what = if a.log10 {
+        format!("log10({what})")
+    } else {
+        what.to_string()
+    };
+    let fitted: Vec<(f64, f64)> = a.fitted.iter().map(|f| (f.predicted, f.residual)).collect();
+    let (lo, hi) = fitted
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            (l.min(p.0), h.max(p.0))
+        });
+    let residuals = ScatterPlot {
+        title: format!("Residuals vs. predicted {what}"),
+        x_label: format!("predicted {what} (mean of the cell)"),
+        y_label: "residual (observed − predicted)".into(),
+        points: fitted,
+        lines: vec![RefLine {
+            from: (lo, 0.0),
+            to: (hi, 0.0),
+            label: "zero residual".into(),
+        }],
+        size: (700, 500),
+    };
+    // Under normal errors the sorted residuals lie on the line residual = s · z (s: error standard deviation).
+    let qq = a.qq_points();
+    let s = a.component("error").map(|e| e.ms.sqrt()).unwrap_or(0.0);
+    let (z0, z1) = match (qq.first(), qq.last()) {
+        (Some(f), Some(l)) => (f.0, l.0),
+        _ => (-1.0, 1.0),
+    };
+    let normal_qq = ScatterPlot {
+        title: format!("Normal Q-Q plot of the residuals of {what}"),
+        x_label: "normal quantile".into(),
+        y_label: "residual quantile".into(),
+        points: qq,
+        lines: vec![RefLine {
+            from: (z0, s * z0),
+            to: (z1, s * z1),
+            label: format!("expected if the errors are normal (σ = {})", num(s)),
+        }],
+        size: (700, 500),
+    };
+    [residuals, normal_qq]
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ pub struct LinePlot {
     pub x_range: Option<Range<f64>>,
     /// Logarithmic x axis (buffer sizes).
     pub x_log: bool,
+    /// Names of a categorical x axis: x = 1, 2, … is drawn with these names (filters, loads). Empty: numeric.
+    pub x_names: Vec<String>,
     /// Size in pixels.
     pub size: (u32, u32),
 }
@@ -113,6 +115,7 @@ impl LinePlot {
             y_range: None,
             x_range: None,
             x_log: false,
+            x_names: Vec::new(),
             size: (900, 560),
         }
     }
@@ -177,7 +180,11 @@ pub fn line_plot_svg(p: &LinePlot) -> Result<String, PlotError> {
         pad(lo, hi)
     });
     let mut svg = String::new();
-    let result = if p.x_log {
+    let result = if !p.x_names.is_empty() {
+        // Categories at 1, 2, …; x_tick prints their names and leaves ticks between them blank.
+        let n = p.x_names.len() as f64;
+        draw_lines(&mut svg, p, 0.5..n + 0.5, y_range)
+    } else if p.x_log {
         if x_range.start <= 0.0 {
             return Err(PlotError::LogOfNonPositive(p.title.clone()));
         }
@@ -224,6 +231,19 @@ fn tick(v: &f64) -> String {
     }
 }
 
+/// An x tick label: the category's name on a categorical axis, else the number.
+fn x_tick(p: &LinePlot, v: &f64) -> String {
+    if p.x_names.is_empty() {
+        return tick(v);
+    }
+    let i = v.round();
+    if (v - i).abs() < 1e-9 && i >= 1.0 && (i as usize) <= p.x_names.len() {
+        p.x_names[i as usize - 1].clone()
+    } else {
+        String::new()
+    }
+}
+
 fn draw_lines<X>(svg: &mut String, p: &LinePlot, x: X, y: Range<f64>) -> Result<(), String>
 where
     X: AsRangedCoord<Value = f64>,
@@ -248,18 +268,20 @@ where
         .y_label_area_size(70)
         .build_cartesian_2d(x, y)
         .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc(&p.x_label)
+    let x_fmt = |v: &f64| x_tick(p, v);
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(&p.x_label)
         .y_desc(&p.y_label)
         .axis_desc_style((FONT, 16))
         .label_style((FONT, 13))
-        .x_label_formatter(&tick)
+        .x_label_formatter(&x_fmt)
         .y_label_formatter(&tick)
         .light_line_style(RGBColor(246, 246, 246))
-        .bold_line_style(RGBColor(210, 210, 210))
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .bold_line_style(RGBColor(210, 210, 210));
+    if !p.x_names.is_empty() {
+        mesh.x_labels(p.x_names.len() + 1);
+    }
+    mesh.draw().map_err(|e| e.to_string())?;
 
     for (i, s) in p.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
