@@ -5,7 +5,7 @@
 //! Threads: one acceptor per TCP listener (a thread per connection, at most `max_connections`), one
 //! receiver per UDP socket; the owner calls [`Collector::tick`] for time rotation. Every buffer is bounded
 //! (one batch per connection/socket). A batch that fails any check is counted by reason and logged at most
-//! once per second per peer address; a TCP peer that sends one is disconnected. Nothing of it is stored.
+//! once per second per peer address and transport; a TCP peer that sends one is disconnected. Nothing of it is stored.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
@@ -180,8 +180,8 @@ struct Shared {
     stop: AtomicBool,
     state: Mutex<State>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
-    /// Last log line per peer address (rate limit: one per second each).
-    logged: Mutex<HashMap<IpAddr, Instant>>,
+    /// Last log line per peer address and transport (rate limit: one per second each).
+    logged: Mutex<HashMap<(IpAddr, &'static str), Instant>>,
     connections_open: AtomicUsize,
     connections: AtomicU64,
     workers: Mutex<Vec<JoinHandle<()>>>,
@@ -270,7 +270,7 @@ impl Shared {
     }
 
     /// Counts a refusal and logs it (at most once per second per peer address).
-    fn refuse(&self, peer: SocketAddr, via: &str, r: &Refusal) {
+    fn refuse(&self, peer: SocketAddr, via: &'static str, r: &Refusal) {
         *lock(&self.rejected).entry(r.reason()).or_insert(0) += 1;
         let now = Instant::now();
         let mut logged = lock(&self.logged);
@@ -279,10 +279,10 @@ impl Shared {
             logged.retain(|_, t| now.duration_since(*t) < Duration::from_secs(1));
         }
         let due = logged
-            .get(&peer.ip())
+            .get(&(peer.ip(), via))
             .is_none_or(|t| now.duration_since(*t) >= Duration::from_secs(1));
         if due {
-            logged.insert(peer.ip(), now);
+            logged.insert((peer.ip(), via), now);
             drop(logged);
             (self.cfg.events)(&format!(
                 "rejected {via} input from {peer}: {} [{}]",

@@ -1,0 +1,639 @@
+//! `ringcap collect` and `ringcap dedup` end to end: the real binary on loopback sockets, batches sealed
+//! here with `records::batch` (as a probe does), output read back with DuckDB and pyarrow.
+
+mod common;
+use common::*;
+
+use records::batch::{self, BatchBuilder, Key};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wire::record::Record;
+use wire::LinkType;
+
+const KEY: &[u8] = b"collector-test-key-0123456789abcdef";
+
+fn key() -> Key {
+    Key::from_bytes(KEY).unwrap()
+}
+
+fn key_file(dir: &Path) -> PathBuf {
+    let p = dir.join("key");
+    std::fs::write(&p, KEY).unwrap();
+    p
+}
+
+/// A running `ringcap collect` and the addresses it bound.
+struct Collector {
+    child: Child,
+    tcp: Option<SocketAddr>,
+    udp: Option<SocketAddr>,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// Starts `ringcap collect -o DIR` on tcp and udp 127.0.0.1:0, waits for "listening on".
+fn start(dir: &Path, key: &Path) -> Collector {
+    let mut child = Command::new(ringcap())
+        .args([
+            "collect",
+            "--listen",
+            "tcp://127.0.0.1:0",
+            "--listen",
+            "udp://127.0.0.1:0",
+        ])
+        .arg("-o")
+        .arg(dir)
+        .arg("--key")
+        .arg(key)
+        .args(["--json", "--stats-interval", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ringcap collect");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    let all = Arc::clone(&stderr);
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if line.contains("listening on") {
+                let _ = tx.send(line.clone());
+            }
+            let mut a = all.lock().unwrap();
+            a.push_str(&line);
+            a.push('\n');
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("no 'listening on' in 20 s: {}", stderr.lock().unwrap()));
+    // "ringcap collect: listening on tcp://127.0.0.1:P, udp://127.0.0.1:Q (output DIR)"
+    let mut c = Collector {
+        child,
+        tcp: None,
+        udp: None,
+        stderr,
+    };
+    for word in line.split([' ', ',']) {
+        if let Some(a) = word.strip_prefix("tcp://") {
+            c.tcp = Some(a.parse().unwrap());
+        } else if let Some(a) = word.strip_prefix("udp://") {
+            c.udp = Some(a.parse().unwrap());
+        }
+    }
+    assert!(c.tcp.is_some() && c.udp.is_some(), "{line}");
+    c
+}
+
+impl Collector {
+    /// Signal, wait (30 s at most), return status, stdout and all of stderr.
+    fn stop(mut self, sig: i32) -> Output {
+        // SAFETY: kill on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "collector did not exit in 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stdout = Vec::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_end(&mut stdout)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let stderr = self.stderr.lock().unwrap().clone().into_bytes();
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+/// The JSON summary of a collector stopped with SIGINT (checks exit 0).
+fn stop_json(c: Collector) -> (serde_json::Value, String) {
+    let out = c.stop(libc::SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "collect failed: {err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (v, err)
+}
+
+/// `n` records of distinct UDP frames (ports and lengths vary), timestamps from `t0` 1 µs apart.
+fn make_records(t0: u64, first: u32, n: u32) -> Vec<Record> {
+    (first..first + n)
+        .map(|i| {
+            let f = frame(
+                i,
+                1000 + (i % 7) as u16,
+                2000 + (i % 11) as u16,
+                60 + (i % 50) as usize,
+            );
+            Record::from_frame(t0 + i as u64 * 1000, f.len() as u32, &f, LinkType::Ethernet)
+        })
+        .collect()
+}
+
+/// One sealed batch, as the probe sends it.
+fn sealed(key: &Key, probe: u64, stream: u32, seq: u64, recs: &[Record], sent_ns: u64) -> Vec<u8> {
+    let mut b = BatchBuilder::new(batch::MAX_PAYLOAD);
+    for r in recs {
+        assert!(b.push(r), "test batch too large");
+    }
+    b.take(probe, stream).seal(key, seq, sent_ns).to_vec()
+}
+
+fn now() -> u64 {
+    batch::unix_now_ns()
+}
+
+/// Sends batches on one TCP connection, checking each ack.
+fn send_tcp_acked(addr: SocketAddr, batches: &[(u64, Vec<u8>)]) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for (seq, b) in batches {
+        s.write_all(b).unwrap();
+        let mut ack = [0u8; batch::ACK_LEN];
+        s.read_exact(&mut ack).unwrap();
+        assert_eq!(batch::parse_ack(&ack), Some(*seq));
+    }
+}
+
+/// Sends raw bytes on a new connection; true if the collector closed it without acking anything.
+fn tcp_refused(addr: SocketAddr, bytes: &[u8], close_write: bool) -> bool {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    if close_write {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    }
+}
+
+fn send_udp(addr: SocketAddr, datagrams: &[Vec<u8>]) {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in datagrams {
+        s.send_to(d, addr).unwrap();
+        // Loopback does not drop on the wire; pacing keeps the collector's socket buffer from overflowing.
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Runs a Python snippet (DuckDB and pyarrow from requirements-test.txt).
+fn python(code: &str) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed (pip install -r requirements-test.txt): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Rows of every records file in `dir`, counted by DuckDB.
+fn duckdb_rows(dir: &Path) -> u64 {
+    python(&format!(
+        "import duckdb; print(duckdb.sql(\"SELECT count(*) FROM read_parquet('{}/*.parquet')\").fetchall()[0][0])",
+        dir.display()
+    ))
+    .parse()
+    .unwrap()
+}
+
+fn stream<'a>(v: &'a serde_json::Value, probe: u64) -> &'a serde_json::Value {
+    v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["probe_id"] == probe)
+        .unwrap_or_else(|| panic!("no stream of probe {probe} in {v}"))
+}
+
+#[test]
+fn exact_counts_over_tcp_and_udp_to_two_collectors() {
+    let dir = temp_dir("collect-two");
+    let k = key_file(&dir);
+    let (da, db) = (dir.join("a"), dir.join("b"));
+    let (a, b) = (start(&da, &k), start(&db, &k));
+    let key = key();
+    let t0 = 1_700_000_000_000_000_000;
+    // Probe 1 stripes: TCP to A (20 batches of 500), UDP to B (seqs 0..=30 without 7, 13 before 12).
+    let tcp: Vec<(u64, Vec<u8>)> = (0..20u64)
+        .map(|s| {
+            (
+                s,
+                sealed(
+                    &key,
+                    1,
+                    0x11,
+                    s,
+                    &make_records(t0, s as u32 * 500, 500),
+                    now(),
+                ),
+            )
+        })
+        .collect();
+    send_tcp_acked(a.tcp.unwrap(), &tcp);
+    let mut order: Vec<u64> = (0..=30).filter(|&s| s != 7).collect();
+    order.swap(11, 12); // ..., 11, 13, 12, 14, ... (7 is missing, so 12 sits at index 11)
+    assert_eq!(&order[10..13], &[11, 13, 12]);
+    let udp: Vec<Vec<u8>> = order
+        .iter()
+        .map(|&s| {
+            sealed(
+                &key,
+                1,
+                0x11,
+                s,
+                &make_records(t0, 10_000 + s as u32 * 100, 100),
+                now(),
+            )
+        })
+        .collect();
+    send_udp(b.udp.unwrap(), &udp);
+    // Probe 2 sends UDP to A: 10 batches of 50.
+    let udp2: Vec<Vec<u8>> = (0..10u64)
+        .map(|s| {
+            sealed(
+                &key,
+                2,
+                0x22,
+                s,
+                &make_records(t0, 50_000 + s as u32 * 50, 50),
+                now(),
+            )
+        })
+        .collect();
+    send_udp(a.udp.unwrap(), &udp2);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let (ja, _) = stop_json(a);
+    let (jb, errb) = stop_json(b);
+    assert_eq!(ja["records_stored"], 20 * 500 + 10 * 50, "{ja}");
+    assert_eq!(ja["batches"], 30);
+    assert_eq!(stream(&ja, 1)["seq_loss"], 0);
+    assert_eq!(stream(&ja, 2)["seq_loss"], 0);
+    assert_eq!(stream(&ja, 2)["records"], 500);
+    assert_eq!(ja["rejected_total"], 0);
+    assert_eq!(jb["records_stored"], 30 * 100, "{jb}");
+    let s = stream(&jb, 1);
+    assert_eq!(
+        (s["batches"].as_u64(), s["seq_loss"].as_u64()),
+        (Some(30), Some(1)),
+        "{s}"
+    );
+    assert_eq!(
+        (s["reordered"].as_u64(), s["duplicates"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert!(errb.contains("seq loss 1 batches"), "{errb}");
+    assert_eq!(duckdb_rows(&da), 10_500);
+    assert_eq!(duckdb_rows(&db), 3000);
+    // No spool or partial file is left after a clean stop.
+    for d in [&da, &db] {
+        let hidden: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(hidden.is_empty(), "{hidden:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn garbage_truncated_replayed_wrongly_keyed_and_stale_batches_are_refused() {
+    let dir = temp_dir("collect-bad");
+    let k = key_file(&dir);
+    let out = dir.join("out");
+    let c = start(&out, &k);
+    let (tcp, udp) = (c.tcp.unwrap(), c.udp.unwrap());
+    let key = key();
+    let wrong = Key::from_bytes(b"another-key-of-enough-length").unwrap();
+    let t0 = 1_700_000_000_000_000_000;
+    let good = sealed(&key, 1, 1, 0, &make_records(t0, 0, 100), now());
+    send_tcp_acked(tcp, &[(0, good.clone())]);
+    // TCP: the same batch again (replay), garbage, a wrongly keyed batch, half a batch, a stale batch.
+    assert!(tcp_refused(tcp, &good, false), "replay was acked");
+    assert!(tcp_refused(tcp, &[0x41; 200], false), "garbage was acked");
+    let wrongly = sealed(&wrong, 1, 1, 1, &make_records(t0, 100, 100), now());
+    assert!(tcp_refused(tcp, &wrongly, false), "wrong key was acked");
+    let next = sealed(&key, 1, 1, 1, &make_records(t0, 100, 100), now());
+    assert!(
+        tcp_refused(tcp, &next[..next.len() / 2], true),
+        "half a batch was acked"
+    );
+    let stale = sealed(
+        &key,
+        1,
+        1,
+        2,
+        &make_records(t0, 200, 100),
+        now() - 3600_000_000_000,
+    );
+    assert!(
+        tcp_refused(tcp, &stale, false),
+        "an hour-old batch was acked"
+    );
+    // UDP: one good batch of probe 2, then it again, garbage, wrong key, a truncated datagram.
+    let good2 = sealed(&key, 2, 9, 0, &make_records(t0, 1000, 100), now());
+    let wrong2 = sealed(&wrong, 2, 9, 1, &make_records(t0, 1100, 100), now());
+    let cut = sealed(&key, 2, 9, 1, &make_records(t0, 1100, 100), now());
+    send_udp(
+        udp,
+        &[
+            good2.clone(),
+            good2,
+            vec![0u8; 1000],
+            wrong2,
+            cut[..cut.len() - 1].to_vec(),
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let (v, err) = stop_json(c);
+    assert_eq!(v["records_stored"], 200, "{v}");
+    let rej = &v["rejected"];
+    assert_eq!(rej["replay"], 2, "{v}");
+    assert_eq!(rej["bad_magic"], 2, "{v}");
+    assert_eq!(rej["bad_tag"], 2, "{v}");
+    assert_eq!(rej["truncated"], 2, "{v}");
+    assert_eq!(rej["skew"], 1, "{v}");
+    assert_eq!(v["rejected_total"], 9);
+    assert_eq!(stream(&v, 1)["duplicates"], 1);
+    assert_eq!(stream(&v, 2)["duplicates"], 1);
+    assert!(err.contains("rejected tcp input from 127.0.0.1:"), "{err}");
+    assert!(err.contains("rejected udp input from 127.0.0.1:"), "{err}");
+    // Nothing of the refused input reached the files.
+    assert_eq!(duckdb_rows(&out), 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn collector_killed_mid_run_recovers_its_spool_at_restart() {
+    let dir = temp_dir("collect-kill");
+    let k = key_file(&dir);
+    let out = dir.join("out");
+    let c = start(&out, &k);
+    let addr = c.tcp.unwrap();
+    // A sender that keeps going until the collector dies, counting acked batches of 300 records.
+    let acked = Arc::new(Mutex::new(0u64));
+    let acked2 = Arc::clone(&acked);
+    let sender = std::thread::spawn(move || {
+        let key = key();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for seq in 0.. {
+            let b = sealed(
+                &key,
+                5,
+                5,
+                seq,
+                &make_records(0, seq as u32 * 300, 300),
+                now(),
+            );
+            let mut ack = [0u8; batch::ACK_LEN];
+            if s.write_all(&b).is_err() || s.read_exact(&mut ack).is_err() {
+                break;
+            }
+            assert_eq!(batch::parse_ack(&ack), Some(seq));
+            *acked2.lock().unwrap() += 1;
+        }
+    });
+    while *acked.lock().unwrap() < 50 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let killed = c.stop(libc::SIGKILL);
+    assert!(!killed.status.success());
+    sender.join().unwrap();
+    let acked = *acked.lock().unwrap();
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with(".spool-")), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with(".parquet")), "{names:?}");
+
+    let c2 = start(&out, &k);
+    let (v, err) = stop_json(c2);
+    let recovered = v["recovered"][0]["records"].as_u64().unwrap();
+    // Every acked batch is there; at most one more (stored, its ack lost in the kill).
+    assert!(
+        recovered == acked * 300 || recovered == (acked + 1) * 300,
+        "recovered {recovered}, acked {acked} batches of 300"
+    );
+    assert!(
+        err.contains(&format!("recovered {recovered} records from")),
+        "{err}"
+    );
+    assert_eq!(duckdb_rows(&out), recovered);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A nanosecond pcap of `frames` with timestamps t0 + i µs.
+fn write_pcap(path: &Path, frames: &[Vec<u8>], t0: u64) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b23c4du32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        let ts = t0 + i as u64 * 1000;
+        b.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn records_read_back_like_convert_of_the_same_packets_and_dedup_merges_two_probes() {
+    let dir = temp_dir("collect-convert");
+    let k = key_file(&dir);
+    let t0 = 1_700_000_000_000_000_000u64;
+    let frames: Vec<Vec<u8>> = (0..3000u32)
+        .map(|i| {
+            frame(
+                i,
+                1000 + (i % 7) as u16,
+                2000 + (i % 11) as u16,
+                60 + (i % 50) as usize,
+            )
+        })
+        .collect();
+    let pcap = dir.join("p.pcap");
+    write_pcap(&pcap, &frames, t0);
+    let conv = dir.join("conv");
+    let o = Command::new(ringcap())
+        .args([
+            "convert",
+            pcap.to_str().unwrap(),
+            "-o",
+            conv.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_text(&o));
+
+    // Probe 1 sends every packet to collector A; probe 2 saw packets 1000..2000 too, 400 ns later.
+    let (da, db) = (dir.join("a"), dir.join("b"));
+    let (a, b) = (start(&da, &k), start(&db, &k));
+    let key = key();
+    let recs: Vec<Record> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            Record::from_frame(t0 + i as u64 * 1000, f.len() as u32, f, LinkType::Ethernet)
+        })
+        .collect();
+    let batches: Vec<(u64, Vec<u8>)> = recs
+        .chunks(1000)
+        .enumerate()
+        .map(|(s, c)| (s as u64, sealed(&key, 1, 1, s as u64, c, now())))
+        .collect();
+    send_tcp_acked(a.tcp.unwrap(), &batches);
+    let later: Vec<Record> = recs[1000..2000]
+        .iter()
+        .map(|r| Record {
+            ts_ns: r.ts_ns + 400,
+            ..*r
+        })
+        .collect();
+    send_tcp_acked(b.tcp.unwrap(), &[(0, sealed(&key, 2, 1, 0, &later, now()))]);
+    stop_json(a);
+    stop_json(b);
+
+    // Same column names and types as convert where they overlap, and the same values for every packet.
+    let check = python(&format!(
+        "import duckdb, pyarrow.dataset as ds\n\
+         r = ds.dataset('{a}', format='parquet').schema\n\
+         c = ds.dataset('{conv}', format='parquet', partitioning='hive').schema\n\
+         common = [f.name for f in r if f.name in c.names]\n\
+         assert all(r.field(n).type == c.field(n).type for n in common), [(n, r.field(n).type, c.field(n).type) for n in common]\n\
+         cols = ['wire_len','src_mac','dst_mac','ethertype','ip_version','src_ip4','dst_ip4','ip_len','protocol','src_port','dst_port','udp_len']\n\
+         assert all(x in common for x in cols), common\n\
+         eq = ' AND '.join(f'r.{{x}} IS NOT DISTINCT FROM c.{{x}}' for x in cols)\n\
+         q = f\"SELECT count(*), count(*) FILTER (WHERE {{eq}}) FROM read_parquet('{a}/*.parquet') r JOIN read_parquet('{conv}/**/*.parquet') c USING (ts)\"\n\
+         print(len(common), *duckdb.sql(q).fetchall()[0])",
+        a = da.display(),
+        conv = conv.display()
+    ));
+    let f: Vec<u64> = check
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(f[0] >= 18, "only {} common columns", f[0]);
+    assert_eq!(
+        &f[1..],
+        &[3000, 3000],
+        "joined rows, rows with equal headers"
+    );
+
+    let merged = dir.join("merged");
+    let o = Command::new(ringcap())
+        .args([
+            "dedup",
+            da.to_str().unwrap(),
+            db.to_str().unwrap(),
+            "-o",
+            merged.to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (
+            v["read"].as_u64(),
+            v["removed"].as_u64(),
+            v["kept"].as_u64()
+        ),
+        (Some(4000), Some(1000), Some(3000)),
+        "{v}"
+    );
+    assert_eq!(duckdb_rows(&merged), 3000);
+    // With a tolerance below the 400 ns offset nothing matches.
+    let o = Command::new(ringcap())
+        .args([
+            "dedup",
+            da.to_str().unwrap(),
+            db.to_str().unwrap(),
+            "-o",
+            dir.join("m2").to_str().unwrap(),
+            "--json",
+            "--tolerance",
+            "300ns",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["removed"], 0, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = temp_dir("collect-usage");
+    std::fs::write(dir.join("short"), b"tiny").unwrap();
+    let o = Command::new(ringcap())
+        .args(["collect", "--listen", "tcp://127.0.0.1:0", "-o"])
+        .arg(dir.join("o"))
+        .arg("--key")
+        .arg(dir.join("short"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
+    assert!(
+        stderr_text(&o).contains("at least 16"),
+        "{}",
+        stderr_text(&o)
+    );
+    let o = Command::new(ringcap())
+        .args([
+            "collect",
+            "--listen",
+            "sctp://127.0.0.1:1",
+            "-o",
+            "x",
+            "--key",
+            "k",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = Command::new(ringcap())
+        .args(["dedup", dir.to_str().unwrap(), "-o"])
+        .arg(dir.join("m"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
+    assert!(
+        stderr_text(&o).contains("no .parquet files"),
+        "{}",
+        stderr_text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
