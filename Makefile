@@ -10,7 +10,7 @@ APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 g
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build demo test bench-capture bench-gen bench-disk bench-trace fmt clippy clean
+.PHONY: all deps build demo test bench bench-capture bench-gen bench-disk bench-trace fmt clippy clean
 
 all: build
 
@@ -49,6 +49,11 @@ bench-disk: build
 
 bench-trace: build
 	RINGCAP=$(BIN) scripts/bench-trace.sh
+
+# The quick thesis baseline (ringcap bench, issue 5): results, plots and report in bench-out/baseline.
+# --resume: an interrupted run continues; remove bench-out/baseline to measure again from scratch.
+bench: build
+	$(BIN) bench plans/thesis-baseline.toml --quick --out bench-out/baseline --resume
 
 fmt:
 	cargo fmt --all

@@ -1,0 +1,426 @@
+//! One run of the measurement cycle (seed 000 §3.4, Figure 3.2): start the capturers and wait until each
+//! is ready, warm up, read the interface counters, start the CPU profile, generate, let the capturers
+//! drain, read the counters, stop the capturers by signal, and collect what each one received.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::methods::{self, Launch};
+use super::process::{self, Proc};
+use super::results::Row;
+use crate::cpusage::{self, Profiler, Usage};
+use crate::plan::{Count, Output, Plan, Rate, Run};
+use crate::testbed::{Side, Testbed};
+
+/// Interrupted by the user (Ctrl-C): the run in flight is abandoned.
+#[derive(Debug)]
+pub struct Interrupted;
+
+/// What a run needs from the runner.
+pub struct Env<'a> {
+    pub plan: &'a Plan,
+    pub ringcap: &'a Path,
+    /// Where logs of failed runs (and the cpusage reports) go.
+    pub out_dir: &'a Path,
+    pub stop: &'a AtomicBool,
+}
+
+/// What the generator reported (`ringcap gen --json`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Sent {
+    packets: u64,
+    duration_s: f64,
+}
+
+fn interrupted(stop: &AtomicBool) -> Result<(), Interrupted> {
+    if stop.load(Ordering::Relaxed) {
+        Err(Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Sleep in small steps so Ctrl-C is noticed.
+fn nap(d: Duration, stop: &AtomicBool) -> Result<(), Interrupted> {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        interrupted(stop)?;
+        std::thread::sleep(Duration::from_millis(20).min(end - Instant::now()));
+    }
+    Ok(())
+}
+
+/// rx_packets and rx_bytes of the receiving veth end.
+fn rx_counters(tb: &Testbed) -> io::Result<(u64, u64)> {
+    let base = format!("/sys/class/net/{}/statistics", tb.rx_if);
+    let out = tb
+        .command(Side::Rx, "cat")
+        .arg(format!("{base}/rx_packets"))
+        .arg(format!("{base}/rx_bytes"))
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace().map(|v| v.parse::<u64>());
+    match (it.next(), it.next()) {
+        (Some(Ok(p)), Some(Ok(b))) => Ok((p, b)),
+        _ => Err(io::Error::other(format!(
+            "cannot read {base}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+/// Run `ringcap gen` in the Tx namespace and wait for it (Ctrl-C kills it).
+fn generate(
+    tb: &Testbed,
+    env: &Env,
+    run: &Run,
+    packets: u64,
+    log: &Path,
+) -> Result<Result<Sent, String>, Interrupted> {
+    let s = &run.setup;
+    let mut c = tb.command(Side::Tx, &env.ringcap.to_string_lossy());
+    c.args(["gen", "-i", &tb.tx_if, "-n", &packets.to_string()])
+        .args([
+            "--dist",
+            &s.dist,
+            "--cpu",
+            &s.placement.gen_cpu().to_string(),
+        ])
+        .args(["--json", "-q"]);
+    match s.rate {
+        Rate::Max => {}
+        Rate::Mbps(v) => {
+            c.args(["--mbps", &v.to_string()]);
+        }
+        Rate::Pps(v) => {
+            c.args(["--pps", &v.to_string()]);
+        }
+        Rate::GapNs(v) => {
+            c.args(["--gap", &v.to_string()]);
+        }
+    }
+    let mut p = match process::spawn(c, None, log, None) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(format!("cannot start ringcap gen: {e}"))),
+    };
+    let exit = loop {
+        interrupted(env.stop)?;
+        if let Some(e) = p.wait_timeout(Duration::from_millis(50)) {
+            break e;
+        }
+    };
+    let text = fs::read_to_string(log).unwrap_or_default();
+    // The JSON report is the line starting with '{' (stderr warnings may come first).
+    let report = text
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    match (exit.code, report) {
+        (0, Some(v)) => Ok(Ok(Sent {
+            packets: v["packets"].as_u64().unwrap_or(0),
+            duration_s: v["duration_s"].as_f64().unwrap_or(0.0),
+        })),
+        (code, _) => Ok(Err(format!(
+            "ringcap gen failed (exit {code}): {}",
+            last_line(&text)
+        ))),
+    }
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no output")
+        .chars()
+        .take(160)
+        .collect()
+}
+
+/// Capture packets in a file: `capinfos -M -c` (TESTBED.md: `tcpdump -r | wc -l` overcounts).
+fn count_file(path: &Path) -> Result<u64, String> {
+    if !path.exists() {
+        return Err(format!("no output file {}", path.display()));
+    }
+    let out = Command::new("capinfos")
+        .args(["-M", "-c"])
+        .arg(path)
+        .output()
+        .map_err(|e| format!("cannot run capinfos ({e}): apt install tshark"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.contains("Number of packets"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "capinfos cannot read {}: {}",
+                path.display(),
+                last_line(&String::from_utf8_lossy(&out.stderr))
+            )
+        })
+}
+
+/// Wait until each capturer's log shows its ready line and the namespace has as many running packet
+/// sockets as capturers, then a little longer for them to reach their capture loop.
+fn wait_ready(
+    procs: &mut [(Proc, Launch, PathBuf)],
+    stop: &AtomicBool,
+) -> Result<Result<(), String>, Interrupted> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        interrupted(stop)?;
+        let mut all = true;
+        for (i, (p, l, log)) in procs.iter_mut().enumerate() {
+            if !p.alive() {
+                let text = fs::read_to_string(&*log).unwrap_or_default();
+                return Ok(Err(format!(
+                    "app {i} exited before it was ready: {}",
+                    last_line(&text)
+                )));
+            }
+            if !l.ready.is_empty() && !fs::read_to_string(&*log).is_ok_and(|t| t.contains(&l.ready))
+            {
+                all = false;
+            }
+        }
+        if all && process::packet_sockets(procs[0].0.pid as u32) >= procs.len() {
+            nap(Duration::from_millis(500), stop)?;
+            return Ok(Ok(()));
+        }
+        if Instant::now() > deadline {
+            return Ok(Err("capturers not ready after 20 s".into()));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}
+
+/// After the last packet: wait the method's drain time, then until no capturer used more than 2 ms of
+/// CPU in 0.25 s (at most 10 s more): the tool has written everything it got.
+fn wait_drained(procs: &[(Proc, Launch, PathBuf)], stop: &AtomicBool) -> Result<(), Interrupted> {
+    let drain = procs.iter().map(|p| p.1.drain_s).fold(0.0, f64::max);
+    nap(Duration::from_secs_f64(drain), stop)?;
+    let cpu = || -> u64 {
+        procs
+            .iter()
+            .map(|(p, _, _)| process::tree_cpu_ns(p.pid as u32))
+            .sum()
+    };
+    let mut before = cpu();
+    for _ in 0..40 {
+        nap(Duration::from_millis(250), stop)?;
+        let after = cpu();
+        if after.saturating_sub(before) < 2_000_000 {
+            break;
+        }
+        before = after;
+    }
+    Ok(())
+}
+
+/// Run one point once; returns one row per app (status says what failed, if anything).
+pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted> {
+    let s = &run.setup;
+    let base = Row {
+        run: run.index,
+        point: run.point.clone(),
+        rerun: run.rerun,
+        levels: run.levels.iter().map(|(_, v)| v.clone()).collect(),
+        ..Row::default()
+    };
+    let fail_all = |why: String| -> Vec<Row> {
+        (0..s.apps)
+            .map(|app| Row {
+                app,
+                status: why.clone(),
+                ..base.clone()
+            })
+            .collect()
+    };
+    let logs = env.out_dir.join("logs");
+    let _ = fs::create_dir_all(&logs);
+    let cpu = s.placement.capture_cpu();
+    if cpu >= crate::testbed::cpu_count() {
+        return Ok(fail_all(format!(
+            "placement needs CPU {cpu}, this machine has {}",
+            crate::testbed::cpu_count()
+        )));
+    }
+    let ext = methods::extension(&s.method, env.plan);
+    let tag = format!("{}-run{}", std::process::id(), run.index);
+
+    // 1. Capturers, each pinned to the capture CPU, inside the Rx namespace.
+    let mut procs: Vec<(Proc, Launch, PathBuf)> = Vec::new();
+    let mut outs = Vec::new();
+    for app in 0..s.apps {
+        let out = methods::output_path(s, &env.plan.disk_dir, &format!("{tag}-app{app}"), &ext);
+        if s.output == Output::Disk {
+            // Never for /dev/null: removing it would let a tool create a regular file in its place.
+            let _ = fs::remove_file(&out);
+        }
+        let ctx = methods::Ctx {
+            iface: &tb.rx_if,
+            out: &out,
+            cpu,
+            ringcap: env.ringcap,
+        };
+        let launch = match methods::launch(&s.method, s, &ctx, env.plan) {
+            Ok(l) => l,
+            Err(why) => return Ok(fail_all(format!("unsupported: {why}"))),
+        };
+        let log = logs.join(format!("run{}-app{app}.log", run.index));
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &tb.rx_ns]).args(&launch.argv);
+        match process::spawn(cmd, Some(cpu), &log, launch.stop_comm.clone()) {
+            Ok(p) => procs.push((p, launch, log)),
+            Err(e) => return Ok(fail_all(format!("cannot start {}: {e}", s.method))),
+        }
+        outs.push(out);
+    }
+    let remove_outputs = |outs: &[PathBuf]| {
+        if s.output == Output::Disk && !env.plan.keep_files {
+            for o in outs {
+                let _ = fs::remove_file(o);
+            }
+        }
+    };
+    if let Err(why) = wait_ready(&mut procs, env.stop)? {
+        for (p, _, _) in procs.iter_mut() {
+            p.stop(Duration::from_secs(2));
+        }
+        remove_outputs(&outs);
+        return Ok(fail_all(format!(
+            "{why} (logs: {})",
+            logs.join(format!("run{}-app*.log", run.index)).display()
+        )));
+    }
+
+    // 2. Warm-up, counters, profile, the measured phase.
+    let gen_log = logs.join(format!("run{}-gen.log", run.index));
+    let c0 = rx_counters(tb).map_err(|_| Interrupted);
+    let c0 = match c0 {
+        Ok(c) => c,
+        Err(_) => return Ok(fail_all("cannot read the interface counters".into())),
+    };
+    let mut warm = Sent::default();
+    if env.plan.warmup_packets > 0 {
+        match generate(tb, env, run, env.plan.warmup_packets, &gen_log)? {
+            Ok(w) => warm = w,
+            Err(why) => return Ok(fail_all(why)),
+        }
+        nap(Duration::from_millis(200), env.stop)?;
+    }
+    let c1 = rx_counters(tb).unwrap_or(c0);
+    let stat0 = cpusage::read_proc_stat();
+    let profiler = Profiler::start(Duration::from_millis(100)).ok();
+    let sent = generate(tb, env, run, env.plan.packets, &gen_log)?;
+    let stat1 = cpusage::read_proc_stat();
+    let report = profiler.and_then(|p| p.stop(None, None).ok());
+    let sent = match sent {
+        Ok(s) => s,
+        Err(why) => {
+            for (p, _, _) in procs.iter_mut() {
+                p.stop(Duration::from_secs(2));
+            }
+            remove_outputs(&outs);
+            return Ok(fail_all(why));
+        }
+    };
+    wait_drained(&procs, env.stop)?;
+    let c2 = rx_counters(tb).unwrap_or(c1);
+
+    // 3. Stop by signal; collect.
+    let mut exits = Vec::new();
+    for (p, _, _) in procs.iter_mut() {
+        exits.push(p.stop(Duration::from_secs(10)));
+    }
+    if let Some(r) = &report {
+        let _ = fs::create_dir_all(env.out_dir.join("cpusage"));
+        let _ = fs::write(
+            env.out_dir
+                .join("cpusage")
+                .join(format!("{}.txt", run.index)),
+            r.format(true),
+        );
+    }
+    let cpu_modes: Option<[f64; 8]> = match (&stat0, &stat1) {
+        (Ok(a), Ok(b)) => Usage::between(&a.all, &b.all).map(|u| u.0),
+        _ => None,
+    };
+    let generated = warm.packets + sent.packets;
+    let offered = c2.0.saturating_sub(c0.0);
+    let main_pkts = c2.0.saturating_sub(c1.0);
+    let main_bytes = c2.1.saturating_sub(c1.1);
+    let dur = sent.duration_s;
+    let mut rows = Vec::new();
+    let mut all_ok = true;
+    for (app, ((_, launch, log), exit)) in procs.iter().zip(&exits).enumerate() {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        let summary = methods::parse_summary(launch.summary, &text);
+        let mut status = String::from("ok");
+        let received = match (launch.count, s.output) {
+            (Count::File, Output::Disk) => match count_file(&outs[app]) {
+                Ok(n) => Some(n),
+                Err(why) => {
+                    status = why;
+                    None
+                }
+            },
+            _ => summary.captured,
+        };
+        if received.is_none() && status == "ok" {
+            status = format!(
+                "no packet count in the tool's summary: {}",
+                last_line(&text)
+            );
+        }
+        if exit.stopped_by == libc::SIGKILL || exit.stopped_by == libc::SIGTERM {
+            status = format!("did not stop on SIGINT (needed signal {})", exit.stopped_by);
+        } else if exit.code != 0 && status == "ok" {
+            status = format!("exit {}: {}", exit.code, last_line(&text));
+        }
+        if offered == 0 && status == "ok" {
+            status = "nothing offered (receiving veth counted 0 packets)".into();
+        }
+        all_ok &= status == "ok";
+        let app_cpu_s = exit.cpu_ns as f64 / 1e9;
+        rows.push(Row {
+            app: app as u32,
+            generated: Some(generated),
+            offered: Some(offered),
+            received,
+            drop_kernel: summary.drop_kernel,
+            drop_ring: summary.drop_ring,
+            drop_storage: summary.drop_storage,
+            capture_rate: received
+                .filter(|_| generated > 0)
+                .map(|r| r as f64 / generated as f64),
+            duration_s: (dur > 0.0).then_some(dur),
+            pps: (dur > 0.0).then(|| main_pkts as f64 / dur),
+            mbps: (dur > 0.0).then(|| main_bytes as f64 * 8.0 / dur / 1e6),
+            cpu: cpu_modes,
+            app_cpu_s: Some(app_cpu_s),
+            app_ns_per_pkt: (offered > 0).then(|| app_cpu_s / offered as f64 * 1e9),
+            status,
+            ..base.clone()
+        });
+    }
+    remove_outputs(&outs);
+    if s.output == Output::Disk {
+        // No dirty pages of this run left to be written back during the next one.
+        // SAFETY: sync has no preconditions.
+        unsafe { libc::sync() };
+    }
+    if all_ok {
+        for (_, _, log) in &procs {
+            let _ = fs::remove_file(log);
+        }
+        let _ = fs::remove_file(&gen_log);
+    }
+    Ok(rows)
+}

@@ -1,0 +1,278 @@
+//! The bench runner: run every run of a plan through the measurement cycle and write the output directory
+//! (bench-contract.md): `plan.toml`, `meta.json`, `results.csv` (appended per run), `results.parquet`,
+//! `cpusage/<run>.txt`, and logs of failed runs in `logs/`.
+
+pub mod cycle;
+pub mod methods;
+pub mod process;
+pub mod results;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use crate::plan::{Output, Overrides, Placement, Plan, Run};
+use crate::testbed::{Testbed, TestbedOptions};
+pub use results::Row;
+
+/// How to run a plan.
+pub struct Options<'a> {
+    /// Output directory.
+    pub out: PathBuf,
+    /// The ringcap binary (capture and gen).
+    pub ringcap: PathBuf,
+    /// Continue a plan whose results.csv already has runs.
+    pub resume: bool,
+    /// `--quick`, `--reruns`, `--packets` (recorded in meta.json: a resume must use the same).
+    pub overrides: Overrides,
+    /// Set by Ctrl-C: the run in flight is abandoned, finished runs stay in results.csv.
+    pub stop: &'a AtomicBool,
+}
+
+/// A method that is not run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    pub method: String,
+    pub reason: String,
+}
+
+/// What the runner tells its caller (progress bar, `-v` lines).
+pub enum Event<'a> {
+    /// Before the first run: runs to do now, runs already done (resume), estimated seconds.
+    Start {
+        todo: usize,
+        done: usize,
+        estimate_s: f64,
+    },
+    /// A method is left out.
+    Skip(&'a Skipped),
+    RunStarted(&'a Run),
+    RunFinished {
+        run: &'a Run,
+        rows: &'a [Row],
+        seconds: f64,
+    },
+}
+
+/// How a plan ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub runs_done: usize,
+    pub runs_failed: usize,
+    pub skipped: Vec<Skipped>,
+    pub interrupted: bool,
+}
+
+/// Why a plan could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("{what}: {err}")]
+    Io { what: String, err: io::Error },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> BenchError {
+    let what = what.into();
+    move |err| BenchError::Io { what, err }
+}
+
+/// Methods of the plan that cannot run here (not installed), each with the reason.
+pub fn skipped_methods(plan: &Plan, ringcap: &Path) -> Vec<Skipped> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for r in plan.expand() {
+        if seen.insert(r.setup.method.clone()) {
+            if let Err(reason) = methods::available(&r.setup.method, plan, ringcap) {
+                out.push(Skipped {
+                    method: r.setup.method.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn now_rfc3339() -> String {
+    // `date` keeps this free of a time crate; the runner is Linux-only anyway.
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Refuse a disk directory on tmpfs: page allocation in memory is not the cost of writing to a disk.
+fn check_disk_dir(dir: &Path) -> Result<(), BenchError> {
+    fs::create_dir_all(dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| BenchError::Refused("disk_dir contains a NUL byte".into()))?;
+    // SAFETY: statfs into a zeroed struct with a valid path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0 {
+        const TMPFS_MAGIC: i64 = 0x0102_1994;
+        const RAMFS_MAGIC: i64 = 0x8584_58f6;
+        let t = st.f_type as i64;
+        if t == TMPFS_MAGIC || t == RAMFS_MAGIC {
+            return Err(BenchError::Refused(format!(
+                "{} is in memory (tmpfs), not on a disk: set [run] disk_dir to a directory on a real disk",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Run a plan (already with its overrides applied) into `opts.out`.
+pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Outcome, BenchError> {
+    let dir = &opts.out;
+    fs::create_dir_all(dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    let csv = dir.join("results.csv");
+    let plan_copy = dir.join("plan.toml");
+    let meta_path = dir.join("meta.json");
+    let factors: Vec<String> = plan.factors.iter().map(|f| f.name.clone()).collect();
+    let overrides = serde_json::json!({
+        "quick": opts.overrides.quick,
+        "reruns": opts.overrides.reruns,
+        "packets": opts.overrides.packets,
+    });
+
+    let mut meta = serde_json::json!({});
+    let done: BTreeSet<usize> = if csv.exists() {
+        if !opts.resume {
+            return Err(BenchError::Refused(format!(
+                "{} already has results: add --resume to continue that plan, or choose another --out",
+                dir.display()
+            )));
+        }
+        let old = fs::read_to_string(&plan_copy).unwrap_or_default();
+        if old != plan.source {
+            return Err(BenchError::Refused(format!(
+                "{} holds a different plan than the one given: --resume only continues the same plan file (compare them, or choose another --out)",
+                plan_copy.display()
+            )));
+        }
+        meta = fs::read_to_string(&meta_path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(meta);
+        if let Some(old) = meta.get("overrides") {
+            if old != &overrides {
+                return Err(BenchError::Refused(format!(
+                    "the plan in {} was started with {old}, now {overrides}: --resume needs the same --quick/--reruns/--packets",
+                    dir.display()
+                )));
+            }
+        }
+        results::finished_runs(&csv, &factors).map_err(io_err("cannot resume"))?
+    } else {
+        BTreeSet::new()
+    };
+
+    let runs = plan.expand();
+    let skipped = skipped_methods(plan, &opts.ringcap);
+    let todo: Vec<&Run> = runs
+        .iter()
+        .filter(|r| !done.contains(&r.index))
+        .filter(|r| !skipped.iter().any(|s| s.method == r.setup.method))
+        .collect();
+    if todo.iter().any(|r| r.setup.output == Output::Disk) {
+        check_disk_dir(&plan.disk_dir)?;
+    }
+
+    fs::write(&plan_copy, &plan.source).map_err(io_err("cannot write plan.toml"))?;
+    results::create(&csv, &factors).map_err(io_err("cannot create results.csv"))?;
+    if meta.get("started").is_none() {
+        meta["started"] = now_rfc3339().into();
+    }
+    meta["plan"] = plan.path.to_string_lossy().into_owned().into();
+    meta["title"] = plan.title.clone().into();
+    meta["quick"] = opts.overrides.quick.into();
+    meta["overrides"] = overrides;
+    meta["finished"] = serde_json::Value::Null;
+    meta["machine"] = serde_json::to_value(crate::machine::Machine::probe()).unwrap_or_default();
+    meta["tools"] = serde_json::to_value(crate::machine::tool_versions()).unwrap_or_default();
+    meta["skipped"] = serde_json::to_value(&skipped).unwrap_or_default();
+    meta["reruns"] = plan.reruns.into();
+    meta["packets"] = plan.packets.into();
+    meta["warmup_packets"] = plan.warmup_packets.into();
+    let write_meta = |m: &serde_json::Value| -> Result<(), BenchError> {
+        let tmp = dir.join("meta.json.partial");
+        fs::write(&tmp, serde_json::to_string_pretty(m).unwrap_or_default())
+            .and_then(|_| fs::rename(&tmp, &meta_path))
+            .map_err(io_err("cannot write meta.json"))
+    };
+    write_meta(&meta)?;
+
+    for s in &skipped {
+        on(Event::Skip(s));
+    }
+    let todo_owned: Vec<Run> = todo.iter().map(|r| (*r).clone()).collect();
+    on(Event::Start {
+        todo: todo.len(),
+        done: done.len(),
+        estimate_s: plan.estimate_seconds(&todo_owned),
+    });
+
+    let env = cycle::Env {
+        plan,
+        ringcap: &opts.ringcap,
+        out_dir: dir,
+        stop: opts.stop,
+    };
+    let mut testbed: Option<(Placement, Testbed)> = None;
+    let mut outcome = Outcome {
+        runs_done: 0,
+        runs_failed: 0,
+        skipped: skipped.clone(),
+        interrupted: false,
+    };
+    for run in todo {
+        on(Event::RunStarted(run));
+        let t0 = Instant::now();
+        let placement = run.setup.placement;
+        // One testbed per placement, rebuilt when it changes (RPS is set when the testbed comes up).
+        if testbed.as_ref().map(|t| t.0) != Some(placement) {
+            // Remove the old namespaces before making new ones.
+            drop(testbed.take());
+            let rps_cpu = (placement == Placement::Dual).then_some(placement.capture_cpu());
+            let tb = Testbed::new(TestbedOptions { rps_cpu, mtu: None })
+                .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
+            testbed = Some((placement, tb));
+        }
+        let Some((_, tb)) = &testbed else {
+            unreachable!("set above")
+        };
+        let rows = match cycle::run_once(tb, &env, run) {
+            Ok(rows) => rows,
+            Err(cycle::Interrupted) => {
+                outcome.interrupted = true;
+                break;
+            }
+        };
+        results::append(&csv, &rows).map_err(io_err("cannot append to results.csv"))?;
+        outcome.runs_done += 1;
+        if rows.iter().any(|r| r.status != "ok") {
+            outcome.runs_failed += 1;
+        }
+        on(Event::RunFinished {
+            run,
+            rows: &rows,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    }
+    drop(testbed);
+
+    if !outcome.interrupted {
+        results::write_parquet(&csv, &dir.join("results.parquet"))
+            .map_err(io_err("cannot write results.parquet"))?;
+        meta["finished"] = now_rfc3339().into();
+        write_meta(&meta)?;
+    }
+    Ok(outcome)
+}

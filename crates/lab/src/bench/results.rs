@@ -1,0 +1,347 @@
+//! results.csv: one row per (run, app), appended and fsynced as each run finishes, so a crash loses at most
+//! the run in flight; read back for `--resume`; converted to results.parquet at the end.
+
+use std::collections::BTreeSet;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+
+/// The measured columns after the factor columns, in order (bench-contract.md).
+pub const MEASURES: [&str; 21] = [
+    "generated",
+    "offered",
+    "received",
+    "drop_kernel",
+    "drop_ring",
+    "drop_storage",
+    "capture_rate",
+    "duration_s",
+    "pps",
+    "mbps",
+    "cpu_user",
+    "cpu_nice",
+    "cpu_system",
+    "cpu_idle",
+    "cpu_iowait",
+    "cpu_irq",
+    "cpu_softirq",
+    "cpu_steal",
+    "app_cpu_s",
+    "app_ns_per_pkt",
+    "status",
+];
+
+/// Integer columns. Factor columns stay text even when numeric: their levels are as written ("max").
+const INT_COLUMNS: [&str; 9] = [
+    "run",
+    "rerun",
+    "app",
+    "generated",
+    "offered",
+    "received",
+    "drop_kernel",
+    "drop_ring",
+    "drop_storage",
+];
+const FLOAT_COLUMNS: [&str; 14] = [
+    "capture_rate",
+    "duration_s",
+    "pps",
+    "mbps",
+    "cpu_user",
+    "cpu_nice",
+    "cpu_system",
+    "cpu_idle",
+    "cpu_iowait",
+    "cpu_irq",
+    "cpu_softirq",
+    "cpu_steal",
+    "app_cpu_s",
+    "app_ns_per_pkt",
+];
+
+/// One row of results.csv.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    pub run: usize,
+    pub point: String,
+    pub rerun: u32,
+    pub app: u32,
+    /// Levels of the plan's factors, in plan order.
+    pub levels: Vec<String>,
+    pub generated: Option<u64>,
+    pub offered: Option<u64>,
+    pub received: Option<u64>,
+    pub drop_kernel: Option<u64>,
+    pub drop_ring: Option<u64>,
+    pub drop_storage: Option<u64>,
+    pub capture_rate: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub pps: Option<f64>,
+    pub mbps: Option<f64>,
+    /// Percent of the machine per mode (cpusage::MODES order), average over the generating phase.
+    pub cpu: Option<[f64; 8]>,
+    pub app_cpu_s: Option<f64>,
+    pub app_ns_per_pkt: Option<f64>,
+    pub status: String,
+}
+
+/// The header for a plan with these factors.
+pub fn header(factors: &[String]) -> Vec<String> {
+    let mut h: Vec<String> = ["run", "point", "rerun", "app"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    h.extend(factors.iter().cloned());
+    h.extend(MEASURES.iter().map(|s| s.to_string()));
+    h
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+fn float(v: Option<f64>, digits: usize) -> String {
+    v.filter(|x| x.is_finite())
+        .map(|x| format!("{x:.digits$}"))
+        .unwrap_or_default()
+}
+
+impl Row {
+    /// The row's fields in header order.
+    pub fn fields(&self) -> Vec<String> {
+        let mut f = vec![
+            self.run.to_string(),
+            self.point.clone(),
+            self.rerun.to_string(),
+            self.app.to_string(),
+        ];
+        f.extend(self.levels.iter().cloned());
+        f.extend([
+            opt(self.generated),
+            opt(self.offered),
+            opt(self.received),
+            opt(self.drop_kernel),
+            opt(self.drop_ring),
+            opt(self.drop_storage),
+            float(self.capture_rate, 6),
+            float(self.duration_s, 6),
+            float(self.pps, 1),
+            float(self.mbps, 3),
+        ]);
+        for i in 0..8 {
+            f.push(float(self.cpu.map(|c| c[i]), 2));
+        }
+        f.extend([
+            float(self.app_cpu_s, 6),
+            float(self.app_ns_per_pkt, 1),
+            self.status.clone(),
+        ]);
+        f
+    }
+}
+
+fn csv_line(fields: &[String]) -> io::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(fields).map_err(io::Error::other)?;
+    w.into_inner().map_err(|e| io::Error::other(e.to_string()))
+}
+
+/// Create results.csv with its header if it does not exist yet.
+pub fn create(path: &Path, factors: &[String]) -> io::Result<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut f = fs::File::create(path)?;
+    f.write_all(&csv_line(&header(factors))?)?;
+    f.sync_all()
+}
+
+/// Append the rows of one run in a single write and fsync it.
+pub fn append(path: &Path, rows: &[Row]) -> io::Result<()> {
+    let mut buf = Vec::new();
+    for r in rows {
+        buf.extend(csv_line(&r.fields())?);
+    }
+    let mut f = OpenOptions::new().append(true).open(path)?;
+    f.write_all(&buf)?;
+    f.sync_data()
+}
+
+/// The runs already in results.csv (for `--resume`). A torn last line (a crash mid-write) is cut off
+/// first; a header that does not match the plan's is an error.
+pub fn finished_runs(path: &Path, factors: &[String]) -> io::Result<BTreeSet<usize>> {
+    let mut done = BTreeSet::new();
+    let Ok(bytes) = fs::read(path) else {
+        return Ok(done);
+    };
+    if let Some(end) = bytes.iter().rposition(|&b| b == b'\n') {
+        if end + 1 < bytes.len() {
+            OpenOptions::new()
+                .write(true)
+                .open(path)?
+                .set_len(end as u64 + 1)?;
+        }
+    }
+    let mut r = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_path(path)
+        .map_err(io::Error::other)?;
+    let want = header(factors);
+    let have: Vec<String> = r
+        .headers()
+        .map_err(io::Error::other)?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    if have != want {
+        return Err(io::Error::other(format!(
+            "{} has the columns {:?}, but this plan writes {:?}: use another --out directory",
+            path.display(),
+            have,
+            want
+        )));
+    }
+    for rec in r.records() {
+        let rec = rec.map_err(io::Error::other)?;
+        if rec.len() != want.len() {
+            continue;
+        }
+        if let Some(run) = rec.get(0).and_then(|v| v.parse().ok()) {
+            done.insert(run);
+        }
+    }
+    Ok(done)
+}
+
+/// Convert results.csv into results.parquet (zstd): integers as Int64, measures as Float64, factor levels
+/// and status as text; empty cells are nulls.
+pub fn write_parquet(csv_path: &Path, parquet_path: &Path) -> io::Result<()> {
+    let mut r = csv::Reader::from_path(csv_path).map_err(io::Error::other)?;
+    let names: Vec<String> = r
+        .headers()
+        .map_err(io::Error::other)?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let mut cols: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+    for rec in r.records() {
+        let rec = rec.map_err(io::Error::other)?;
+        if rec.len() != names.len() {
+            continue;
+        }
+        for (c, v) in cols.iter_mut().zip(rec.iter()) {
+            c.push(v.to_string());
+        }
+    }
+    let mut fields = Vec::new();
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    for (name, vals) in names.iter().zip(&cols) {
+        let n = name.as_str();
+        if INT_COLUMNS.contains(&n) {
+            fields.push(Field::new(n, DataType::Int64, true));
+            arrays.push(Arc::new(Int64Array::from(
+                vals.iter()
+                    .map(|v| v.parse::<i64>().ok())
+                    .collect::<Vec<_>>(),
+            )));
+        } else if FLOAT_COLUMNS.contains(&n) {
+            fields.push(Field::new(n, DataType::Float64, true));
+            arrays.push(Arc::new(Float64Array::from(
+                vals.iter()
+                    .map(|v| v.parse::<f64>().ok())
+                    .collect::<Vec<_>>(),
+            )));
+        } else {
+            fields.push(Field::new(n, DataType::Utf8, false));
+            arrays.push(Arc::new(StringArray::from(vals.clone())));
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(io::Error::other)?;
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .build();
+    let tmp = parquet_path.with_extension("parquet.partial");
+    let file = fs::File::create(&tmp)?;
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, schema, Some(props))
+        .map_err(io::Error::other)?;
+    w.write(&batch).map_err(io::Error::other)?;
+    w.close().map_err(io::Error::other)?;
+    fs::rename(&tmp, parquet_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(run: usize, status: &str) -> Row {
+        Row {
+            run,
+            point: "method=tcpdump;filter=udp, port 9".into(),
+            levels: vec!["tcpdump".into(), "udp, port 9".into()],
+            generated: Some(1000),
+            offered: Some(1000),
+            received: Some(990),
+            capture_rate: Some(0.99),
+            cpu: Some([1.0, 0.0, 2.0, 97.0, 0.0, 0.0, 0.0, 0.0]),
+            status: status.into(),
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn append_resume_cuts_torn_line_and_parquet() {
+        let dir = std::env::temp_dir().join(format!("ringcap-results-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let csv = dir.join("results.csv");
+        let factors = vec!["method".to_string(), "filter".to_string()];
+        create(&csv, &factors).unwrap();
+        append(&csv, &[row(0, "ok"), row(0, "ok")]).unwrap();
+        append(&csv, &[row(2, "capturer exited before ready")]).unwrap();
+        // A crash in the middle of the next append leaves half a line.
+        let mut f = OpenOptions::new().append(true).open(&csv).unwrap();
+        f.write_all(b"3,method=tcpdump,0,0,tcp").unwrap();
+        drop(f);
+        let done = finished_runs(&csv, &factors).unwrap();
+        assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
+        let text = fs::read_to_string(&csv).unwrap();
+        assert!(text.ends_with("capturer exited before ready\n"), "{text}");
+        assert_eq!(text.lines().count(), 4);
+        // The quoted level with a comma survives the round trip.
+        assert!(text.contains("\"udp, port 9\""));
+        let e = finished_runs(&csv, &["method".to_string()]).unwrap_err();
+        assert!(e.to_string().contains("another --out"), "{e}");
+
+        let pq = dir.join("results.parquet");
+        write_parquet(&csv, &pq).unwrap();
+        let file = fs::File::open(&pq).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let batches: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+        let b = &batches[0];
+        assert_eq!(b.num_rows(), 3);
+        let rate = b
+            .column_by_name("capture_rate")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        assert_eq!(rate.value(0), 0.99);
+        let recv = b
+            .column_by_name("received")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
+        assert_eq!(recv.value(2), 990);
+        assert!(b.column_by_name("drop_ring").unwrap().is_null(0));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

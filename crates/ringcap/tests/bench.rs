@@ -1,0 +1,189 @@
+//! `ringcap bench` end to end: a tiny plan (ringcap and tcpdump, two rates, one rerun) through the real
+//! binary, real namespaces, the real generator and capturers; then `--resume` on the finished plan.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Packets in a classic pcap file (µs or ns magic, either byte order), each checked to be one of the
+/// generator's 60-byte frames to the non-local MAC. Read here, independently of capinfos and the runner.
+fn pcap_frames(path: &Path) -> u64 {
+    let b = fs::read(path).unwrap();
+    assert!(b.len() >= 24, "{} is too short", path.display());
+    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    let le = matches!(magic, 0xa1b2c3d4 | 0xa1b23c4d);
+    assert!(
+        le || matches!(magic, 0xd4c3b2a1 | 0x4d3cb2a1),
+        "not a pcap file: {magic:x}"
+    );
+    let u32_at = |i: usize| {
+        let x: [u8; 4] = b[i..i + 4].try_into().unwrap();
+        if le {
+            u32::from_le_bytes(x)
+        } else {
+            u32::from_be_bytes(x)
+        }
+    };
+    let (mut off, mut n) = (24, 0);
+    while off + 16 <= b.len() {
+        let caplen = u32_at(off + 8) as usize;
+        let wirelen = u32_at(off + 12);
+        assert_eq!(wirelen, 60, "frame {n} of {}", path.display());
+        let frame = &b[off + 16..off + 16 + caplen];
+        assert_eq!(&frame[..6], &common::DST_MAC, "frame {n}");
+        off += 16 + caplen;
+        n += 1;
+    }
+    assert_eq!(off, b.len(), "{} ends in a partial record", path.display());
+    n
+}
+
+fn bench(args: &[&str]) -> std::process::Output {
+    Command::new(common::ringcap())
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("run ringcap bench")
+}
+
+#[test]
+fn tiny_plan_runs_counts_and_resumes() {
+    let tmp = PathBuf::from(format!(
+        "/var/tmp/ringcap-bench-test-{}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&tmp);
+    let disk = tmp.join("captures");
+    let out = tmp.join("out");
+    fs::create_dir_all(&tmp).unwrap();
+    let plan = tmp.join("tiny.toml");
+    fs::write(
+        &plan,
+        format!(
+            r#"title = "tiny"
+[run]
+reruns = 1
+packets = 20000
+warmup_packets = 1000
+disk_dir = "{}"
+keep_files = true
+buffer_kib = 16384
+[factors]
+method = ["ringcap", "tcpdump"]
+rate_pps = [40000, 80000]
+"#,
+            disk.display()
+        ),
+    )
+    .unwrap();
+    let plan_s = plan.to_str().unwrap();
+    let out_s = out.to_str().unwrap();
+
+    let o = bench(&[plan_s, "--out", out_s, "-v"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "ringcap bench failed:\n{stderr}");
+
+    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
+    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(
+        &head[..7],
+        &[
+            "run",
+            "point",
+            "rerun",
+            "app",
+            "method",
+            "rate_pps",
+            "generated"
+        ]
+    );
+    assert_eq!(head.last().map(String::as_str), Some("status"));
+    let rows: Vec<HashMap<String, String>> = r
+        .records()
+        .map(|rec| {
+            head.iter()
+                .cloned()
+                .zip(rec.unwrap().iter().map(str::to_string))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let points: Vec<&str> = rows.iter().map(|r| r["point"].as_str()).collect();
+    assert_eq!(
+        points,
+        [
+            "method=ringcap;rate_pps=40000",
+            "method=ringcap;rate_pps=80000",
+            "method=tcpdump;rate_pps=40000",
+            "method=tcpdump;rate_pps=80000"
+        ]
+    );
+    let num = |r: &HashMap<String, String>, k: &str| -> f64 {
+        r[k].parse()
+            .unwrap_or_else(|_| panic!("{k} = {:?} in {r:?}", r[k]))
+    };
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["status"], "ok", "{row:?}\n{stderr}");
+        assert_eq!(row["run"], i.to_string());
+        // The generator's -n is exact and veth loses nothing: warm-up + measured packets, all offered.
+        assert_eq!(num(row, "generated"), 21000.0, "{row:?}");
+        assert_eq!(num(row, "offered"), 21000.0, "{row:?}");
+        let received = num(row, "received");
+        assert!(received <= 21000.0);
+        let rate = num(row, "capture_rate");
+        assert!((rate - received / 21000.0).abs() < 1e-6, "{row:?}");
+        // 20 000 frames in 0.25-0.5 s; pps is measured over the generator's time.
+        let pps = num(row, "pps");
+        let want = num(row, "rate_pps");
+        assert!((pps / want - 1.0).abs() < 0.1, "pps {pps} for {want}");
+        assert!(num(row, "app_cpu_s") > 0.0);
+        let busy = 100.0 - num(row, "cpu_idle");
+        assert!((0.0..=100.0).contains(&busy));
+
+        // The kept file holds exactly what the row says was received.
+        let suffix = format!("-run{i}-app0.pcap");
+        let file = fs::read_dir(&disk)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(&suffix))
+            .unwrap_or_else(|| panic!("no *{suffix} in {}", disk.display()));
+        assert_eq!(pcap_frames(&file) as f64, received, "{}", file.display());
+        // A 16 MiB ring holds all 21 000 frames even if a capturer was descheduled: nothing lost.
+        assert_eq!(received, 21000.0, "{row:?}");
+    }
+    assert!(out.join("results.parquet").exists());
+    assert!(out.join("cpusage/0.txt").exists());
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert!(meta["finished"].is_string(), "{meta}");
+    assert!(meta["tools"]["tcpdump"].is_string(), "{meta}");
+    assert_eq!(
+        fs::read_to_string(out.join("plan.toml")).unwrap(),
+        fs::read_to_string(&plan).unwrap()
+    );
+
+    // Without --resume the finished directory is refused; with it nothing is redone.
+    let before = fs::read(out.join("results.csv")).unwrap();
+    let o = bench(&[plan_s, "--out", out_s]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--resume"));
+    let o = bench(&[plan_s, "--out", out_s, "--resume"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("0 runs"), "{stderr}");
+    assert_eq!(fs::read(out.join("results.csv")).unwrap(), before);
+    // A different plan in the same directory is refused.
+    fs::write(
+        &plan,
+        fs::read_to_string(&plan).unwrap().replace("20000", "30000"),
+    )
+    .unwrap();
+    let o = bench(&[plan_s, "--out", out_s, "--resume"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("different plan"));
+
+    fs::remove_dir_all(&tmp).unwrap();
+}
