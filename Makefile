@@ -10,7 +10,7 @@ APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 g
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build demo test bench bench-capture bench-gen bench-disk bench-trace fmt clippy clean
+.PHONY: all deps build demo test bench bench-capture bench-gen bench-disk bench-trace bench-records fmt clippy clean
 
 all: build
 
@@ -49,6 +49,10 @@ bench-disk: build
 
 bench-trace: build
 	RINGCAP=$(BIN) scripts/bench-trace.sh
+
+# Header records (issue 7): probe striping to two collectors vs capture -w; RUNS=1 PACKETS=200000 for a smoke test.
+bench-records: build
+	RINGCAP=$(BIN) scripts/bench-records.sh
 
 # The quick thesis baseline (ringcap bench, issue 5): results, plots and report in bench-out/baseline.
 # --resume: an interrupted run continues; remove bench-out/baseline to measure again from scratch.

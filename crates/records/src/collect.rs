@@ -117,6 +117,8 @@ pub struct StreamReport {
     pub batches: u64,
     /// Records stored.
     pub records: u64,
+    /// Record bytes stored (batch payloads, without batch headers and tags).
+    pub record_bytes: u64,
     /// Batches missing from the sequence (highest seq + 1 - distinct seqs received); late arrivals
     /// (reordering) are subtracted when they come.
     pub seq_loss: u64,
@@ -135,6 +137,8 @@ pub struct CollectStats {
     pub records_stored: u64,
     /// Batches stored in this run.
     pub batches: u64,
+    /// Record bytes stored in this run (payloads: 48 bytes per IPv4/non-IP record, 80 per IPv6 one).
+    pub record_bytes: u64,
     /// Per (probe, stream).
     pub streams: Vec<StreamReport>,
     /// Refused input by reason (bad_tag, truncated, bad_magic, replay, skew, ...).
@@ -263,6 +267,7 @@ impl Shared {
             });
         s.batches += 1;
         s.records += h.record_count as u64;
+        s.record_bytes += view.payload().len() as u64;
         s.seq_loss = (s.seq_loss as i64 + gap.loss_delta()).max(0) as u64;
         s.max_seq = s.max_seq.max(h.seq);
         s.reordered += gap.late_fill as u64;
@@ -403,8 +408,9 @@ impl Collector {
             .store
             .as_ref()
             .map_or((0, 0), |s| (s.records(), s.batches()));
-        let streams = st.streams.values().copied().collect();
+        let streams: Vec<StreamReport> = st.streams.values().copied().collect();
         drop(st);
+        let record_bytes = streams.iter().map(|s| s.record_bytes).sum();
         let rejected: BTreeMap<String, u64> = lock(&self.shared.rejected)
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
@@ -412,6 +418,7 @@ impl Collector {
         CollectStats {
             records_stored,
             batches,
+            record_bytes,
             streams,
             rejected_total: rejected.values().sum(),
             rejected,

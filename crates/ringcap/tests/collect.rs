@@ -289,6 +289,7 @@ fn exact_counts_over_tcp_and_udp_to_two_collectors() {
     let (jb, errb) = stop_json(b);
     assert_eq!(ja["records_stored"], 20 * 500 + 10 * 50, "{ja}");
     assert_eq!(ja["batches"], 30);
+    assert_eq!(ja["record_bytes"], 10_500 * 48);
     assert_eq!(stream(&ja, 1)["seq_loss"], 0);
     assert_eq!(stream(&ja, 2)["seq_loss"], 0);
     assert_eq!(stream(&ja, 2)["records"], 500);
