@@ -45,6 +45,17 @@ pub struct ConvertArgs {
     pub quiet: bool,
 }
 
+/// Every row group allocates and frees tens of MiB of column buffers; glibc's default gives freed
+/// memory back to the kernel at once, so each row group page-faulted it in again (about 3 % of the
+/// CPU of a conversion). Keep up to 1 GiB of freed heap and serve blocks up to 32 MiB from it.
+fn keep_freed_memory() {
+    // SAFETY: mallopt only changes allocator tuning; it is called before the worker threads start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+    }
+}
+
 /// Files of the inputs, directories expanded (sorted, hidden files skipped).
 fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, Fatal> {
     let mut out = Vec::new();
@@ -82,6 +93,7 @@ pub fn run(a: ConvertArgs) -> Result<(), Fatal> {
     }
     opts.rows_per_group = a.rows_per_group;
     opts.zstd_level = a.zstd_level;
+    keep_freed_memory();
     let progress = Progress::default();
     let bar = if a.quiet || a.json {
         ProgressBar::hidden()
