@@ -8,6 +8,7 @@ pub mod store;
 pub mod batch;
 pub mod collect;
 pub mod dedup;
+pub mod probe;
 pub mod replay;
 
 pub use batch::{open, Batch, BatchBuilder, BatchError, BatchView, Header, Key, KeyError};
