@@ -5,7 +5,7 @@
 //! differ by at most the tolerance. Two probes stamp the same packet with different clocks, hence the
 //! tolerance; one probe stamps it once, so rows of the *same* probe must have equal timestamps (a batch
 //! stored twice after a lost TCP ack) — two real packets with identical headers from one probe, even
-//! nanoseconds apart, are both kept.
+//! nanoseconds apart, are both kept. A row absorbs at most one copy per other probe.
 //!
 //! All rows are held in memory (about 100 bytes each) and sorted by time; the scan is linear in the rows
 //! plus the rows inside each tolerance window.
@@ -70,22 +70,31 @@ fn header_key(r: &Record) -> Record {
 }
 
 /// Marks copies in `rows` (sorted by ts); returns (keep flags, removed from the same probe).
+///
+/// A kept row absorbs at most one row of each other probe (the first in time order), so a run of identical
+/// packets closer together than the tolerance, seen by two probes, stays whole.
 pub fn find_duplicates(rows: &[StoredRecord], tolerance: Duration) -> (Vec<bool>, u64) {
     let tol = tolerance.as_nanos().min(u64::MAX as u128) as u64;
     let mut keep = vec![true; rows.len()];
     let mut same_probe = 0u64;
+    // Probes whose copy the current row already absorbed (reused: no allocation per row).
+    let mut absorbed: Vec<u64> = Vec::new();
     for i in 0..rows.len() {
         if !keep[i] {
             continue;
         }
         let a = &rows[i];
         let ka = header_key(&a.record);
+        absorbed.clear();
         let mut j = i + 1;
         while j < rows.len() && rows[j].record.ts_ns - a.record.ts_ns <= tol {
             let b = &rows[j];
             if keep[j] && header_key(&b.record) == ka {
                 if b.probe_id != a.probe_id {
-                    keep[j] = false;
+                    if !absorbed.contains(&b.probe_id) {
+                        absorbed.push(b.probe_id);
+                        keep[j] = false;
+                    }
                 } else if b.record.ts_ns == a.record.ts_ns {
                     keep[j] = false;
                     same_probe += 1;

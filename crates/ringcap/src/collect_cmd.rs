@@ -53,10 +53,11 @@ fn parse_listen(s: &str) -> Result<Listen, String> {
 #[command(
     after_help = "Two rows are copies of one packet when every header field of the record is \
 equal and their timestamps differ by at most --tolerance. Overlapping probes stamp a packet with their own \
-clocks, so their copies differ by the clocks' offset: the tolerance must cover it, yet stay below the gap \
-between two real packets with identical headers (1 µs: a 64-byte frame lasts 0.67 µs at 1 Gb/s, so \
-back-to-back identical packets on one link are at least that far apart). Rows of the same probe count as \
-copies only with equal timestamps (a batch stored twice after a lost ack)."
+clocks, so the tolerance must cover the offset between them (1 µs suits probes on one host or with PTP; NTP \
+needs about 1 ms). It cannot be much larger: packets with identical headers closer than the tolerance, each \
+seen by a different probe only, would be taken for one. A row absorbs at most one row of each other probe, so \
+a run of identical packets seen by both probes stays whole, and rows of the same probe count as copies only \
+with equal timestamps (a batch stored twice after a lost ack)."
 )]
 pub struct DedupArgs {
     /// Collector output directories (their .parquet files are merged).
