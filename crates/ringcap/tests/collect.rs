@@ -218,7 +218,7 @@ fn duckdb_rows(dir: &Path) -> u64 {
     .unwrap()
 }
 
-fn stream<'a>(v: &'a serde_json::Value, probe: u64) -> &'a serde_json::Value {
+fn stream(v: &serde_json::Value, probe: u64) -> &serde_json::Value {
     v["streams"]
         .as_array()
         .unwrap()
@@ -348,7 +348,7 @@ fn garbage_truncated_replayed_wrongly_keyed_and_stale_batches_are_refused() {
         1,
         2,
         &make_records(t0, 200, 100),
-        now() - 3600_000_000_000,
+        now() - 3_600_000_000_000,
     );
     assert!(
         tcp_refused(tcp, &stale, false),
