@@ -114,20 +114,27 @@ pub enum Rate {
 }
 
 /// CPU placement (TESTBED.md): `single` puts generator, receive softirq and capturer on CPU 0; `dual` keeps
-/// the generator on CPU 0 and steers receive processing (RPS) and the capturers to CPU 1.
+/// the generator on CPU 0 and steers receive processing (RPS) and the capturers to CPU 1; `split` leaves the
+/// receive softirq with the generator on CPU 0 (veth delivers on the sender's CPU) and runs only the
+/// capturers on CPU 1, so their CPU time holds no softirq work charged to them by tick accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
     Single,
     Dual,
+    Split,
 }
 
 impl Placement {
-    /// CPU of the capturers (and of the receive softirq).
+    /// CPU of the capturers.
     pub fn capture_cpu(self) -> usize {
         match self {
             Placement::Single => 0,
-            Placement::Dual => 1,
+            Placement::Dual | Placement::Split => 1,
         }
+    }
+    /// CPU that RPS steers receive processing to (None: it stays on the sender's CPU).
+    pub fn rps_cpu(self) -> Option<usize> {
+        (self == Placement::Dual).then_some(1)
     }
     /// CPU of the generator.
     pub fn gen_cpu(self) -> usize {
@@ -352,7 +359,7 @@ fn example_levels(factor: &str) -> &'static str {
         "apps" => "1, 2, 4",
         "load" => "\"none\", \"memcpy:10\", \"zstd:3\"",
         "snaplen" => "0, 76",
-        "placement" => "\"single\", \"dual\"",
+        "placement" => "\"single\", \"dual\", \"split\"",
         "dist" => "\"fixed:46\", \"imix\"",
         "output" => "\"disk\", \"null\"",
         _ => "...",
@@ -481,9 +488,10 @@ impl Setup {
                 self.placement = match level {
                     "single" => Placement::Single,
                     "dual" => Placement::Dual,
+                    "split" => Placement::Split,
                     _ => {
                         return Err(format!(
-                            "placement = `{level}`: expected \"single\" or \"dual\""
+                            "placement = `{level}`: expected \"single\", \"dual\" or \"split\""
                         ))
                     }
                 }

@@ -240,7 +240,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         if testbed.as_ref().map(|t| t.0) != Some(placement) {
             // Remove the old namespaces before making new ones.
             drop(testbed.take());
-            let rps_cpu = (placement == Placement::Dual).then_some(placement.capture_cpu());
+            let rps_cpu = placement.rps_cpu();
             let tb = Testbed::new(TestbedOptions { rps_cpu, mtu: None })
                 .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
             testbed = Some((placement, tb));
