@@ -142,7 +142,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
             let s = collector.stats();
             let dt = last_print.elapsed().as_secs_f64();
             eprintln!(
-                "ringcap collect: {:.0} s: {} batches, {} records ({:.0} rec/s), seq loss {} batches, \
+                "ringcap collect: {:.1} s: {} batches, {} records ({:.0} rec/s), seq loss {} batches, \
                  {} connections, rejected {}",
                 started.elapsed().as_secs_f64(),
                 s.batches,
