@@ -57,6 +57,8 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         Sink::File(Arc::new(Mutex::new(open_files(plan.clone(), &a)?)))
     } else {
         match &a.write {
+            // --records alone: the records are the output, no packet lines.
+            None if !a.records.is_empty() => Sink::Count,
             None => Sink::Print,
             Some(path) => Sink::File(Arc::new(Mutex::new(open_writer(path, &a)?))),
         }
@@ -65,12 +67,14 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         Sink::File(w) => Some(w.lock().unwrap_or_else(|p| p.into_inner()).counters()),
         Sink::Print | Sink::Count => None,
     };
+    let probe = records_probe(&a)?;
     // SIGHUP: start a new file (file mode), as with logs.
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
-    if !a.quiet || a.write.is_some() || plan.is_some() || a.drop_all {
+    if !a.quiet || a.write.is_some() || plan.is_some() || a.drop_all || probe.is_some() {
         let what = match (&plan, &a.write) {
+            (None, None) if probe.is_some() => "sending header records only".to_string(),
             _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
             (Some(p), _) => format!(
                 "writing {} files {}-<UTC start>-<seq>{} in {}{}",
@@ -102,6 +106,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             if a.threads == 1 { "" } else { "s" },
             what
         );
+        if let Some(p) = &probe {
+            eprintln!("ringcap: header records to {}", records_destinations(&a, p));
+        }
     }
 
     let started = Instant::now();
@@ -121,6 +128,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             },
             hup: Arc::clone(&hup),
             load: a.load,
+            records: probe.as_ref().map(|p| p.batcher()),
             drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
         };
         let h = std::thread::Builder::new()
@@ -201,6 +209,8 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             None
         }
     };
+    // Every batcher has finished with its thread: the sender sends the rest and waits for acks.
+    let records = probe.map(|p| p.finish());
     let levels = writer_counters
         .as_ref()
         .map(|c| c.level_histogram())
@@ -224,6 +234,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         writer: writer_stats.filter(|_| plan.is_some()),
         levels,
         drop_all: a.drop_all,
+        records,
     };
     summary.print(a.json);
 
@@ -246,9 +257,12 @@ struct ThreadCtx {
     load: Option<LoadSpec>,
     /// How long a draining thread waits for the kernel to hand over a partly filled block.
     drain_wait: Duration,
+    /// `--records`: this thread's batcher (header records straight from the ring slots).
+    records: Option<records::probe::Batcher>,
 }
 
-fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
+fn capture_loop(mut src: Source, mut ctx: ThreadCtx) -> anyhow::Result<()> {
+    let mut rec = ctx.records.take();
     let mut line = String::with_capacity(256);
     let stdout = std::io::stdout();
     let mut flush_at = Instant::now() + Duration::from_millis(200);
@@ -290,6 +304,9 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                     if let Some(l) = &mut load {
                         l.packet(p.data);
                     }
+                    if let Some(b) = &mut rec {
+                        b.push(&packet_record(p));
+                    }
                     let w =
                         guard.get_or_insert_with(|| w.lock().unwrap_or_else(|p| p.into_inner()));
                     let vlan = p.vlan.map(|v| VlanTag {
@@ -311,8 +328,14 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                 n
             }
             Sink::Count => src.for_each_batch(wait, |p| {
-                if let (true, Some(l)) = (take_one(&ctx), &mut load) {
+                if !take_one(&ctx) {
+                    return;
+                }
+                if let Some(l) = &mut load {
                     l.packet(p.data);
+                }
+                if let Some(b) = &mut rec {
+                    b.push(&packet_record(p));
                 }
             })?,
             Sink::Print => {
@@ -347,9 +370,15 @@ fn capture_loop(mut src: Source, ctx: ThreadCtx) -> anyhow::Result<()> {
                 n
             }
         };
+        if let Some(b) = &mut rec {
+            b.tick(Instant::now());
+        }
         if n == 0 && drain_until.is_some() {
             break;
         }
+    }
+    if let Some(b) = rec {
+        b.finish();
     }
     if let Some(l) = load {
         l.finish();
@@ -673,6 +702,8 @@ struct Summary {
     /// Buffers compressed at each level.
     levels: Vec<(Level, u64)>,
     drop_all: bool,
+    /// `--records`: the probe's counters.
+    records: Option<records::probe::ProbeStats>,
 }
 
 impl Summary {
@@ -695,6 +726,10 @@ impl Summary {
             let mut v = v;
             if self.drop_all {
                 v["drop_all"] = true.into();
+            }
+            if let Some(r) = &self.records {
+                v["drops"]["queue"] = r.queue_drops.into();
+                v["records"] = serde_json::to_value(r).unwrap_or_default();
             }
             if let Some(w) = &self.writer {
                 v["files"] = serde_json::json!({
@@ -742,6 +777,9 @@ impl Summary {
             "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
             self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
         );
+        if let Some(r) = &self.records {
+            print_records(r);
+        }
         if let Some(b) = self.bytes_written {
             eprintln!(
                 "ringcap: wrote {} ({})",
@@ -777,5 +815,85 @@ impl Summary {
                 );
             }
         }
+    }
+}
+
+/// The header record of one ring slot (parsed in place, no copy); a tag the kernel stripped goes back
+/// into the record, as libpcap puts it back into the pcap frame.
+#[inline]
+fn packet_record(p: &capture::Packet<'_>) -> wire::record::Record {
+    let mut r = wire::record::Record::from_frame(
+        p.ts_ns,
+        p.record_wire_len(),
+        p.data,
+        wire::LinkType::Ethernet,
+    );
+    if let Some(v) = p.vlan {
+        r.vlan = v.tci;
+    }
+    r
+}
+
+/// Starts the header-record probe for `--records` (None without it). Bad destinations or keys are usage
+/// errors; collectors that cannot be reached yet are retried by the sender, not errors.
+fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, Fatal> {
+    use records::probe::{Dest, Probe, ProbeConfig, Stripe};
+    if a.records.is_empty() {
+        return Ok(None);
+    }
+    let dests = a
+        .records
+        .iter()
+        .map(|d| Dest::parse(d.trim()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Fatal::usage)?;
+    let key_path = a.key.as_ref().ok_or_else(|| {
+        Fatal::usage(anyhow!(
+            "--records needs --key FILE (the collectors' shared key)"
+        ))
+    })?;
+    let key = records::batch::Key::load(key_path).map_err(Fatal::usage)?;
+    let stripe: Stripe = a.stripe.parse().map_err(Fatal::usage)?;
+    let mut cfg = ProbeConfig::new(dests, key);
+    cfg.stripe = stripe;
+    cfg.probe_id = a.probe_id.unwrap_or_else(|| default_probe_id(&a.interface));
+    cfg.flush = Duration::from_millis(a.records_flush.max(1));
+    Probe::start(cfg).map(Some).map_err(Fatal::usage)
+}
+
+/// A probe id stable across restarts: a hash of the host name and the interface.
+fn default_probe_id(interface: &str) -> u64 {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    // FNV-1a: stable across Rust versions (DefaultHasher is not).
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in host.trim().bytes().chain([b'/']).chain(interface.bytes()) {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+fn records_destinations(a: &CaptureArgs, p: &records::probe::Probe) -> String {
+    let dests: Vec<String> = a
+        .records
+        .iter()
+        .zip(p.capacities())
+        .map(|(d, cap)| format!("{} ({} B batches)", d.trim(), cap))
+        .collect();
+    format!("{}, stripe {}", dests.join(", "), a.stripe)
+}
+
+fn print_records(r: &records::probe::ProbeStats) {
+    eprintln!(
+        "ringcap: records: {} built, {} batches; drops by stage: queue {}, no live collector {}",
+        r.records,
+        r.batches,
+        r.queue_drops,
+        r.collectors.iter().map(|c| c.dropped).sum::<u64>()
+    );
+    for c in &r.collectors {
+        eprintln!(
+            "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}",
+            c.dest, c.sent, c.resent, c.acked, c.dropped, c.unacked, c.failures
+        );
     }
 }

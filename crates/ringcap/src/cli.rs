@@ -234,6 +234,10 @@ pub struct CaptureArgs {
     #[arg(long = "probe-id", value_name = "N")]
     pub probe_id: Option<u64>,
 
+    /// Send a record batch that is not full after this many milliseconds (records of quiet links still flow).
+    #[arg(long = "records-flush", value_name = "MS", default_value_t = 100)]
+    pub records_flush: u64,
+
     /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap and run in the kernel.
     #[arg(
         value_name = "EXPR",

@@ -1,0 +1,309 @@
+//! `ringcap capture --records` end to end: the probe captures real frames on the testbed's Rx side and sends
+//! header records to collectors listening on loopback inside the Rx namespace; the records must match the
+//! headers of the same packets captured to pcap by the same process (`-w` alongside).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::*;
+use lab::testbed::{Side, Testbed};
+use records::batch::{self, Key, HEADER_LEN};
+use wire::record::Record;
+
+const KEY: &[u8] = b"ringcap-records-e2e-test-key\n";
+
+/// A TCP collector on 127.0.0.1 inside the Rx namespace: opens each batch, stores its records, acks it.
+struct Collector {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Vec<(u64, Vec<Record>)>>,
+}
+
+impl Collector {
+    fn start(tb: &Testbed) -> Collector {
+        let ns = tb.ns(Side::Rx).to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            lab::testbed::enter_netns(&ns).expect("enter rx netns");
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.set_nonblocking(true).unwrap();
+            tx.send(l.local_addr().unwrap()).unwrap();
+            let key = Key::from_bytes(KEY).unwrap();
+            let mut stored = Vec::new();
+            let mut buf = vec![0u8; batch::MAX_BATCH_LEN];
+            while !st.load(Relaxed) {
+                let Ok((mut s, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                while read_full(&mut s, &mut buf[..HEADER_LEN], &st) {
+                    let n = batch::batch_len(&buf[..HEADER_LEN]).expect("valid header");
+                    assert!(read_full(&mut s, &mut buf[HEADER_LEN..n], &st));
+                    let v = batch::open(&buf[..n], &key).expect("authentic batch");
+                    stored.push((v.header().seq, v.records().collect()));
+                    s.write_all(&batch::ack(v.header().seq)).unwrap();
+                }
+            }
+            stored
+        });
+        let addr = rx.recv().unwrap();
+        Collector { addr, stop, handle }
+    }
+
+    fn finish(self) -> Vec<(u64, Vec<Record>)> {
+        self.stop.store(true, Relaxed);
+        self.handle.join().unwrap()
+    }
+}
+
+fn read_full(s: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> bool {
+    let mut at = 0;
+    while at < buf.len() {
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return false,
+            Ok(n) => at += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Relaxed) && at == 0 {
+                    return false;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+fn key_file(dir: &std::path::Path) -> String {
+    let p = dir.join("key");
+    std::fs::write(&p, KEY).unwrap();
+    p.display().to_string()
+}
+
+fn frames(n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            frame(
+                i,
+                1000 + (i % 50) as u16,
+                2000 + (i % 7) as u16,
+                60 + (i as usize * 37) % 900,
+            )
+        })
+        .collect()
+}
+
+/// Records of every packet of a pcap file (timestamps included), sorted.
+fn pcap_records(path: &std::path::Path) -> Vec<Record> {
+    let mut r = store::open_capture(path).expect("open capture");
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("read");
+        v.push(Record::from_frame(
+            p.ts_ns,
+            p.wire_len,
+            p.data,
+            wire::LinkType::Ethernet,
+        ));
+    }
+    v.sort_by_key(|r| (r.ts_ns, r.src_port, r.wire_len));
+    v
+}
+
+fn json_summary(stderr: &str) -> serde_json::Value {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("\"type\":\"summary\""))
+        .unwrap_or_else(|| panic!("no JSON summary in: {stderr}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn records_match_the_pcap_of_the_same_packets() {
+    let tb = testbed();
+    let dir = temp_dir("records-e2e");
+    let key = key_file(&dir);
+    let (a, b) = (Collector::start(&tb), Collector::start(&tb));
+    let dests = format!("tcp://{},tcp://{}", a.addr, b.addr);
+    let pcap = dir.join("same.pcap");
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            pcap.to_str().unwrap(),
+            "--records",
+            &dests,
+            "--key",
+            &key,
+            "--probe-id",
+            "9",
+            "--json",
+            "-q",
+        ],
+    );
+    let n = 20_000u32;
+    let before = tb.rx_packets();
+    send(&tb, &frames(n));
+    std::thread::sleep(Duration::from_millis(500));
+    let out = stop(child, libc::SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(tb.rx_packets() - before, n as u64, "offered");
+    let (sa, sb) = (a.finish(), b.finish());
+
+    let s = json_summary(&err);
+    assert_eq!(s["captured"], n, "{err}");
+    assert_eq!(s["drops"]["kernel"], 0);
+    assert_eq!(s["drops"]["queue"], 0);
+    let r = &s["records"];
+    assert_eq!(r["records"], n);
+    let acked: u64 = (0..2)
+        .map(|i| r["collectors"][i]["acked"].as_u64().unwrap())
+        .sum();
+    assert_eq!(acked, n as u64, "{r}");
+    assert_eq!(
+        r["collectors"][0]["acked"],
+        sa.iter().map(|b| b.1.len()).sum::<usize>()
+    );
+    assert_eq!(
+        r["collectors"][1]["acked"],
+        sb.iter().map(|b| b.1.len()).sum::<usize>()
+    );
+
+    // The same packets, seen through the pcap written alongside: identical records.
+    let mut got: Vec<Record> = sa
+        .iter()
+        .chain(&sb)
+        .flat_map(|b| b.1.iter().copied())
+        .collect();
+    got.sort_by_key(|r| (r.ts_ns, r.src_port, r.wire_len));
+    let want = pcap_records(&pcap);
+    assert_eq!(want.len(), n as usize);
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "record {i}");
+    }
+    // And they are the frames that were sent (ports, lengths, addresses).
+    let f0 = frames(1).remove(0);
+    let r0 = got
+        .iter()
+        .find(|r| r.src_port == 1000 && r.dst_port == 2000)
+        .unwrap();
+    assert_eq!(
+        (r0.wire_len as usize, r0.src_ip4, r0.dst_ip4),
+        (f0.len(), [10, 77, 0, 1], [10, 77, 0, 2])
+    );
+    // Each collector's sequence numbers are 0, 1, 2, ... with nothing missing.
+    for s in [&sa, &sb] {
+        let mut seqs: Vec<u64> = s.iter().map(|b| b.0).collect();
+        seqs.sort_unstable();
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+        assert!(!seqs.is_empty(), "batch striping used both collectors");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unreachable_collector_at_start_is_retried_not_fatal() {
+    let tb = testbed();
+    let dir = temp_dir("records-dead");
+    let key = key_file(&dir);
+    let a = Collector::start(&tb);
+    // Port 9 on loopback in the fresh namespace: nothing listens.
+    let dests = format!("tcp://127.0.0.1:9,tcp://{}", a.addr);
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--records",
+            &dests,
+            "--key",
+            &key,
+            "--stripe",
+            "flow",
+            "--json",
+        ],
+    );
+    let n = 3000u32;
+    send(&tb, &frames(n));
+    std::thread::sleep(Duration::from_millis(500));
+    let out = stop(child, libc::SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("collector tcp://127.0.0.1:9 unreachable"),
+        "{err}"
+    );
+    let sa = a.finish();
+    let s = json_summary(&err);
+    assert_eq!(s["captured"], n);
+    assert_eq!(s["records"]["collectors"][1]["acked"], n, "{err}");
+    assert_eq!(sa.iter().map(|b| b.1.len()).sum::<usize>(), n as usize);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_destination_and_short_key_are_clear_errors() {
+    let tb = testbed();
+    let dir = temp_dir("records-bad");
+    let key = key_file(&dir);
+    let out = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--records",
+            "http://x:1",
+            "--key",
+            &key,
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = stderr_text(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad --records destination 'http://x:1'") && err.contains("tcp://HOST:PORT"),
+        "{err}"
+    );
+    let short = dir.join("short");
+    std::fs::write(&short, b"abc\n").unwrap();
+    let out = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--records",
+            "tcp://127.0.0.1:9",
+            "--key",
+            short.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = stderr_text(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("is 3 bytes, at least 16"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
