@@ -36,11 +36,11 @@ struct Collector {
 
 /// Starts `ringcap collect -o DIR` on tcp and udp 127.0.0.1:0, waits for "listening on".
 fn start(dir: &Path, key: &Path) -> Collector {
-    start_with(Command::new(ringcap()), dir, key)
+    start_with(Command::new(ringcap()), dir, key, &[])
 }
 
 /// The same with a given command (e.g. `ip netns exec NS ringcap`).
-fn start_with(mut cmd: Command, dir: &Path, key: &Path) -> Collector {
+fn start_with(mut cmd: Command, dir: &Path, key: &Path, extra: &[&str]) -> Collector {
     let mut child = cmd
         .args([
             "collect",
@@ -54,6 +54,7 @@ fn start_with(mut cmd: Command, dir: &Path, key: &Path) -> Collector {
         .arg("--key")
         .arg(key)
         .args(["--json", "--stats-interval", "0"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -657,7 +658,10 @@ fn probe_on_the_testbed_stripes_to_two_collectors_and_every_packet_is_stored_onc
     assert!(lo.success());
     let rx = |_| tb.command(lab::testbed::Side::Rx, ringcap().to_str().unwrap());
     let (da, db) = (dir.join("a"), dir.join("b"));
-    let (a, b) = (start_with(rx(0), &da, &k), start_with(rx(1), &db, &k));
+    let (a, b) = (
+        start_with(rx(0), &da, &k, &[]),
+        start_with(rx(1), &db, &k, &[]),
+    );
     let dests = format!("tcp://{},udp://{}", a.tcp.unwrap(), b.udp.unwrap());
     let probe = spawn_capture(
         &tb,
@@ -722,5 +726,42 @@ fn probe_on_the_testbed_stripes_to_two_collectors_and_every_packet_is_stored_onc
     got.sort_unstable();
     want.sort_unstable();
     assert!(got == want, "stored headers differ from the frames sent");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rotation_by_size_and_sigterm() {
+    let dir = temp_dir("collect-rotate");
+    let k = key_file(&dir);
+    let out = dir.join("out");
+    let c = start_with(
+        Command::new(ringcap()),
+        &out,
+        &k,
+        &["--rotate-size", "20KiB"],
+    );
+    let key = key();
+    // 100 records = 4800 payload bytes + a 24-byte spool frame header: the 5th batch passes 20 KiB.
+    let batches: Vec<(u64, Vec<u8>)> = (0..10u64)
+        .map(|s| {
+            (
+                s,
+                sealed(&key, 1, 1, s, &make_records(0, s as u32 * 100, 100), now()),
+            )
+        })
+        .collect();
+    send_tcp_acked(c.tcp.unwrap(), &batches);
+    let o = c.stop(libc::SIGTERM);
+    assert!(o.status.success(), "{}", stderr_text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows: Vec<u64> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["records"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rows, vec![500, 500], "{v}");
+    assert_eq!(records::dedup::records_files(&out).unwrap().len(), 2);
+    assert_eq!(duckdb_rows(&out), 1000);
     let _ = std::fs::remove_dir_all(&dir);
 }
