@@ -433,7 +433,7 @@ mod tests {
         std::mem::forget(s);
         let mut torn = fs::read(&spool).unwrap();
         let one = 24 + 50 * 48;
-        torn.extend_from_slice(&torn[8..8 + one / 2].to_vec());
+        torn.extend_from_within(8..8 + one / 2);
         fs::write(&spool, &torn).unwrap();
         // A .partial of a conversion that was running at the crash is overwritten.
         let target = parquet_name_for(&spool).unwrap();
