@@ -426,6 +426,32 @@ mod tests {
         assert_eq!(&b[40..48], &[128, 0, 0x40, 0x9c, 9, 0, 108, 0]);
     }
 
+    /// The worked example of docs/records.md.
+    #[test]
+    fn docs_example_bytes() {
+        let f = emit(&spec_v4(100));
+        let r = Record::from_frame(1_763_780_000_123_456_789, 142, &f, LinkType::Ethernet);
+        let mut b = [0u8; 48];
+        r.encode(&mut b);
+        let hex: Vec<String> = b
+            .chunks(16)
+            .map(|c| {
+                c.iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        assert_eq!(
+            hex,
+            [
+                "15 0d 4c b1 90 34 7a 18 8e 00 00 00 02 00 00 00",
+                "00 02 02 00 00 00 00 01 00 08 00 00 04 14 11 00",
+                "0a 4d 00 01 0a 4d 00 02 80 00 40 9c 09 00 6c 00",
+            ]
+        );
+    }
+
     #[test]
     fn udp_v6_extended_record() {
         let src: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
