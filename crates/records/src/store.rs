@@ -114,7 +114,15 @@ pub fn recover_dir(dir: &Path) -> io::Result<Vec<ConvertedFile>> {
             fs::remove_file(&s)?;
             continue;
         }
-        let c = convert_spool(&s, &out)?;
+        let c = convert_spool(&s, &out).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot recover the spool {}: {e} (move it out of the directory to start without it)",
+                    s.display()
+                ),
+            )
+        })?;
         fs::remove_file(&s)?;
         done.push(c);
     }
