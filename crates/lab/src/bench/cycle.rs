@@ -223,6 +223,23 @@ fn wait_drained(procs: &[(Proc, Launch, PathBuf)], stop: &AtomicBool) -> Result<
     Ok(())
 }
 
+/// A run's capture files: removed when the run ends, also when it fails or is interrupted (unless the plan
+/// keeps them).
+struct Outputs {
+    paths: Vec<PathBuf>,
+    remove: bool,
+}
+
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        if self.remove {
+            for p in &self.paths {
+                let _ = fs::remove_file(p);
+            }
+        }
+    }
+}
+
 /// Run one point once; returns one row per app (status says what failed, if anything).
 pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted> {
     let s = &run.setup;
@@ -256,7 +273,10 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
 
     // 1. Capturers, each pinned to the capture CPU, inside the Rx namespace.
     let mut procs: Vec<(Proc, Launch, PathBuf)> = Vec::new();
-    let mut outs = Vec::new();
+    let mut outs = Outputs {
+        paths: Vec::new(),
+        remove: s.output == Output::Disk && !env.plan.keep_files,
+    };
     for app in 0..s.apps {
         let out = methods::output_path(s, &env.plan.disk_dir, &format!("{tag}-app{app}"), &ext);
         if s.output == Output::Disk {
@@ -280,20 +300,12 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             Ok(p) => procs.push((p, launch, log)),
             Err(e) => return Ok(fail_all(format!("cannot start {}: {e}", s.method))),
         }
-        outs.push(out);
+        outs.paths.push(out);
     }
-    let remove_outputs = |outs: &[PathBuf]| {
-        if s.output == Output::Disk && !env.plan.keep_files {
-            for o in outs {
-                let _ = fs::remove_file(o);
-            }
-        }
-    };
     if let Err(why) = wait_ready(&mut procs, env.stop)? {
         for (p, _, _) in procs.iter_mut() {
             p.stop(Duration::from_secs(2));
         }
-        remove_outputs(&outs);
         return Ok(fail_all(format!(
             "{why} (logs: {})",
             logs.join(format!("run{}-app*.log", run.index)).display()
@@ -327,7 +339,6 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             for (p, _, _) in procs.iter_mut() {
                 p.stop(Duration::from_secs(2));
             }
-            remove_outputs(&outs);
             return Ok(fail_all(why));
         }
     };
@@ -364,7 +375,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
         let summary = methods::parse_summary(launch.summary, &text);
         let mut status = String::from("ok");
         let received = match (launch.count, s.output) {
-            (Count::File, Output::Disk) => match count_file(&outs[app]) {
+            (Count::File, Output::Disk) => match count_file(&outs.paths[app]) {
                 Ok(n) => Some(n),
                 Err(why) => {
                     status = why;
@@ -410,7 +421,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             ..base.clone()
         });
     }
-    remove_outputs(&outs);
+    drop(outs);
     if s.output == Output::Disk {
         // No dirty pages of this run left to be written back during the next one.
         // SAFETY: sync has no preconditions.
