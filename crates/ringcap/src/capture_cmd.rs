@@ -858,6 +858,7 @@ fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, Fatal
     cfg.stripe = stripe;
     cfg.probe_id = a.probe_id.unwrap_or_else(|| default_probe_id(&a.interface));
     cfg.flush = Duration::from_millis(a.records_flush.max(1));
+    cfg.ack_timeout = Duration::from_millis(a.ack_timeout_ms.max(1));
     Probe::start(cfg).map(Some).map_err(Fatal::usage)
 }
 

@@ -238,6 +238,11 @@ pub struct CaptureArgs {
     #[arg(long = "records-flush", value_name = "MS", default_value_t = 100)]
     pub records_flush: u64,
 
+    /// A TCP collector that has not acked a record batch for this many milliseconds is failed over (its
+    /// unacked batches go to the other collectors).
+    #[arg(long = "ack-timeout", value_name = "MS", default_value_t = 2000)]
+    pub ack_timeout_ms: u64,
+
     /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap and run in the kernel.
     #[arg(
         value_name = "EXPR",
