@@ -226,6 +226,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         stop: opts.stop,
     };
     let mut testbed: Option<(Placement, Testbed)> = None;
+    let mut nics_probed = false;
     let mut outcome = Outcome {
         runs_done: 0,
         runs_failed: 0,
@@ -243,6 +244,15 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
             let rps_cpu = placement.rps_cpu();
             let tb = Testbed::new(TestbedOptions { rps_cpu, mtu: None })
                 .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
+            if !nics_probed {
+                // The interfaces the runs use and their driver (veth here; a NIC on real hardware).
+                nics_probed = true;
+                let m = crate::machine::Machine::probe()
+                    .with_nic(Some(&tb.tx_ns), &tb.tx_if)
+                    .with_nic(Some(&tb.rx_ns), &tb.rx_if);
+                meta["machine"] = serde_json::to_value(m).unwrap_or_default();
+                write_meta(&meta)?;
+            }
             testbed = Some((placement, tb));
         }
         let Some((_, tb)) = &testbed else {
