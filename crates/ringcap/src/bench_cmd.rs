@@ -117,7 +117,10 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
         return Ok(());
     }
     let out = a.out.unwrap_or_else(|| {
-        let stem = a.plan.file_stem().map_or("plan".into(), |s| s.to_string_lossy().into_owned());
+        let stem = a
+            .plan
+            .file_stem()
+            .map_or("plan".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("bench-out").join(stem)
     });
     let flags = crate::stop::StopFlags::install().map_err(Fatal::runtime)?;
@@ -140,10 +143,20 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
     let verbose = a.verbose;
     let started = std::time::Instant::now();
     let outcome = bench::run(&plan, &opts, |ev| match ev {
-        Event::Skip(s) => say(&bar, format!("ringcap bench: skipping {}: {}", s.method, s.reason)),
-        Event::Start { todo, done, estimate_s } => {
+        Event::Skip(s) => say(
+            &bar,
+            format!("ringcap bench: skipping {}: {}", s.method, s.reason),
+        ),
+        Event::Start {
+            todo,
+            done,
+            estimate_s,
+        } => {
             if done > 0 {
-                say(&bar, format!("ringcap bench: resuming: {done} runs already done, {todo} to go"));
+                say(
+                    &bar,
+                    format!("ringcap bench: resuming: {done} runs already done, {todo} to go"),
+                );
             }
             bar.set_length(todo as u64);
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -153,14 +166,21 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
-            say(&bar, format!(
-                "ringcap bench: {} runs, about {} (estimate); results in {}",
-                todo,
-                humantime::format_duration(std::time::Duration::from_secs(estimate_s.round() as u64)),
-                out.display()
-            ));
+            say(
+                &bar,
+                format!(
+                    "ringcap bench: {} runs, about {} (estimate); results in {}",
+                    todo,
+                    humantime::format_duration(std::time::Duration::from_secs(
+                        estimate_s.round() as u64
+                    )),
+                    out.display()
+                ),
+            );
         }
-        Event::RunStarted(r) => bar.set_message(format!("run {} rerun {} {}", r.index, r.rerun, r.point)),
+        Event::RunStarted(r) => {
+            bar.set_message(format!("run {} rerun {} {}", r.index, r.rerun, r.point))
+        }
         Event::RunFinished { run, rows, seconds } => {
             bar.inc(1);
             if verbose {
@@ -181,7 +201,10 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
                 }
             } else {
                 for row in rows.iter().filter(|r| r.status != "ok") {
-                    say(&bar, format!("run {} ({}): {}", run.index, run.point, row.status));
+                    say(
+                        &bar,
+                        format!("run {} ({}): {}", run.index, run.point, row.status),
+                    );
                 }
             }
         }
@@ -191,7 +214,8 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
         bench::BenchError::Refused(_) => Fatal::usage(anyhow::anyhow!("{e}")),
         bench::BenchError::Io { .. } => Fatal::runtime(anyhow::anyhow!("{e}")),
     })?;
-    let took = humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()));
+    let took =
+        humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()));
     if outcome.interrupted {
         eprintln!(
             "ringcap bench: interrupted after {took}: {} runs written to {}; continue with --resume",
