@@ -27,6 +27,12 @@ struct Collector {
 
 impl Collector {
     fn start(tb: &Testbed) -> Collector {
+        Collector::start_dying(tb, None)
+    }
+
+    /// With `die_after = Some(k)`: stores and acks k batches, then closes its connection and its listener
+    /// on the next one without storing it (a collector killed mid-run).
+    fn start_dying(tb: &Testbed, die_after: Option<usize>) -> Collector {
         let ns = tb.ns(Side::Rx).to_string();
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
@@ -49,6 +55,9 @@ impl Collector {
                 while read_full(&mut s, &mut buf[..HEADER_LEN], &st) {
                     let n = batch::batch_len(&buf[..HEADER_LEN]).expect("valid header");
                     assert!(read_full(&mut s, &mut buf[HEADER_LEN..n], &st));
+                    if die_after.is_some_and(|k| stored.len() >= k) {
+                        return stored;
+                    }
                     let v = batch::open(&buf[..n], &key).expect("authentic batch");
                     stored.push((v.header().seq, v.records().collect()));
                     s.write_all(&batch::ack(v.header().seq)).unwrap();
@@ -305,5 +314,64 @@ fn bad_destination_and_short_key_are_clear_errors() {
     let err = stderr_text(&out);
     assert!(!out.status.success());
     assert!(err.contains("is 3 bytes, at least 16"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn collector_killed_mid_run_the_probe_fails_over_and_nothing_is_lost() {
+    let tb = testbed();
+    let dir = temp_dir("records-failover");
+    let key = key_file(&dir);
+    let (a, b) = (Collector::start_dying(&tb, Some(3)), Collector::start(&tb));
+    let dests = format!("tcp://{},tcp://{}", a.addr, b.addr);
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--records",
+            &dests,
+            "--key",
+            &key,
+            "--records-flush",
+            "20",
+            "--json",
+        ],
+    );
+    // Bursts with pauses, so batches flush and a dies while traffic still flows.
+    let all = frames(12_000);
+    for chunk in all.chunks(1000) {
+        send(&tb, chunk);
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let out = stop(child, libc::SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("failed"), "the failover is reported: {err}");
+    let (sa, sb) = (a.finish(), b.finish());
+    assert_eq!(sa.len(), 3);
+    let s = json_summary(&err);
+    let r = &s["records"];
+    let c = &r["collectors"];
+    assert_eq!(s["captured"], 12_000, "{err}");
+    let stored = |v: &Vec<(u64, Vec<Record>)>| v.iter().map(|b| b.1.len() as u64).sum::<u64>();
+    // Every captured packet's record is stored exactly once: a's acked ones, the rest (re-sent) on b.
+    assert_eq!(stored(&sa) + stored(&sb), 12_000);
+    assert_eq!(c[0]["acked"], stored(&sa));
+    assert_eq!(c[1]["acked"], stored(&sb));
+    assert!(c[1]["resent"].as_u64().unwrap() > 0, "{r}");
+    assert!(c[0]["failures"].as_u64().unwrap() >= 1, "{r}");
+    assert_eq!(
+        c[0]["dropped"].as_u64().unwrap() + c[1]["dropped"].as_u64().unwrap(),
+        0
+    );
+    let distinct: std::collections::HashSet<Record> = sa
+        .iter()
+        .chain(&sb)
+        .flat_map(|b| b.1.iter().copied())
+        .collect();
+    assert_eq!(distinct.len(), 12_000, "no record twice");
     let _ = std::fs::remove_dir_all(&dir);
 }
