@@ -100,7 +100,7 @@ rate_pps = [40000, 80000]
             "generated"
         ]
     );
-    assert_eq!(head.last().map(String::as_str), Some("status"));
+    assert_eq!(&head[head.len() - 2..], &["status", "app_setup_s"]);
     let rows: Vec<HashMap<String, String>> = r
         .records()
         .map(|rec| {
@@ -139,7 +139,13 @@ rate_pps = [40000, 80000]
         let pps = num(row, "pps");
         let want = num(row, "rate_pps");
         assert!((pps / want - 1.0).abs() < 0.1, "pps {pps} for {want}");
-        assert!(num(row, "app_cpu_s") > 0.0);
+        let (cpu, setup) = (num(row, "app_cpu_s"), num(row, "app_setup_s"));
+        assert!(cpu > 0.0 && (0.0..cpu).contains(&setup), "{row:?}");
+        let per_pkt = num(row, "app_ns_per_pkt");
+        assert!(
+            (per_pkt - (cpu - setup) / 21000.0 * 1e9).abs() < 1.0,
+            "{row:?}"
+        );
         let busy = 100.0 - num(row, "cpu_idle");
         assert!((0.0..=100.0).contains(&busy));
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
-/// The measured columns after the factor columns, in order (bench-contract.md).
-pub const MEASURES: [&str; 21] = [
+/// The measured columns after the factor columns, in order (bench-contract.md; `app_setup_s` added last).
+pub const MEASURES: [&str; 22] = [
     "generated",
     "offered",
     "received",
@@ -33,6 +33,7 @@ pub const MEASURES: [&str; 21] = [
     "app_cpu_s",
     "app_ns_per_pkt",
     "status",
+    "app_setup_s",
 ];
 
 /// Integer columns. Factor columns stay text even when numeric: their levels are as written ("max").
@@ -47,7 +48,7 @@ const INT_COLUMNS: [&str; 9] = [
     "drop_ring",
     "drop_storage",
 ];
-const FLOAT_COLUMNS: [&str; 14] = [
+const FLOAT_COLUMNS: [&str; 15] = [
     "capture_rate",
     "duration_s",
     "pps",
@@ -62,6 +63,7 @@ const FLOAT_COLUMNS: [&str; 14] = [
     "cpu_steal",
     "app_cpu_s",
     "app_ns_per_pkt",
+    "app_setup_s",
 ];
 
 /// One row of results.csv.
@@ -86,8 +88,11 @@ pub struct Row {
     /// Percent of the machine per mode (cpusage::MODES order), average over the generating phase.
     pub cpu: Option<[f64; 8]>,
     pub app_cpu_s: Option<f64>,
+    /// Per-packet CPU without the set-up: (app_cpu_s - app_setup_s) / offered.
     pub app_ns_per_pkt: Option<f64>,
     pub status: String,
+    /// CPU the capturer had used when it was ready (ring allocation, start-up), seconds.
+    pub app_setup_s: Option<f64>,
 }
 
 /// The header for a plan with these factors.
@@ -140,6 +145,7 @@ impl Row {
             float(self.app_cpu_s, 6),
             float(self.app_ns_per_pkt, 1),
             self.status.clone(),
+            float(self.app_setup_s, 6),
         ]);
         f
     }
@@ -310,7 +316,7 @@ mod tests {
         let done = finished_runs(&csv, &factors).unwrap();
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
-        assert!(text.ends_with("capturer exited before ready\n"), "{text}");
+        assert!(text.ends_with("capturer exited before ready,\n"), "{text}");
         assert_eq!(text.lines().count(), 4);
         // The quoted level with a comma survives the round trip.
         assert!(text.contains("\"udp, port 9\""));
