@@ -157,6 +157,16 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
     // Plots: SVG always, PNG when rsvg-convert is there (one warning if not).
     let plot_dir = dir.join("plots");
     std::fs::create_dir_all(&plot_dir).map_err(io(&plot_dir))?;
+    // Plots of an earlier report of this directory would linger next to the new ones: remove them.
+    for entry in std::fs::read_dir(&plot_dir)
+        .map_err(io(&plot_dir))?
+        .flatten()
+    {
+        let p = entry.path();
+        if matches!(p.extension().and_then(|e| e.to_str()), Some("svg" | "png")) {
+            std::fs::remove_file(&p).map_err(io(&p))?;
+        }
+    }
     let mut plots = Vec::new();
     let mut png_failed = false;
     for f in &figs {

@@ -264,7 +264,11 @@ fn print_report_summary(s: &lab::report::ReportSummary) {
         s.runs,
         s.points,
         s.runs_failed,
-        if s.complete { "" } else { ", plan not finished" },
+        if s.complete {
+            ""
+        } else {
+            ", plan not finished"
+        },
         s.plots.len(),
         s.summary_csv.display(),
         s.anova_json

@@ -219,7 +219,12 @@ pub struct CaptureArgs {
     pub load: Option<crate::load::LoadSpec>,
 
     /// Send header records (not packets) to collectors: tcp://HOST:PORT or udp://HOST:PORT, comma-separated.
-    #[arg(long = "records", value_name = "DEST[,DEST...]", value_delimiter = ',', requires = "key")]
+    #[arg(
+        long = "records",
+        value_name = "DEST[,DEST...]",
+        value_delimiter = ',',
+        requires = "key"
+    )]
     pub records: Vec<String>,
 
     /// Shared key file for record batches (HMAC-SHA256); any file of at least 16 random bytes.

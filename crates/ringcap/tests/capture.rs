@@ -155,7 +155,11 @@ fn sigint_right_after_a_burst_loses_nothing_that_arrived() {
     let out = stop(child, SIGINT);
     let err = stderr_text(&out);
     assert!(out.status.success(), "{err}");
-    assert_eq!(summary_count(&err, " packets captured"), sent.len() as u64, "{err}");
+    assert_eq!(
+        summary_count(&err, " packets captured"),
+        sent.len() as u64,
+        "{err}"
+    );
     assert_eq!(capinfos_count(&file), sent.len() as u64);
     std::fs::remove_dir_all(dir).unwrap();
 }

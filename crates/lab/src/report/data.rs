@@ -11,8 +11,9 @@ use crate::machine::Machine;
 
 /// Columns before the factor columns.
 const HEAD: [&str; 4] = ["run", "point", "rerun", "app"];
-/// Measured columns after the factor columns (bench contract); everything else is a factor.
-pub const MEASURED: [&str; 22] = [
+/// Measured columns after the factor columns (bench contract). Factors are the columns between `app` and
+/// `generated`; a measured column this list does not know is read as a value, never as a factor.
+pub const MEASURED: [&str; 23] = [
     "generated",
     "offered",
     "received",
@@ -35,6 +36,7 @@ pub const MEASURED: [&str; 22] = [
     "app_ns_per_pkt",
     "status",
     "cpu_busy",
+    "app_setup_s",
 ];
 /// The CPU modes of /proc/stat, in the order cpusage prints them.
 pub const CPU_MODES: [&str; 8] = [
@@ -105,11 +107,17 @@ pub fn read_results(path: &Path) -> Result<Results, ReportError> {
         })?;
     }
     let status_col = col("status");
-    let factor_cols: Vec<usize> = (0..header.len())
-        .filter(|&i| !HEAD.contains(&header[i].as_str()) && !MEASURED.contains(&header[i].as_str()))
+    let first_measured = col("generated").unwrap_or(header.len());
+    let after_head = head.iter().max().map_or(0, |&i| i + 1);
+    let factor_cols: Vec<usize> = (after_head..first_measured)
+        .filter(|&i| !MEASURED.contains(&header[i].as_str()))
         .collect();
     let value_cols: Vec<usize> = (0..header.len())
-        .filter(|&i| MEASURED.contains(&header[i].as_str()) && header[i] != "status")
+        .filter(|&i| {
+            !HEAD.contains(&header[i].as_str())
+                && !factor_cols.contains(&i)
+                && header[i] != "status"
+        })
         .collect();
     let mut out = Results {
         factors: factor_cols.iter().map(|&i| header[i].clone()).collect(),
