@@ -355,6 +355,11 @@ mod tests {
         ] {
             match which(program) {
                 None => assert!(!v.contains_key(name), "{name} is not installed"),
+                // stenotype 1.0.1 prints no version number at all: the marker says so, and only then.
+                Some(_) if v[name] == "installed (version unknown)" => {
+                    let out = combined_output(program, &[arg]).unwrap_or_default();
+                    assert_eq!(out.lines().find_map(version_in), None, "{name}: {out}");
+                }
                 Some(_) => {
                     let version = &v[name];
                     assert!(
