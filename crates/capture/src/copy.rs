@@ -13,7 +13,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::counters::{BatchTally, Counters};
+use crate::batch::Batch;
+use crate::counters::Counters;
 use crate::error::CaptureError;
 use crate::packet::{clip_len, vlan_from_meta, Packet};
 use crate::sys;
@@ -136,13 +137,9 @@ impl CopySource {
         Arc::clone(&self.counters)
     }
 
-    /// One recvmmsg call (after waiting up to `timeout` in poll() if nothing is queued); hands each packet
-    /// to `f` and returns how many.
-    pub fn for_each_batch(
-        &mut self,
-        timeout: Duration,
-        mut f: impl FnMut(&Packet),
-    ) -> Result<usize, CaptureError> {
+    /// One recvmmsg call (after waiting up to `timeout` in poll() if nothing is queued); `Ok(None)` when
+    /// nothing arrived.
+    pub fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError> {
         // A short previous batch means the queue was empty then: wait in poll() first instead of paying
         // for a recvmmsg that would most likely return EAGAIN. A full batch means more may be queued.
         let mut n = if self.queue_drained {
@@ -154,23 +151,21 @@ impl CopySource {
             self.counters.add_poll();
             let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
             if !sys::poll_readable(&self.fd, ms)? {
-                return Ok(0);
+                return Ok(None);
             }
             n = self.receive()?;
         }
         self.queue_drained = n < self.msgs.len();
-        let mut tally = BatchTally::default();
-        for i in 0..n {
-            let p = self.packet(i);
-            tally.packets += 1;
-            tally.wire_bytes += p.wire_len as u64;
-            tally.captured_bytes += p.data.len() as u64;
-            f(&p);
+        if n == 0 {
+            return Ok(None);
         }
-        if n > 0 {
-            self.counters.add_batch(&tally);
-        }
-        Ok(n)
+        // Counted on the first pass over the batch (see `Batch`), as the ring counts its blocks.
+        Ok(Some(Batch::copy(self, n)))
+    }
+
+    /// Adds what one batch held to the counters (when the batch is dropped).
+    pub(crate) fn count_batch(&self, t: &crate::counters::BatchTally) {
+        self.counters.add_batch(t);
     }
 
     /// recvmmsg without blocking: the number of messages filled.
@@ -201,7 +196,7 @@ impl CopySource {
     }
 
     /// Message `i` of the last batch as a Packet.
-    fn packet(&self, i: usize) -> Packet<'_> {
+    pub(crate) fn packet(&self, i: usize) -> Packet<'_> {
         let m = &self.msgs[i];
         let copied = (m.msg_len as usize).min(self.buf_size);
         let mut ts_ns = None;

@@ -49,6 +49,21 @@ pub struct CounterSnapshot {
     pub corrupt: u64,
 }
 
+impl CounterSnapshot {
+    /// Field-wise sum (the largest batch: the larger one), for totals over fanout sockets.
+    pub fn add(&mut self, o: &CounterSnapshot) {
+        self.packets += o.packets;
+        self.wire_bytes += o.wire_bytes;
+        self.captured_bytes += o.captured_bytes;
+        self.batches += o.batches;
+        self.blocks_timed_out += o.blocks_timed_out;
+        self.blocks_losing += o.blocks_losing;
+        self.max_batch_packets = self.max_batch_packets.max(o.max_batch_packets);
+        self.polls += o.polls;
+        self.corrupt += o.corrupt;
+    }
+}
+
 /// Live counters of one source; share with `Arc` (see `Source::counters`).
 ///
 /// Packets rejected by the filter are not counted anywhere: the kernel runs the filter before its own

@@ -2,7 +2,9 @@
 //!
 //! * [`RingSource`]: AF_PACKET TPACKET_V3 ring mapped into the process, read in place, block by block.
 //! * [`CopySource`]: the classic per-packet path, recvmmsg into preallocated buffers (`--source copy`).
-//! * [`Source`]: either one behind one loop: `for_each_batch(timeout, |p: &Packet| ...)`.
+//! * [`Source`]: either one behind one loop: `next_batch(timeout)` yields a [`Batch`], read once per sink
+//!   (or `for_each_batch(timeout, |p: &Packet| ...)`). [`BatchSource`] is what the capture session drives;
+//!   [`MemorySource`] feeds it packets held in memory.
 //! * Fanout: [`Source::open_group`] opens N sockets in one PACKET_FANOUT group, one per thread;
 //!   pin each thread with [`pin_thread`].
 //! * Filters: [`compile_filter`] (libpcap, tcpdump syntax) → classic BPF attached in the kernel.
@@ -18,6 +20,7 @@
 //! # Ok::<(), capture::CaptureError>(())
 //! ```
 
+mod batch;
 mod copy;
 mod counters;
 mod error;
@@ -27,6 +30,7 @@ mod ring;
 mod source;
 mod sys;
 
+pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
 pub use copy::{CopyConfig, CopySource};
 pub use counters::{CounterSnapshot, Counters, KernelStats};
 pub use error::{CaptureError, FilterError};

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::batch::Batch;
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
 #[cfg(test)]
@@ -251,21 +252,9 @@ impl RingSource {
         self.status_word(block).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
-    /// Wait up to `timeout` for one block and hand each of its packets to `f`; returns how many.
-    pub fn for_each_batch(
-        &mut self,
-        timeout: Duration,
-        mut f: impl FnMut(&Packet),
-    ) -> Result<usize, CaptureError> {
-        let Some(block) = self.next_block(timeout)? else {
-            return Ok(0);
-        };
-        let mut n = 0;
-        for p in block.packets() {
-            f(&p);
-            n += 1;
-        }
-        Ok(n)
+    /// The next block as a [`Batch`], waiting up to `timeout`; `Ok(None)` when nothing arrived.
+    pub fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError> {
+        Ok(self.next_block(timeout)?.map(Batch::block))
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use libc::sock_filter;
 
+use crate::batch::{Batch, BatchSource};
 use crate::copy::{CopyConfig, CopySource};
 use crate::counters::{Counters, KernelStats};
 use crate::error::CaptureError;
@@ -263,11 +264,25 @@ impl Source {
     pub fn for_each_batch(
         &mut self,
         timeout: Duration,
-        f: impl FnMut(&Packet),
+        mut f: impl FnMut(&Packet),
     ) -> Result<usize, CaptureError> {
+        let Some(batch) = self.next_batch(timeout)? else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        for p in batch.packets() {
+            f(&p);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Wait up to `timeout` for the next batch (a ring block or a recvmmsg batch); `Ok(None)` on timeout.
+    #[inline]
+    pub fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError> {
         match self {
-            Source::Ring(r) => r.for_each_batch(timeout, f),
-            Source::Copy(c) => c.for_each_batch(timeout, f),
+            Source::Ring(r) => r.next_batch(timeout),
+            Source::Copy(c) => c.next_batch(timeout),
         }
     }
 
@@ -282,5 +297,15 @@ impl Source {
     /// The kernel's counters since open (accumulated; see [`Counters::kernel_stats`]).
     pub fn kernel_stats(&self) -> KernelStats {
         self.counters().kernel_stats()
+    }
+}
+
+impl BatchSource for Source {
+    fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError> {
+        Source::next_batch(self, timeout)
+    }
+
+    fn counters(&self) -> Arc<Counters> {
+        Source::counters(self)
     }
 }

@@ -123,7 +123,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
             .map_or("plan".into(), |s| s.to_string_lossy().into_owned());
         PathBuf::from("bench-out").join(stem)
     });
-    let flags = crate::stop::StopFlags::install().map_err(Fatal::runtime)?;
+    let flags = session::Stop::install().map_err(Fatal::runtime)?;
     let opts = bench::Options {
         out: out.clone(),
         ringcap,

@@ -1,40 +1,19 @@
-//! `ringcap capture`: sources (capture crate) → one sink (store writer or terminal lines), a stats line per
-//! interval on stderr, and tcpdump's summary plus ringcap's per-stage lines at the end.
+//! `ringcap capture`: maps the flags to a capture session (crates/session): sources, sinks, options; prints
+//! the listening line, then the stats lines and the summary of `capture_stats`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::anyhow;
-use capture::{CaptureError, Counters, Fanout, Source, SourceConfig};
-use store::{
-    CaptureWriter, CompressMode, FilePlan, Format, IfStats, Level, VlanTag, WriterCounters,
-    WriterOptions, WriterStats,
-};
+use capture::{BatchSource, CaptureError, Fanout, Source, SourceConfig};
+use session::sinks::{CountSink, LoadSink, PrintSink, RecordSink, WriterSink};
+use session::{Options, Session, Sink, Stop};
+use store::{CaptureWriter, CompressMode, FilePlan, Format, WriterOptions};
 
+use crate::capture_stats::{StatsPrinter, Summary};
 use crate::cli::{self, CaptureArgs};
-use crate::load::{Load, LoadSpec};
-use crate::stop::StopFlags;
-use crate::units;
 use crate::Fatal;
-
-/// How long one wait for packets may take: bounds the reaction time to signals and -c/--duration.
-const POLL: Duration = Duration::from_millis(100);
-/// The longest a stopped capture keeps draining packets that had already arrived.
-const DRAIN_LIMIT: Duration = Duration::from_secs(2);
-
-/// Where captured packets go.
-enum Sink {
-    /// One `tcpdump -n` style line per packet on stdout.
-    Print,
-    /// A pcap/pcapng file or stdout, or a series of files; shared by all capture threads, locked
-    /// once per batch.
-    File(Arc<Mutex<CaptureWriter>>),
-    /// `--drop-all`: count and drop (the source's counters are the result).
-    Count,
-}
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let mut cfg = source_config(&a)?;
@@ -43,356 +22,112 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         print!("{}", capture::dump(prog, capture::DumpStyle::Asm));
         return Ok(());
     }
-    let stop = StopFlags::install()
+    let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
-
     let sources = Source::open_group(&cfg, a.threads).map_err(capture_fatal)?;
-    cfg.filter = None; // compiled program now lives in the kernel
-    let counters: Vec<Arc<Counters>> = sources.iter().map(|s| s.counters()).collect();
+    cfg.filter = None; // the compiled program now lives in the kernel
 
     let plan = file_plan(&a)?;
-    let sink = if a.drop_all {
-        Sink::Count
-    } else if let Some(plan) = &plan {
-        Sink::File(Arc::new(Mutex::new(open_files(plan.clone(), &a)?)))
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    let mut writer_counters = None;
+    if let Some(writer) = match (&plan, &a.write) {
+        _ if a.drop_all => None,
+        (Some(plan), _) => Some(open_files(plan.clone(), &a)?),
+        (None, Some(path)) => Some(open_writer(path, &a)?),
+        (None, None) => None,
+    } {
+        let w = WriterSink::new(writer);
+        w.rotate_on_sighup()
+            .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
+        writer_counters = Some(w.counters());
+        sinks.push(Box::new(w));
+    } else if a.drop_all || !a.records.is_empty() {
+        // --records alone: the records are the output, no packet lines.
+        sinks.push(Box::<CountSink>::default());
     } else {
-        match &a.write {
-            // --records alone: the records are the output, no packet lines.
-            None if !a.records.is_empty() => Sink::Count,
-            None => Sink::Print,
-            Some(path) => Sink::File(Arc::new(Mutex::new(open_writer(path, &a)?))),
-        }
-    };
-    let writer_counters = match &sink {
-        Sink::File(w) => Some(w.lock().unwrap_or_else(|p| p.into_inner()).counters()),
-        Sink::Print | Sink::Count => None,
-    };
+        sinks.push(Box::new(PrintSink::new(
+            wire::LinkType::Ethernet,
+            stop.clone(),
+        )));
+    }
     let probe = records_probe(&a)?;
-    // SIGHUP: start a new file (file mode), as with logs.
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
-        .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
-    if !a.quiet || a.write.is_some() || plan.is_some() || a.drop_all || probe.is_some() {
-        let what = match (&plan, &a.write) {
-            (None, None) if probe.is_some() => "sending header records only".to_string(),
-            _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
-            (Some(p), _) => format!(
-                "writing {} files {}-<UTC start>-<seq>{} in {}{}",
-                format_name(a.format),
-                p.base,
-                store::extension(store_format(a.format), p.compression),
-                p.dirs
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if p.compression == CompressMode::None {
-                    String::new()
-                } else {
-                    format!(" (compress {})", compress_name(p.compression))
-                }
-            ),
-            (None, Some(p)) => format!("writing {} to {}", format_name(a.format), p.display()),
-            (None, None) => "printing one line per packet".to_string(),
-        };
-        eprintln!(
-            "ringcap: listening on {} ({} source, {} thread{}), {}",
-            a.interface,
-            match a.source {
-                cli::SourceKind::Ring => "ring",
-                cli::SourceKind::Copy => "copy",
-            },
-            a.threads,
-            if a.threads == 1 { "" } else { "s" },
-            what
-        );
-        if let Some(p) = &probe {
-            eprintln!("ringcap: header records to {}", records_destinations(&a, p));
+    let probe_line = probe.as_ref().map(|p| records_destinations(&a, p));
+    if let Some(p) = probe {
+        sinks.push(Box::new(RecordSink::new(p, wire::LinkType::Ethernet)));
+    }
+    if let Some(spec) = a.load {
+        sinks.push(Box::new(LoadSink::new(spec, capture::MAX_SNAPLEN as usize)));
+    }
+    if !a.quiet || a.write.is_some() || plan.is_some() || a.drop_all || probe_line.is_some() {
+        listening_line(&a, plan.as_ref(), probe_line.is_some());
+        if let Some(line) = &probe_line {
+            eprintln!("ringcap: header records to {line}");
         }
     }
 
-    let started = Instant::now();
-    let start_ns = now_ns();
-    let taken = Arc::new(AtomicU64::new(0));
-    let mut handles = Vec::new();
-    for (i, src) in sources.into_iter().enumerate() {
-        let cpu = (!a.cpus.is_empty()).then(|| a.cpus[i % a.cpus.len()]);
-        let ctx = ThreadCtx {
-            stop: stop.clone(),
-            taken: Arc::clone(&taken),
-            limit: a.count,
-            sink: match &sink {
-                Sink::Print => Sink::Print,
-                Sink::Count => Sink::Count,
-                Sink::File(w) => Sink::File(Arc::clone(w)),
-            },
-            hup: Arc::clone(&hup),
-            load: a.load,
-            records: probe.as_ref().map(|p| p.batcher()),
-            drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
-        };
-        let h = std::thread::Builder::new()
-            .name(format!("ringcap-cap{i}"))
-            .spawn(move || {
-                if let Some(cpu) = cpu {
-                    capture::pin_thread(cpu)
-                        .map_err(|e| anyhow!("cannot pin capture thread to CPU {cpu}: {e}"))?;
-                }
-                capture_loop(src, ctx)
-            })
-            .map_err(|e| Fatal::runtime(anyhow!("cannot start a capture thread: {e}")))?;
-        handles.push(h);
-    }
-
-    // Stats until every thread has ended (stop flag, -c, --duration or an error).
+    let opts = Options {
+        cpus: a.cpus.clone(),
+        count: a.count,
+        duration: a.duration,
+        drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
+    };
+    let sources = sources
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn BatchSource>)
+        .collect();
+    let session = Session::new(sources, opts, stop);
+    let counters = session.counters();
     let mut printer =
         StatsPrinter::new(a.json, a.quiet || a.stats_interval <= 0.0, a.stats_interval);
-    while handles.iter().any(|h| !h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(50));
-        if a.duration.is_some_and(|d| started.elapsed() >= d) {
-            stop.request_stop();
-        }
-        if let Some(wc) = &writer_counters {
-            if wc.snapshot().failed {
-                stop.request_stop();
-            }
-        }
-        printer.maybe_print(&counters, writer_counters.as_deref());
+    let mut report = session
+        .run(sinks, || {
+            printer.maybe_print(&counters, writer_counters.as_deref())
+        })
+        .map_err(Fatal::runtime)?;
+    Summary::new(&report, a.count, a.drop_all, plan.is_some()).print(a.json);
+    if !report.sink_errors.is_empty() {
+        return Err(Fatal::runtime(report.sink_errors.remove(0)));
     }
-    let mut thread_error = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => thread_error = Some(e),
-            Err(_) => thread_error = Some(anyhow!("a capture thread panicked")),
-        }
+    match report.thread_error {
+        Some(e) => Err(Fatal::runtime(e)),
+        None => Ok(()),
     }
+}
 
-    // All sources are dropped: their kernel counters are final.
-    let kernel = counters
-        .iter()
-        .fold(capture::KernelStats::default(), |mut k, c| {
-            k.add(&c.kernel_stats());
-            k
-        });
-    let snaps: Vec<_> = counters.iter().map(|c| c.snapshot()).collect();
-    let delivered: u64 = snaps.iter().map(|s| s.packets).sum();
-    let mut write_error = None;
-    let writer_stats = match sink {
-        Sink::File(w) => {
-            let w = Arc::try_unwrap(w)
-                .map_err(|_| {
-                    Fatal::runtime(anyhow!("internal: writer still shared after threads ended"))
-                })?
-                .into_inner()
-                .unwrap_or_else(|p| p.into_inner());
-            let if_stats = IfStats {
-                ifrecv: Some(kernel.packets),
-                ifdrop: Some(kernel.drops),
-                filter_accept: Some(kernel.packets),
-                os_drop: Some(kernel.drops),
-                usr_deliv: Some(delivered),
-                start_ns: Some(start_ns),
-                end_ns: Some(now_ns()),
-            };
-            let counters = w.counters();
-            match w.finish(Some(if_stats)) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    write_error = Some(e);
-                    Some(counters.snapshot())
-                }
+fn listening_line(a: &CaptureArgs, plan: Option<&FilePlan>, records: bool) {
+    let what = match (plan, &a.write) {
+        (None, None) if records => "sending header records only".to_string(),
+        _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
+        (Some(p), _) => format!(
+            "writing {} files {}-<UTC start>-<seq>{} in {}{}",
+            format_name(a.format),
+            p.base,
+            store::extension(store_format(a.format), p.compression),
+            p.dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if p.compression == CompressMode::None {
+                String::new()
+            } else {
+                format!(" (compress {})", compress_name(p.compression))
             }
-        }
-        Sink::Print | Sink::Count => {
-            let _ = std::io::stdout().flush();
-            None
-        }
+        ),
+        (None, Some(p)) => format!("writing {} to {}", format_name(a.format), p.display()),
+        (None, None) => "printing one line per packet".to_string(),
     };
-    // Every batcher has finished with its thread: the sender sends the rest and waits for acks.
-    let records = probe.map(|p| p.finish());
-    let levels = writer_counters
-        .as_ref()
-        .map(|c| c.level_histogram())
-        .unwrap_or_default();
-
-    let summary = Summary {
-        elapsed: started.elapsed(),
-        kernel,
-        delivered,
-        // Printed lines: what the source delivered, cut at -c.
-        captured: writer_stats.map_or(a.count.map_or(delivered, |l| delivered.min(l)), |s| {
-            s.packets
-        }),
-        storage_drops: writer_stats.map_or(0, |s| s.storage_drops),
-        wire_bytes: snaps.iter().map(|s| s.wire_bytes).sum(),
-        blocks: snaps.iter().map(|s| s.batches).sum(),
-        blocks_timed_out: snaps.iter().map(|s| s.blocks_timed_out).sum(),
-        blocks_losing: snaps.iter().map(|s| s.blocks_losing).sum(),
-        bytes_written: writer_stats.map(|s| s.bytes_written),
-        direct_io: writer_stats.is_some_and(|s| s.direct_io),
-        writer: writer_stats.filter(|_| plan.is_some()),
-        levels,
-        drop_all: a.drop_all,
-        records,
-    };
-    summary.print(a.json);
-
-    if let Some(e) = write_error {
-        return Err(Fatal::runtime(anyhow!(e)));
-    }
-    if let Some(e) = thread_error {
-        return Err(Fatal::runtime(e));
-    }
-    Ok(())
-}
-
-struct ThreadCtx {
-    stop: StopFlags,
-    taken: Arc<AtomicU64>,
-    limit: Option<u64>,
-    sink: Sink,
-    hup: Arc<AtomicBool>,
-    /// `--load`: work per packet; each thread makes its own buffers.
-    load: Option<LoadSpec>,
-    /// How long a draining thread waits for the kernel to hand over a partly filled block.
-    drain_wait: Duration,
-    /// `--records`: this thread's batcher (header records straight from the ring slots).
-    records: Option<records::probe::Batcher>,
-}
-
-fn capture_loop(mut src: Source, mut ctx: ThreadCtx) -> anyhow::Result<()> {
-    let mut rec = ctx.records.take();
-    let mut line = String::with_capacity(256);
-    let stdout = std::io::stdout();
-    let mut flush_at = Instant::now() + Duration::from_millis(200);
-    let mut load = ctx
-        .load
-        .map(|l| Load::new(l, capture::MAX_SNAPLEN as usize))
-        .transpose()?;
-    // After a stop (signal, --duration) keep reading what the kernel already delivered, until a wait of
-    // one block timeout brings nothing or DRAIN_LIMIT has passed: SIGINT must not lose packets that had
-    // arrived. (tcpdump leaves them in its buffer, uncounted.)
-    let mut drain_until: Option<Instant> = None;
-    loop {
-        if ctx.limit.is_some_and(|l| ctx.taken.load(Relaxed) >= l) {
-            ctx.stop.request_stop();
-            break;
-        }
-        if drain_until.is_none() && ctx.stop.stopping() {
-            if matches!(ctx.sink, Sink::Print) {
-                break; // a terminal or a closed pipe (`| head`): stop at once, as tcpdump does
-            }
-            drain_until = Some(Instant::now() + DRAIN_LIMIT);
-        }
-        if drain_until.is_some_and(|t| Instant::now() >= t) {
-            break;
-        }
-        let wait = if drain_until.is_some() {
-            ctx.drain_wait
-        } else {
-            POLL
-        };
-        let n = match &ctx.sink {
-            Sink::File(w) => {
-                // Lock once per batch, and only once packets are there (not while waiting in poll).
-                let mut guard = None;
-                let n = src.for_each_batch(wait, |p| {
-                    if !take_one(&ctx) {
-                        return;
-                    }
-                    if let Some(l) = &mut load {
-                        l.packet(p.data);
-                    }
-                    if let Some(b) = &mut rec {
-                        b.push(&packet_record(p));
-                    }
-                    let w =
-                        guard.get_or_insert_with(|| w.lock().unwrap_or_else(|p| p.into_inner()));
-                    let vlan = p.vlan.map(|v| VlanTag {
-                        tpid: v.tpid,
-                        tci: v.tci,
-                    });
-                    w.write_packet(p.ts_ns, p.wire_len, p.data, vlan);
-                })?;
-                let mut w = match guard {
-                    Some(g) => g,
-                    None => w.lock().unwrap_or_else(|p| p.into_inner()),
-                };
-                w.maybe_flush(Instant::now());
-                w.maybe_rotate(now_ns());
-                // One thread takes the SIGHUP; without a free buffer it stays pending.
-                if ctx.hup.swap(false, Relaxed) && !w.rotate_now() {
-                    ctx.hup.store(true, Relaxed);
-                }
-                n
-            }
-            Sink::Count => src.for_each_batch(wait, |p| {
-                if !take_one(&ctx) {
-                    return;
-                }
-                if let Some(l) = &mut load {
-                    l.packet(p.data);
-                }
-                if let Some(b) = &mut rec {
-                    b.push(&packet_record(p));
-                }
-            })?,
-            Sink::Print => {
-                let mut out = stdout.lock();
-                let n = src.for_each_batch(wait, |p| {
-                    if !take_one(&ctx) {
-                        return;
-                    }
-                    if let Some(l) = &mut load {
-                        l.packet(p.data);
-                    }
-                    line.clear();
-                    let _ = wire::format_line(
-                        &mut line,
-                        p.ts_ns,
-                        p.data,
-                        p.record_wire_len(),
-                        wire::LinkType::Ethernet,
-                    );
-                    line.push('\n');
-                    if let Err(e) = out.write_all(line.as_bytes()) {
-                        // A closed pipe (`ringcap ... | head`) ends the capture, like tcpdump.
-                        if e.kind() == std::io::ErrorKind::BrokenPipe {
-                            ctx.stop.request_stop();
-                        }
-                    }
-                })?;
-                if Instant::now() >= flush_at {
-                    let _ = out.flush();
-                    flush_at = Instant::now() + Duration::from_millis(200);
-                }
-                n
-            }
-        };
-        if let Some(b) = &mut rec {
-            b.tick(Instant::now());
-        }
-        if n == 0 && drain_until.is_some() {
-            break;
-        }
-    }
-    if let Some(b) = rec {
-        b.finish();
-    }
-    if let Some(l) = load {
-        l.finish();
-    }
-    Ok(())
-}
-
-/// Count a packet against -c; false once the limit is reached.
-#[inline]
-fn take_one(ctx: &ThreadCtx) -> bool {
-    match ctx.limit {
-        None => true,
-        Some(l) => ctx.taken.fetch_add(1, Relaxed) < l,
-    }
+    eprintln!(
+        "ringcap: listening on {} ({} source, {} thread{}), {}",
+        a.interface,
+        match a.source {
+            cli::SourceKind::Ring => "ring",
+            cli::SourceKind::Copy => "copy",
+        },
+        a.threads,
+        if a.threads == 1 { "" } else { "s" },
+        what
+    );
 }
 
 fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
@@ -566,274 +301,6 @@ fn open_writer(path: &Path, a: &CaptureArgs) -> Result<CaptureWriter, Fatal> {
     CaptureWriter::create(path, writer_options(a)).map_err(|e| Fatal::usage(anyhow!(e)))
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
-/// Prints one stats line per interval on stderr.
-struct StatsPrinter {
-    json: bool,
-    silent: bool,
-    interval: Duration,
-    next: Instant,
-    last: Instant,
-    last_packets: u64,
-    last_bytes: u64,
-    last_written: u64,
-}
-
-impl StatsPrinter {
-    fn new(json: bool, silent: bool, interval_s: f64) -> StatsPrinter {
-        let interval = Duration::from_secs_f64(interval_s.max(0.05));
-        StatsPrinter {
-            json,
-            silent,
-            interval,
-            next: Instant::now() + interval,
-            last: Instant::now(),
-            last_packets: 0,
-            last_bytes: 0,
-            last_written: 0,
-        }
-    }
-
-    fn maybe_print(&mut self, counters: &[Arc<Counters>], writer: Option<&WriterCounters>) {
-        let now = Instant::now();
-        if self.silent || now < self.next {
-            return;
-        }
-        self.next += self.interval;
-        let mut packets = 0;
-        let mut bytes = 0;
-        let mut kernel = capture::KernelStats::default();
-        for c in counters {
-            let s = c.snapshot();
-            packets += s.packets;
-            bytes += s.wire_bytes;
-            kernel.add(&c.kernel_stats());
-        }
-        let dt = now.duration_since(self.last).as_secs_f64().max(1e-9);
-        let pps = (packets - self.last_packets) as f64 / dt;
-        let bps = (bytes - self.last_bytes) as f64 / dt;
-        self.last = now;
-        self.last_packets = packets;
-        self.last_bytes = bytes;
-        let w = writer.map(|w| w.snapshot());
-        let storage = w.map_or(0, |w| w.storage_drops);
-        let written = w.map_or(0, |w| w.bytes_written);
-        let write_rate = (written - self.last_written.min(written)) as f64 / dt;
-        self.last_written = written;
-        if self.json {
-            let mut v = serde_json::json!({
-                "type": "stats",
-                "time_ns": now_ns(),
-                "pps": pps,
-                "bits_per_sec": bps * 8.0,
-                "captured": w.map_or(packets, |w| w.packets),
-                "received": packets,
-                "drops": { "kernel": kernel.drops, "storage": storage },
-                "ring_freezes": kernel.freeze_q_cnt,
-            });
-            if let Some(w) = w {
-                v["written_bytes"] = w.bytes_written.into();
-                v["written_bytes_per_sec"] = write_rate.into();
-                v["backlog"] =
-                    serde_json::json!({ "filled": w.buffers_filled, "total": w.buffers_total });
-                if w.compressing {
-                    v["compression"] =
-                        serde_json::json!({ "ratio": w.ratio(), "level": current_level(&w) });
-                }
-            }
-            eprintln!("{v}");
-        } else {
-            let backlog = w.map_or(String::new(), |w| {
-                let zip = if w.compressing {
-                    format!(
-                        " ratio {:.2} level {}",
-                        w.ratio(),
-                        current_level(&w).unwrap_or_else(|| "-".into())
-                    )
-                } else {
-                    String::new()
-                };
-                format!(
-                    " | wrote {:.1} MB/s{zip} | backlog {}/{}",
-                    write_rate / 1e6,
-                    w.buffers_filled,
-                    w.buffers_total
-                )
-            });
-            eprintln!(
-                "{:>10} {:>10} | captured {} | drops: kernel {} storage {}{}",
-                units::pps(pps),
-                units::bits_per_sec(bps),
-                w.map_or(packets, |w| w.packets),
-                kernel.drops,
-                storage,
-                backlog
-            );
-        }
-    }
-}
-
-/// The level of the last compressed buffer; none before the first.
-fn current_level(w: &WriterStats) -> Option<String> {
-    (w.compressed_out > 0).then(|| w.level.name())
-}
-
-/// End-of-capture numbers: tcpdump's three lines, then one line per stage.
-struct Summary {
-    elapsed: Duration,
-    kernel: capture::KernelStats,
-    delivered: u64,
-    captured: u64,
-    storage_drops: u64,
-    wire_bytes: u64,
-    blocks: u64,
-    blocks_timed_out: u64,
-    blocks_losing: u64,
-    bytes_written: Option<u64>,
-    direct_io: bool,
-    /// File mode's counters (files, compression, retention, full disks).
-    writer: Option<WriterStats>,
-    /// Buffers compressed at each level.
-    levels: Vec<(Level, u64)>,
-    drop_all: bool,
-    /// `--records`: the probe's counters.
-    records: Option<records::probe::ProbeStats>,
-}
-
-impl Summary {
-    fn print(&self, json: bool) {
-        let secs = self.elapsed.as_secs_f64().max(1e-9);
-        if json {
-            let v = serde_json::json!({
-                "type": "summary",
-                "captured": self.captured,
-                "received_by_filter": self.kernel.packets,
-                "dropped_by_kernel": self.kernel.drops,
-                "delivered_to_ringcap": self.delivered,
-                "drops": { "kernel": self.kernel.drops, "storage": self.storage_drops },
-                "ring": { "blocks": self.blocks, "timed_out": self.blocks_timed_out, "losing": self.blocks_losing, "freezes": self.kernel.freeze_q_cnt },
-                "wire_bytes": self.wire_bytes,
-                "bytes_written": self.bytes_written,
-                "direct_io": self.direct_io,
-                "seconds": secs,
-            });
-            let mut v = v;
-            if self.drop_all {
-                v["drop_all"] = true.into();
-            }
-            if let Some(r) = &self.records {
-                v["drops"]["queue"] = r.queue_drops.into();
-                v["records"] = serde_json::to_value(r).unwrap_or_default();
-            }
-            if let Some(w) = &self.writer {
-                v["files"] = serde_json::json!({
-                    "complete": w.files_done,
-                    "deleted": w.files_deleted,
-                    "bytes_deleted": w.bytes_deleted,
-                    "disk_full_events": w.disk_full_events,
-                });
-                if w.compressing {
-                    let levels: serde_json::Map<String, serde_json::Value> = self
-                        .levels
-                        .iter()
-                        .map(|(l, n)| (l.name(), (*n).into()))
-                        .collect();
-                    v["compression"] = serde_json::json!({
-                        "ratio": w.ratio(),
-                        "bytes_in": w.compressed_in,
-                        "bytes_out": w.compressed_out,
-                        "levels": levels,
-                    });
-                }
-            }
-            eprintln!("{v}");
-            return;
-        }
-        if self.drop_all {
-            eprintln!(
-                "{} packets counted and dropped (--drop-all: nothing written)",
-                self.delivered
-            );
-        }
-        eprintln!("{} packets captured", self.captured);
-        eprintln!("{} packets received by filter", self.kernel.packets);
-        eprintln!("{} packets dropped by kernel", self.kernel.drops);
-        eprintln!(
-            "ringcap: {} in {:.1} s ({}, {}); drops by stage: kernel {}, storage {}",
-            units::bytes(self.wire_bytes),
-            secs,
-            units::pps(self.delivered as f64 / secs),
-            units::bits_per_sec(self.wire_bytes as f64 / secs),
-            self.kernel.drops,
-            self.storage_drops,
-        );
-        eprintln!(
-            "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
-            self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
-        );
-        if let Some(r) = &self.records {
-            print_records(r);
-        }
-        if let Some(b) = self.bytes_written {
-            eprintln!(
-                "ringcap: wrote {} ({})",
-                units::bytes(b),
-                if self.direct_io {
-                    "O_DIRECT"
-                } else {
-                    "page cache"
-                }
-            );
-        }
-        if let Some(w) = &self.writer {
-            eprintln!(
-                "ringcap: files: {} complete, {} deleted by retention ({}), {} disk-full event{}",
-                w.files_done,
-                w.files_deleted,
-                units::bytes(w.bytes_deleted),
-                w.disk_full_events,
-                if w.disk_full_events == 1 { "" } else { "s" }
-            );
-            if w.compressing {
-                let levels: Vec<String> = self
-                    .levels
-                    .iter()
-                    .map(|(l, n)| format!("{} ×{n}", l.name()))
-                    .collect();
-                eprintln!(
-                    "ringcap: compression: ratio {:.2} ({} → {}); 1 MiB chunks by level: {}",
-                    w.ratio(),
-                    units::bytes(w.compressed_in),
-                    units::bytes(w.compressed_out),
-                    levels.join(", ")
-                );
-            }
-        }
-    }
-}
-
-/// The header record of one ring slot (parsed in place, no copy); a tag the kernel stripped goes back
-/// into the record, as libpcap puts it back into the pcap frame.
-#[inline]
-fn packet_record(p: &capture::Packet<'_>) -> wire::record::Record {
-    let mut r = wire::record::Record::from_frame(
-        p.ts_ns,
-        p.record_wire_len(),
-        p.data,
-        wire::LinkType::Ethernet,
-    );
-    if let Some(v) = p.vlan {
-        r.vlan = v.tci;
-    }
-    r
-}
-
 /// Starts the header-record probe for `--records` (None without it). Bad destinations or keys are usage
 /// errors; collectors that cannot be reached yet are retried by the sender, not errors.
 fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, Fatal> {
@@ -881,20 +348,4 @@ fn records_destinations(a: &CaptureArgs, p: &records::probe::Probe) -> String {
         .map(|(d, cap)| format!("{} ({} B batches)", d.trim(), cap))
         .collect();
     format!("{}, stripe {}", dests.join(", "), a.stripe)
-}
-
-fn print_records(r: &records::probe::ProbeStats) {
-    eprintln!(
-        "ringcap: records: {} built, {} batches; drops by stage: queue {}, no live collector {}",
-        r.records,
-        r.batches,
-        r.queue_drops,
-        r.collectors.iter().map(|c| c.dropped).sum::<u64>()
-    );
-    for c in &r.collectors {
-        eprintln!(
-            "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}",
-            c.dest, c.sent, c.resent, c.acked, c.dropped, c.unacked, c.failures
-        );
-    }
 }

@@ -216,7 +216,7 @@ pub struct CaptureArgs {
     /// (compress every packet into a discarded zstd stream at level N), as the thesis loaded its capturer
     /// (seed 000 section 6.3.4: 25 or 50 copies, zlib level 3 or 9).
     #[arg(long = "load", value_name = "memcpy:N|zstd:N")]
-    pub load: Option<crate::load::LoadSpec>,
+    pub load: Option<session::sinks::LoadSpec>,
 
     /// Send header records (not packets) to collectors: tcp://HOST:PORT or udp://HOST:PORT, comma-separated.
     #[arg(

@@ -1,11 +1,11 @@
 //! `ringcap collect` and `ringcap dedup`: header-record collectors (issue 7, seed 001).
 
-use crate::stop::StopFlags;
 use crate::Fatal;
 use anyhow::anyhow;
 use clap::Args;
 use records::collect::{CollectStats, Collector, CollectorConfig, Listen};
 use records::store::{Events, StoreConfig};
+use session::Stop;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,7 +98,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
             "--stats-interval must be a number ≥ 0"
         )));
     }
-    let stop = StopFlags::install().map_err(Fatal::runtime)?;
+    let stop = Stop::install().map_err(Fatal::runtime)?;
     let quiet = a.quiet;
     let events: Events = Arc::new(move |m: &str| {
         // Rejections, recovery and errors always; per-file lines only when not quiet.

@@ -11,8 +11,8 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use lab::cpusage::{Report, Sampler};
 
-use crate::stop::StopFlags;
 use crate::Fatal;
+use session::Stop;
 
 #[derive(Args, Debug)]
 #[command(
@@ -74,7 +74,7 @@ pub fn run(a: CpusageArgs) -> Result<(), Fatal> {
         )),
         None => Box::new(io::stdout().lock()),
     };
-    let stop = StopFlags::install().map_err(Fatal::runtime)?;
+    let stop = Stop::install().map_err(Fatal::runtime)?;
     let interval = Duration::from_secs_f64(a.interval);
     let sampler = Sampler::start()
         .context("cannot read /proc/stat")

@@ -14,9 +14,9 @@ use gen::tx::Backend;
 use gen::{Control, GenError, GenOptions, GenReport, Progress, ReplayOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::stop::StopFlags;
 use crate::units;
 use crate::Fatal;
+use session::Stop;
 
 #[derive(Args, Debug)]
 #[command(
@@ -204,7 +204,7 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
     };
     let model = SizeModel::build(&dist, mode, Params::default()).map_err(Fatal::usage)?;
 
-    let stop = StopFlags::install()
+    let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
     let bar = progress_bar(a.quiet || a.json, a.count, a.duration);
     let report =
@@ -224,7 +224,7 @@ pub fn run_replay(a: ReplayArgs) -> Result<(), Fatal> {
         cpu: a.cpu,
         ..ReplayOptions::default()
     };
-    let stop = StopFlags::install()
+    let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
     let bar = progress_bar(a.quiet || a.json, None, None);
     let report =

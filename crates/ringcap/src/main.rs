@@ -4,15 +4,14 @@ mod analyze_cmd;
 mod anova_cmd;
 mod bench_cmd;
 mod capture_cmd;
+mod capture_stats;
 mod cli;
 mod collect_cmd;
 mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
-mod load;
 mod repair_cmd;
-mod stop;
 mod units;
 
 use clap::Parser;

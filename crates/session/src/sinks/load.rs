@@ -6,6 +6,12 @@
 use std::hint::black_box;
 use std::io::{self, Write};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use capture::Batch;
+
+use crate::sink::{Lane, Sink, SinkReport, Totals};
 
 /// Most copies `memcpy:N` takes (50 already saturates a CPU at moderate rates in the thesis).
 const MAX_COPIES: u32 = 100_000;
@@ -57,7 +63,7 @@ impl std::fmt::Display for LoadSpec {
 }
 
 /// One capture thread's load: its buffers are made once here, never per packet.
-pub enum Load {
+enum Load {
     Memcpy {
         copies: u32,
         /// As large as the largest packet a source hands out.
@@ -70,7 +76,7 @@ pub enum Load {
 
 impl Load {
     /// Allocate the buffers for `spec`; `max_packet` is the largest packet the source can hand out.
-    pub fn new(spec: LoadSpec, max_packet: usize) -> io::Result<Load> {
+    fn new(spec: LoadSpec, max_packet: usize) -> io::Result<Load> {
         Ok(match spec {
             LoadSpec::Memcpy(copies) => Load::Memcpy {
                 copies,
@@ -84,7 +90,7 @@ impl Load {
 
     /// Do the work for one packet's captured bytes.
     #[inline]
-    pub fn packet(&mut self, data: &[u8]) {
+    fn packet(&mut self, data: &[u8]) {
         match self {
             Load::Memcpy { copies, scratch } => {
                 let n = data.len().min(scratch.len());
@@ -104,10 +110,64 @@ impl Load {
     }
 
     /// End the work (the zstd stream's last block and epilogue, as gzclose()).
-    pub fn finish(self) {
+    fn finish(self) {
         if let Load::Zstd(enc) = self {
             let _ = black_box(enc.finish());
         }
+    }
+}
+
+/// `--load` as a sink: every capture thread does the work on the packets it captured.
+pub struct LoadSink {
+    spec: LoadSpec,
+    max_packet: usize,
+    packets: Vec<Arc<AtomicU64>>,
+}
+
+impl LoadSink {
+    /// `max_packet`: the largest packet a source hands out (the copy buffer's size).
+    pub fn new(spec: LoadSpec, max_packet: usize) -> LoadSink {
+        LoadSink {
+            spec,
+            max_packet,
+            packets: Vec::new(),
+        }
+    }
+}
+
+struct LoadLane {
+    load: Load,
+    packets: Arc<AtomicU64>,
+}
+
+impl Sink for LoadSink {
+    fn lane(&mut self) -> anyhow::Result<Box<dyn Lane>> {
+        let packets = Arc::new(AtomicU64::new(0));
+        self.packets.push(Arc::clone(&packets));
+        Ok(Box::new(LoadLane {
+            load: Load::new(self.spec, self.max_packet)?,
+            packets,
+        }))
+    }
+
+    fn finish(self: Box<Self>, _: &Totals) -> (SinkReport, Option<anyhow::Error>) {
+        let packets = self.packets.iter().map(|n| n.load(Relaxed)).sum();
+        (SinkReport::Loaded { packets }, None)
+    }
+}
+
+impl Lane for LoadLane {
+    fn batch(&mut self, batch: &Batch<'_>) {
+        let mut n = 0;
+        for p in batch.packets() {
+            self.load.packet(p.data);
+            n += 1;
+        }
+        self.packets.store(self.packets.load(Relaxed) + n, Relaxed);
+    }
+
+    fn finish(self: Box<Self>) {
+        self.load.finish();
     }
 }
 

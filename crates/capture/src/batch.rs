@@ -1,0 +1,257 @@
+//! [`Batch`]: what a source hands over at once (a ring block, a recvmmsg batch, packets held in memory),
+//! readable as often as there are sinks. [`BatchSource`]: anything that yields batches; the capture
+//! session drives every kind through it.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::copy::CopySource;
+use crate::counters::{BatchTally, Counters};
+use crate::error::CaptureError;
+use crate::packet::Packet;
+use crate::ring::{Block, Packets};
+
+/// One batch of packets, borrowed from its source until dropped (a ring block goes back to the kernel then).
+pub struct Batch<'a> {
+    kind: Kind<'a>,
+    /// Packets handed out by [`Batch::packets`] (the session's `-c` cut).
+    take: usize,
+}
+
+enum Kind<'a> {
+    Block(Block<'a>),
+    /// The source, the message count, and what the first pass over them counted.
+    Copy(&'a CopySource, usize, Cell<Option<BatchTally>>),
+    Memory(Vec<Packet<'a>>),
+}
+
+impl<'a> Batch<'a> {
+    pub(crate) fn block(b: Block<'a>) -> Batch<'a> {
+        let take = b.len();
+        Batch {
+            kind: Kind::Block(b),
+            take,
+        }
+    }
+
+    pub(crate) fn copy(src: &'a CopySource, n: usize) -> Batch<'a> {
+        Batch {
+            kind: Kind::Copy(src, n, Cell::new(None)),
+            take: n,
+        }
+    }
+
+    /// A batch of packets that live elsewhere (a source in memory, a file read back through the sinks).
+    pub fn from_packets(packets: Vec<Packet<'a>>) -> Batch<'a> {
+        let take = packets.len();
+        Batch {
+            kind: Kind::Memory(packets),
+            take,
+        }
+    }
+
+    /// Packets the source put in this batch.
+    pub fn len(&self) -> usize {
+        match &self.kind {
+            Kind::Block(b) => b.len(),
+            Kind::Copy(_, n, _) => *n,
+            Kind::Memory(v) => v.len(),
+        }
+    }
+
+    /// True when the batch holds no packets.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Hand out only the first `n` packets from now on (a packet count limit such as `-c`). The source's
+    /// counters still see every packet of the batch.
+    pub fn limit(&mut self, n: usize) {
+        if n < self.take {
+            // The first pass is what the source's counters see: make it a whole one.
+            self.packets().for_each(drop);
+            self.take = n;
+        }
+    }
+
+    /// The packets (at most the limit), in arrival order; call it once per sink.
+    #[inline]
+    pub fn packets(&self) -> BatchPackets<'_> {
+        let inner = match &self.kind {
+            Kind::Block(b) => Inner::Block(b.packets()),
+            Kind::Copy(src, n, counted) => {
+                let first_pass = counted.get().is_none();
+                if first_pass {
+                    counted.set(Some(BatchTally::default()));
+                }
+                Inner::Copy {
+                    src,
+                    at: 0,
+                    n: *n,
+                    tally: BatchTally::default(),
+                    sink: first_pass.then_some(counted),
+                }
+            }
+            Kind::Memory(v) => Inner::Memory(v.iter()),
+        };
+        BatchPackets {
+            inner,
+            left: self.take,
+        }
+    }
+}
+
+/// Iterator over the packets of a [`Batch`].
+pub struct BatchPackets<'b> {
+    inner: Inner<'b>,
+    left: usize,
+}
+
+enum Inner<'b> {
+    Block(Packets<'b>),
+    Copy {
+        src: &'b CopySource,
+        at: usize,
+        n: usize,
+        tally: BatchTally,
+        /// Where the first pass leaves its count.
+        sink: Option<&'b Cell<Option<BatchTally>>>,
+    },
+    Memory(std::slice::Iter<'b, Packet<'b>>),
+}
+
+impl<'b> Iterator for BatchPackets<'b> {
+    type Item = Packet<'b>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Packet<'b>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        match &mut self.inner {
+            Inner::Block(p) => p.next(),
+            Inner::Copy {
+                src, at, n, tally, ..
+            } => (*at < *n).then(|| {
+                let p = src.packet(*at);
+                *at += 1;
+                tally.packets += 1;
+                tally.wire_bytes += u64::from(p.wire_len);
+                tally.captured_bytes += p.data.len() as u64;
+                p
+            }),
+            Inner::Memory(it) => it.next().copied(),
+        }
+    }
+}
+
+impl Drop for BatchPackets<'_> {
+    fn drop(&mut self) {
+        if let Inner::Copy {
+            sink: Some(sink),
+            tally,
+            ..
+        } = &self.inner
+        {
+            sink.set(Some(*tally));
+        }
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if let Kind::Copy(src, n, counted) = &self.kind {
+            if counted.get().is_none() {
+                // Nobody read the batch: still count what arrived.
+                self.packets().for_each(drop);
+            }
+            let tally = counted.get().unwrap_or_default();
+            debug_assert!(tally.packets as usize <= *n);
+            src.count_batch(&tally);
+        }
+    }
+}
+
+/// Anything that yields batches of packets: the ring, the copy source, a source in memory (tests), later AF_XDP.
+pub trait BatchSource: Send {
+    /// Wait up to `timeout` for packets; `Ok(None)` when none arrived.
+    fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError>;
+
+    /// Live counters, shareable with a stats thread; final once the source is dropped.
+    fn counters(&self) -> Arc<Counters>;
+}
+
+/// A frame held in memory, for [`MemorySource`].
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// Capture time, ns since the Unix epoch.
+    pub ts_ns: u64,
+    /// Length on the wire (≥ `data.len()`).
+    pub wire_len: u32,
+    /// The bytes, from the link-layer header on.
+    pub data: Vec<u8>,
+    /// A tag as the kernel would report it in metadata.
+    pub vlan: Option<crate::packet::Vlan>,
+}
+
+/// Packets from memory in batches of a fixed size: drives the session and its sinks without a kernel
+/// (tests, or a file read back through the same sinks). Counted like a live source.
+pub struct MemorySource {
+    frames: Vec<Frame>,
+    next: usize,
+    batch: usize,
+    counters: Arc<Counters>,
+}
+
+impl MemorySource {
+    /// `frames` handed out `batch` at a time (at least one).
+    pub fn new(frames: Vec<Frame>, batch: usize) -> MemorySource {
+        MemorySource {
+            frames,
+            next: 0,
+            batch: batch.max(1),
+            counters: Arc::new(Counters::default()),
+        }
+    }
+
+    /// True once every frame was handed out.
+    pub fn is_done(&self) -> bool {
+        self.next >= self.frames.len()
+    }
+}
+
+impl BatchSource for MemorySource {
+    fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError> {
+        if self.is_done() {
+            // Nothing will arrive: behave like an idle interface.
+            std::thread::sleep(timeout.min(Duration::from_millis(10)));
+            return Ok(None);
+        }
+        let end = (self.next + self.batch).min(self.frames.len());
+        let frames = &self.frames[self.next..end];
+        self.next = end;
+        let mut tally = BatchTally::default();
+        let packets: Vec<Packet<'_>> = frames
+            .iter()
+            .map(|f| {
+                tally.packets += 1;
+                tally.wire_bytes += u64::from(f.wire_len);
+                tally.captured_bytes += f.data.len() as u64;
+                Packet {
+                    ts_ns: f.ts_ns,
+                    wire_len: f.wire_len,
+                    data: &f.data,
+                    vlan: f.vlan,
+                }
+            })
+            .collect();
+        self.counters.add_batch(&tally);
+        Ok(Some(Batch::from_packets(packets)))
+    }
+
+    fn counters(&self) -> Arc<Counters> {
+        Arc::clone(&self.counters)
+    }
+}

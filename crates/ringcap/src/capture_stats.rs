@@ -1,0 +1,314 @@
+//! What `ringcap capture` prints while it runs and when it ends: a stats line per interval, then tcpdump's
+//! three summary lines and ringcap's per-stage lines (or JSON objects with `--json`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capture::Counters;
+use session::{Report, SinkReport};
+use store::{Level, WriterCounters, WriterStats};
+
+use crate::units;
+
+/// Prints one stats line per interval on stderr.
+pub struct StatsPrinter {
+    json: bool,
+    silent: bool,
+    interval: Duration,
+    next: Instant,
+    last: Instant,
+    last_packets: u64,
+    last_bytes: u64,
+    last_written: u64,
+}
+
+impl StatsPrinter {
+    pub fn new(json: bool, silent: bool, interval_s: f64) -> StatsPrinter {
+        let interval = Duration::from_secs_f64(interval_s.max(0.05));
+        StatsPrinter {
+            json,
+            silent,
+            interval,
+            next: Instant::now() + interval,
+            last: Instant::now(),
+            last_packets: 0,
+            last_bytes: 0,
+            last_written: 0,
+        }
+    }
+
+    pub fn maybe_print(&mut self, counters: &[Arc<Counters>], writer: Option<&WriterCounters>) {
+        let now = Instant::now();
+        if self.silent || now < self.next {
+            return;
+        }
+        self.next += self.interval;
+        let mut packets = 0;
+        let mut bytes = 0;
+        let mut kernel = capture::KernelStats::default();
+        for c in counters {
+            let s = c.snapshot();
+            packets += s.packets;
+            bytes += s.wire_bytes;
+            kernel.add(&c.kernel_stats());
+        }
+        let dt = now.duration_since(self.last).as_secs_f64().max(1e-9);
+        let pps = (packets - self.last_packets) as f64 / dt;
+        let bps = (bytes - self.last_bytes) as f64 / dt;
+        self.last = now;
+        self.last_packets = packets;
+        self.last_bytes = bytes;
+        let w = writer.map(|w| w.snapshot());
+        let storage = w.map_or(0, |w| w.storage_drops);
+        let written = w.map_or(0, |w| w.bytes_written);
+        let write_rate = (written - self.last_written.min(written)) as f64 / dt;
+        self.last_written = written;
+        if self.json {
+            let mut v = serde_json::json!({
+                "type": "stats",
+                "time_ns": now_ns(),
+                "pps": pps,
+                "bits_per_sec": bps * 8.0,
+                "captured": w.map_or(packets, |w| w.packets),
+                "received": packets,
+                "drops": { "kernel": kernel.drops, "storage": storage },
+                "ring_freezes": kernel.freeze_q_cnt,
+            });
+            if let Some(w) = w {
+                v["written_bytes"] = w.bytes_written.into();
+                v["written_bytes_per_sec"] = write_rate.into();
+                v["backlog"] =
+                    serde_json::json!({ "filled": w.buffers_filled, "total": w.buffers_total });
+                if w.compressing {
+                    v["compression"] =
+                        serde_json::json!({ "ratio": w.ratio(), "level": current_level(&w) });
+                }
+            }
+            eprintln!("{v}");
+        } else {
+            let backlog = w.map_or(String::new(), |w| {
+                let zip = if w.compressing {
+                    format!(
+                        " ratio {:.2} level {}",
+                        w.ratio(),
+                        current_level(&w).unwrap_or_else(|| "-".into())
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    " | wrote {:.1} MB/s{zip} | backlog {}/{}",
+                    write_rate / 1e6,
+                    w.buffers_filled,
+                    w.buffers_total
+                )
+            });
+            eprintln!(
+                "{:>10} {:>10} | captured {} | drops: kernel {} storage {}{}",
+                units::pps(pps),
+                units::bits_per_sec(bps),
+                w.map_or(packets, |w| w.packets),
+                kernel.drops,
+                storage,
+                backlog
+            );
+        }
+    }
+}
+
+/// The level of the last compressed buffer; none before the first.
+fn current_level(w: &WriterStats) -> Option<String> {
+    (w.compressed_out > 0).then(|| w.level.name())
+}
+
+/// End-of-capture numbers: tcpdump's three lines, then one line per stage.
+pub struct Summary {
+    elapsed: Duration,
+    kernel: capture::KernelStats,
+    delivered: u64,
+    captured: u64,
+    storage_drops: u64,
+    wire_bytes: u64,
+    blocks: u64,
+    blocks_timed_out: u64,
+    blocks_losing: u64,
+    bytes_written: Option<u64>,
+    direct_io: bool,
+    /// File mode's counters (files, compression, retention, full disks).
+    writer: Option<WriterStats>,
+    /// Buffers compressed at each level.
+    levels: Vec<(Level, u64)>,
+    drop_all: bool,
+    /// `--records`: the probe's counters.
+    records: Option<records::probe::ProbeStats>,
+}
+
+impl Summary {
+    /// The summary of a session; `file_mode`: a file series (its counters get their own lines).
+    pub fn new(r: &Report, count: Option<u64>, drop_all: bool, file_mode: bool) -> Summary {
+        let mut written = None;
+        let mut levels = Vec::new();
+        let mut records = None;
+        for s in &r.sinks {
+            match s {
+                SinkReport::Written { stats, levels: l } => {
+                    written = Some(*stats);
+                    levels = l.clone();
+                }
+                SinkReport::Records(p) => records = Some(p.clone()),
+                _ => {}
+            }
+        }
+        let delivered = r.source.packets;
+        Summary {
+            elapsed: r.elapsed,
+            kernel: r.kernel,
+            delivered,
+            // Without a file: what the sources delivered, cut at -c.
+            captured: written.map_or(count.map_or(delivered, |l| delivered.min(l)), |s| s.packets),
+            storage_drops: written.map_or(0, |s| s.storage_drops),
+            wire_bytes: r.source.wire_bytes,
+            blocks: r.source.batches,
+            blocks_timed_out: r.source.blocks_timed_out,
+            blocks_losing: r.source.blocks_losing,
+            bytes_written: written.map(|s| s.bytes_written),
+            direct_io: written.is_some_and(|s| s.direct_io),
+            writer: written.filter(|_| file_mode),
+            levels,
+            drop_all,
+            records,
+        }
+    }
+
+    pub fn print(&self, json: bool) {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        if json {
+            let v = serde_json::json!({
+                "type": "summary",
+                "captured": self.captured,
+                "received_by_filter": self.kernel.packets,
+                "dropped_by_kernel": self.kernel.drops,
+                "delivered_to_ringcap": self.delivered,
+                "drops": { "kernel": self.kernel.drops, "storage": self.storage_drops },
+                "ring": { "blocks": self.blocks, "timed_out": self.blocks_timed_out, "losing": self.blocks_losing, "freezes": self.kernel.freeze_q_cnt },
+                "wire_bytes": self.wire_bytes,
+                "bytes_written": self.bytes_written,
+                "direct_io": self.direct_io,
+                "seconds": secs,
+            });
+            let mut v = v;
+            if self.drop_all {
+                v["drop_all"] = true.into();
+            }
+            if let Some(r) = &self.records {
+                v["drops"]["queue"] = r.queue_drops.into();
+                v["records"] = serde_json::to_value(r).unwrap_or_default();
+            }
+            if let Some(w) = &self.writer {
+                v["files"] = serde_json::json!({
+                    "complete": w.files_done,
+                    "deleted": w.files_deleted,
+                    "bytes_deleted": w.bytes_deleted,
+                    "disk_full_events": w.disk_full_events,
+                });
+                if w.compressing {
+                    let levels: serde_json::Map<String, serde_json::Value> = self
+                        .levels
+                        .iter()
+                        .map(|(l, n)| (l.name(), (*n).into()))
+                        .collect();
+                    v["compression"] = serde_json::json!({
+                        "ratio": w.ratio(),
+                        "bytes_in": w.compressed_in,
+                        "bytes_out": w.compressed_out,
+                        "levels": levels,
+                    });
+                }
+            }
+            eprintln!("{v}");
+            return;
+        }
+        if self.drop_all {
+            eprintln!(
+                "{} packets counted and dropped (--drop-all: nothing written)",
+                self.delivered
+            );
+        }
+        eprintln!("{} packets captured", self.captured);
+        eprintln!("{} packets received by filter", self.kernel.packets);
+        eprintln!("{} packets dropped by kernel", self.kernel.drops);
+        eprintln!(
+            "ringcap: {} in {:.1} s ({}, {}); drops by stage: kernel {}, storage {}",
+            units::bytes(self.wire_bytes),
+            secs,
+            units::pps(self.delivered as f64 / secs),
+            units::bits_per_sec(self.wire_bytes as f64 / secs),
+            self.kernel.drops,
+            self.storage_drops,
+        );
+        eprintln!(
+            "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
+            self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
+        );
+        if let Some(r) = &self.records {
+            print_records(r);
+        }
+        if let Some(b) = self.bytes_written {
+            eprintln!(
+                "ringcap: wrote {} ({})",
+                units::bytes(b),
+                if self.direct_io {
+                    "O_DIRECT"
+                } else {
+                    "page cache"
+                }
+            );
+        }
+        if let Some(w) = &self.writer {
+            eprintln!(
+                "ringcap: files: {} complete, {} deleted by retention ({}), {} disk-full event{}",
+                w.files_done,
+                w.files_deleted,
+                units::bytes(w.bytes_deleted),
+                w.disk_full_events,
+                if w.disk_full_events == 1 { "" } else { "s" }
+            );
+            if w.compressing {
+                let levels: Vec<String> = self
+                    .levels
+                    .iter()
+                    .map(|(l, n)| format!("{} ×{n}", l.name()))
+                    .collect();
+                eprintln!(
+                    "ringcap: compression: ratio {:.2} ({} → {}); 1 MiB chunks by level: {}",
+                    w.ratio(),
+                    units::bytes(w.compressed_in),
+                    units::bytes(w.compressed_out),
+                    levels.join(", ")
+                );
+            }
+        }
+    }
+}
+
+fn print_records(r: &records::probe::ProbeStats) {
+    eprintln!(
+        "ringcap: records: {} built, {} batches; drops by stage: queue {}, no live collector {}",
+        r.records,
+        r.batches,
+        r.queue_drops,
+        r.collectors.iter().map(|c| c.dropped).sum::<u64>()
+    );
+    for c in &r.collectors {
+        eprintln!(
+            "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}",
+            c.dest, c.sent, c.resent, c.acked, c.dropped, c.unacked, c.failures
+        );
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
