@@ -298,27 +298,42 @@ impl Producer {
         let mut h = shared.lock();
         let due = shared.files && due(&h, self.file);
         let keep = !due && self.active.as_ref().is_some_and(|b| b.len == 0);
-        let mut next = if keep {
-            self.active.take().expect("checked")
+        let next = if keep {
+            self.active.take()
         } else {
-            let Some(next) = self.try_empty_locked(&mut h, false) else {
+            let Some(mut next) = self.try_empty_locked(&mut h, false) else {
                 return false;
             };
-            if let Some(mut cur) = self.active.take() {
-                // An empty buffer still carries the end of the file (the writer closes it).
-                cur.ends_file = due;
-                self.hand_on(&mut h, cur);
+            match self.active.take() {
+                Some(mut cur) => {
+                    // An empty buffer still carries the end of the file (the writer closes it).
+                    cur.ends_file = due;
+                    self.hand_on(&mut h, cur);
+                    Some(next)
+                }
+                // A file still waiting for its first buffer (an idle interval) gets an empty
+                // one, so it exists with its header; the next packet takes a new buffer.
+                None if due && h.next_file.is_some() => {
+                    next.reset(0);
+                    next.ends_file = true;
+                    self.hand_on(&mut h, next);
+                    None
+                }
+                None => Some(next),
             }
-            next
         };
         if due {
             h.next_file = Some(start_ns);
             h.file += 1;
             h.schedule_rotation(start_ns, self.shared.interval_ns);
         }
-        next.reset(0);
-        self.configure(&h, &mut next);
-        self.active = Some(next);
+        if let Some(mut next) = next {
+            next.reset(0);
+            self.configure(&h, &mut next);
+            self.active = Some(next);
+        } else {
+            self.rotate_at_ns = h.rotate_at_ns;
+        }
         true
     }
 
@@ -576,7 +591,8 @@ impl Producer {
         if self.active.is_none() && !self.take_empty(true) {
             return;
         }
-        if block.len() >= self.room().0 && self.no_spill {
+        let started = self.active.as_ref().is_some_and(|b| b.len > 0);
+        if block.len() >= self.room().0 && self.no_spill && started {
             // Keep every buffer self-contained: the block goes into a fresh buffer.
             let full = self.active.take().expect("active");
             let shared = self.shared.clone();
