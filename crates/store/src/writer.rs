@@ -171,8 +171,9 @@ impl CaptureWriter {
         }
     }
 
-    /// A producer for one capture thread; call it once per thread before packets flow (the
-    /// first call hands out the writer's own producer, which [`Self::write_packet`] uses).
+    /// A producer for one capture thread. Create every thread's producer before any of them
+    /// writes a packet: with more than one, buffers are made self-contained from the start. The
+    /// first call hands out the writer's own producer, the one [`Self::write_packet`] uses.
     pub fn producer(&mut self) -> Producer {
         self.own
             .take()
