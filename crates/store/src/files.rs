@@ -470,7 +470,7 @@ impl FileSink {
             self.error = Some(StoreError::Write {
                 path: self.dirs[self.last_dir()].path.clone(),
                 written: self.written,
-                packets: self.counters.accepted.load(Relaxed),
+                packets: self.counters.accepted(),
                 source: e,
                 hint: ": check the device, then capture again",
             });

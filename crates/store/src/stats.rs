@@ -1,6 +1,7 @@
 //! Writer counters: plain atomics shared with a stats printer thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use crate::compress::{Level, LEVEL_CODES};
 
@@ -8,10 +9,8 @@ use crate::compress::{Level, LEVEL_CODES};
 /// [`crate::CaptureWriter::counters`] and call [`WriterCounters::snapshot`] from any thread.
 #[derive(Debug, Default)]
 pub struct WriterCounters {
-    // Written only by the capture thread (plain stores of its local counts: no RMW per packet).
-    pub(crate) accepted: AtomicU64,
-    pub(crate) bytes: AtomicU64,
-    pub(crate) refused: AtomicU64,
+    /// One set per producer (capture thread), summed when read.
+    producers: Mutex<Vec<Arc<ProducerCounters>>>,
     // Written only by the writer thread.
     pub(crate) lost: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
@@ -36,7 +35,34 @@ pub struct WriterCounters {
     pub(crate) dirs_full: AtomicU64,
 }
 
+/// Counters of one [`crate::Producer`], written only by its thread (plain stores of its local
+/// counts: no read-modify-write per packet).
+#[derive(Debug, Default)]
+pub(crate) struct ProducerCounters {
+    pub accepted: AtomicU64,
+    pub bytes: AtomicU64,
+    pub refused: AtomicU64,
+}
+
 impl WriterCounters {
+    pub(crate) fn add_producer(&self, c: Arc<ProducerCounters>) {
+        self.producers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(c);
+    }
+
+    /// Sums one counter over the producers.
+    fn sum(&self, f: impl Fn(&ProducerCounters) -> &AtomicU64) -> u64 {
+        let producers = self.producers.lock().unwrap_or_else(|p| p.into_inner());
+        producers.iter().map(|c| f(c).load(Relaxed)).sum()
+    }
+
+    /// Packets accepted into buffers by all producers.
+    pub(crate) fn accepted(&self) -> u64 {
+        self.sum(|c| &c.accepted)
+    }
+
     /// Records the level a compressor used for one buffer of `input` bytes giving `output`.
     pub(crate) fn note_level(&self, code: u8, input: u64, output: u64) {
         self.level_buffers[usize::from(code).min(LEVEL_CODES - 1)].fetch_add(1, Relaxed);
@@ -124,13 +150,13 @@ impl WriterStats {
 impl WriterCounters {
     /// Reads all counters.
     pub fn snapshot(&self) -> WriterStats {
-        let accepted = self.accepted.load(Relaxed);
+        let accepted = self.accepted();
         let lost = self.lost.load(Relaxed);
         WriterStats {
             packets: accepted.saturating_sub(lost),
-            bytes: self.bytes.load(Relaxed),
+            bytes: self.sum(|c| &c.bytes),
             bytes_written: self.bytes_written.load(Relaxed),
-            storage_drops: self.refused.load(Relaxed) + lost,
+            storage_drops: self.sum(|c| &c.refused) + lost,
             buffers_filled: self.backlog.load(Relaxed),
             buffers_total: self.buffers_total.load(Relaxed),
             buffers_written: self.buffers_written.load(Relaxed),

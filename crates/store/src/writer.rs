@@ -1,29 +1,29 @@
-//! `CaptureWriter`: the capture thread's side. Packets are encoded straight into the active
-//! buffer of a fixed pool (empty → active → filled, as driverdump did with N buffers); a writer
-//! thread writes each filled buffer with one write(). The capture thread never blocks: with no
-//! empty buffer left, the packet is a storage drop.
+//! `CaptureWriter`: packets are encoded straight into the active buffer of a fixed pool (empty →
+//! active → filled, as driverdump did with N buffers); a writer thread writes each filled buffer
+//! with one write(). A capture thread never blocks: with no empty buffer left, the packet is a
+//! storage drop. Each capture thread has its own [`Producer`] (encoder and active buffer); they
+//! share only the pool and the hand-over point, locked once per buffer.
 //!
-//! In file mode ([`CaptureWriter::create_files`]) the capture thread also decides where files end
-//! (`-C` size, `-G` interval, [`CaptureWriter::rotate_now`]): always between two packets, by
-//! marking the last buffer of a file and starting the next file's first buffer with its header,
+//! In file mode ([`CaptureWriter::create_files`]) the producers also decide where files end
+//! (`-C` size, `-G` interval, rotation requests): always between two packets, by marking the
+//! last buffer of a file and putting the file header in front of the next file's first buffer,
 //! so no packet is lost or written twice across a rotation.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use std::sync::Mutex;
 
 use crate::compress::{run_compressor, CompressMode};
 use crate::error::StoreError;
 use crate::files::{FilePlan, FileSink};
-use crate::format::{Emit, Encoder, Format, IfStats, SliceEmit, VlanTag, MAX_SNAPLEN};
+use crate::format::{Encoder, Format, IfStats, VlanTag, MAX_SNAPLEN};
 use crate::output::{Output, WriterThread};
 use crate::pool::{OutBuf, ALIGN};
+use crate::producer::{Hand, Producer, Shared};
 use crate::stats::{WriterCounters, WriterStats};
 
 /// Smallest buffer accepted: must hold several maximal records so each buffer has a record boundary.
@@ -46,7 +46,7 @@ pub struct WriterOptions {
     pub buffers: usize,
     /// Try O_DIRECT (falls back to the page cache where the file system refuses it).
     pub direct_io: bool,
-    /// A partly filled buffer older than this is written by [`CaptureWriter::maybe_flush`]
+    /// A partly filled buffer older than this is written by [`Producer::tick`]
     /// (not with O_DIRECT, which only writes whole buffers).
     pub flush_interval: Duration,
 }
@@ -67,41 +67,13 @@ impl Default for WriterOptions {
 }
 
 /// Writes packets to a pcap/pcapng file, stdout or any `Write`, through a buffer pool and a
-/// writer thread.
+/// writer thread. Single-threaded callers write through it directly; capture threads each take
+/// a [`Producer`] ([`Self::producer`]).
 pub struct CaptureWriter {
-    enc: Encoder,
-    active: Option<OutBuf>,
-    active_since: Instant,
-    /// Stream offset where the next buffer handed to the writer starts.
-    stream_end: u64,
-    filled_tx: Option<Sender<OutBuf>>,
-    empty_rx: Receiver<OutBuf>,
+    shared: Arc<Shared>,
+    /// The producer behind [`Self::write_packet`]; the first [`Self::producer`] call takes it.
+    own: Option<Producer>,
     thread: Option<JoinHandle<Result<(), StoreError>>>,
-    counters: Arc<WriterCounters>,
-    accepted: u64,
-    bytes: u64,
-    refused: u64,
-    first_ts: u64,
-    last_ts: u64,
-    /// The output failed: refuse everything.
-    dead: bool,
-    flush_interval: Duration,
-    /// File header, repeated at the start of every file.
-    header: Vec<u8>,
-    /// Records never straddle two buffers (compression: each buffer is one self-contained frame).
-    no_spill: bool,
-    /// Sequence number of the next buffer handed on.
-    next_seq: u64,
-    /// Rotation (file mode only).
-    files: bool,
-    max_file_bytes: Option<u64>,
-    interval_ns: Option<u64>,
-    /// Timestamp at which the next `-G` file begins (u64::MAX: never); checked per packet.
-    rotate_at_ns: u64,
-    /// Bytes of the current file in buffers already handed on.
-    file_bytes: u64,
-    /// `accepted` when the current file began.
-    file_first: u64,
     /// Compressor threads (file mode with compression).
     helpers: Vec<JoinHandle<()>>,
 }
@@ -130,15 +102,13 @@ impl CaptureWriter {
     }
 
     fn start(output: Output, path: PathBuf, opts: WriterOptions) -> Result<Self, StoreError> {
-        let (mut w, filled_rx, empty_tx) = Self::prepare(&opts, false);
-        let worker = WriterThread::new(output, path, opts.format, w.counters.clone());
-        w.thread = Some(
-            std::thread::Builder::new()
-                .name("ringcap-writer".into())
-                .spawn(move || worker.run(filled_rx, empty_tx))
-                .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?,
-        );
-        Ok(w)
+        let (shared, filled_rx, empty_tx) = prepare(&opts, None, 0);
+        let worker = WriterThread::new(output, path, opts.format, shared.counters.clone());
+        let thread = std::thread::Builder::new()
+            .name("ringcap-writer".into())
+            .spawn(move || worker.run(filled_rx, empty_tx))
+            .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self::with(shared, thread, Vec::new()))
     }
 
     /// File mode: a series of files named `<base>-<UTC start>-<seq>.pcap[ng][.zst|.lz4]` in the
@@ -159,96 +129,62 @@ impl CaptureWriter {
             ));
         }
         let compress = plan.compression != CompressMode::None;
-        let (mut w, filled_rx, empty_tx) = Self::prepare(&opts, compress);
-        w.files = true;
-        w.max_file_bytes = plan.rotate_bytes;
-        w.interval_ns = plan.rotate_secs.map(|s| s.saturating_mul(1_000_000_000));
-        let start = now_ns();
-        if let Some(mut first) = w.active.take() {
-            first.new_file = Some(start);
-            w.set_limit(&mut first);
-            w.active = Some(first);
-        }
-        w.schedule_rotation(start);
-        let mut sink = FileSink::new(
-            plan.clone(),
-            opts.format,
-            opts.direct_io,
-            w.counters.clone(),
-        )?;
-        sink.set_header(w.header.clone());
+        let (shared, filled_rx, empty_tx) = prepare(&opts, Some(&plan), now_ns());
+        let counters = shared.counters.clone();
+        let mut sink = FileSink::new(plan.clone(), opts.format, opts.direct_io, counters.clone())?;
+        sink.set_header(shared.header.clone());
+        let mut helpers = Vec::new();
         let rx = if compress {
-            w.counters.compressing.store(true, Relaxed);
+            counters.compressing.store(true, Relaxed);
             let (tx, rx) = mpsc::channel::<OutBuf>();
-            let shared = Arc::new(Mutex::new(filled_rx));
+            let input = Arc::new(Mutex::new(filled_rx));
             for i in 0..plan.compressors.max(1) {
-                let (input, output, counters) = (shared.clone(), tx.clone(), w.counters.clone());
+                let (input, output, counters) = (input.clone(), tx.clone(), counters.clone());
                 let mode = plan.compression;
                 let h = std::thread::Builder::new()
                     .name(format!("ringcap-zip{i}"))
                     .spawn(move || run_compressor(input, output, mode, counters))
                     .map_err(|e| StoreError::Config(format!("cannot start a compressor: {e}")))?;
-                w.helpers.push(h);
+                helpers.push(h);
             }
             rx
         } else {
             filled_rx
         };
-        w.thread = Some(
-            std::thread::Builder::new()
-                .name("ringcap-files".into())
-                .spawn(move || sink.run(rx, empty_tx, compress))
-                .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?,
-        );
-        Ok(w)
+        let thread = std::thread::Builder::new()
+            .name("ringcap-files".into())
+            .spawn(move || sink.run(rx, empty_tx, compress))
+            .map_err(|e| StoreError::Config(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self::with(shared, thread, helpers))
     }
 
-    /// The pool, the first buffer (holding the file header) and the channels.
-    fn prepare(opts: &WriterOptions, no_spill: bool) -> (Self, Receiver<OutBuf>, Sender<OutBuf>) {
-        let enc = Encoder {
-            format: opts.format,
-            snaplen: opts.snaplen,
-        };
-        let counters = Arc::new(WriterCounters::default());
-        counters.buffers_total.store(opts.buffers as u64, Relaxed);
-        let (filled_tx, filled_rx) = mpsc::channel::<OutBuf>();
-        let (empty_tx, empty_rx) = mpsc::channel::<OutBuf>();
-        for _ in 1..opts.buffers {
-            empty_tx
-                .send(OutBuf::new(opts.buffer_size))
-                .expect("receiver alive");
+    fn with(
+        shared: Arc<Shared>,
+        thread: JoinHandle<Result<(), StoreError>>,
+        helpers: Vec<JoinHandle<()>>,
+    ) -> Self {
+        CaptureWriter {
+            own: Some(Producer::new(shared.clone())),
+            shared,
+            thread: Some(thread),
+            helpers,
         }
-        let header = enc.file_header(opts.linktype, &opts.if_name);
-        let mut first = OutBuf::new(opts.buffer_size);
-        put_header(&mut first, &header);
-        let w = CaptureWriter {
-            enc,
-            active: Some(first),
-            active_since: Instant::now(),
-            stream_end: 0,
-            filled_tx: Some(filled_tx),
-            empty_rx,
-            thread: None,
-            counters,
-            accepted: 0,
-            bytes: 0,
-            refused: 0,
-            first_ts: 0,
-            last_ts: 0,
-            dead: false,
-            flush_interval: opts.flush_interval,
-            header,
-            no_spill,
-            next_seq: 0,
-            files: false,
-            max_file_bytes: None,
-            interval_ns: None,
-            rotate_at_ns: u64::MAX,
-            file_bytes: 0,
-            file_first: 0,
-            helpers: Vec::new(),
-        };
-        (w, filled_rx, empty_tx)
+    }
+
+    /// A producer for one capture thread. Create every thread's producer before any of them
+    /// writes a packet: with more than one, buffers are made self-contained from the start. The
+    /// first call hands out the writer's own producer, the one [`Self::write_packet`] uses.
+    pub fn producer(&mut self) -> Producer {
+        self.own
+            .take()
+            .unwrap_or_else(|| Producer::new(self.shared.clone()))
+    }
+
+    /// The writer's own producer (made again if [`Self::producer`] took it).
+    fn own(&mut self) -> &mut Producer {
+        let shared = &self.shared;
+        self.own
+            .get_or_insert_with(|| Producer::new(shared.clone()))
     }
 
     /// Appends one packet; `false` means it was dropped (storage drop: no free buffer, or the
@@ -262,389 +198,82 @@ impl CaptureWriter {
         data: &[u8],
         vlan: Option<VlanTag>,
     ) -> bool {
-        let caplen = self.enc.caplen(data.len(), vlan.is_some());
-        let rec_len = self.enc.record_len(caplen);
-        if let Some(buf) = self.active.as_mut() {
-            // Strictly less: a record that fills the buffer exactly goes the slow way, which
-            // hands the full buffer to the writer at once. The timestamp check is `-G` (always
-            // false without it): one compare, no clock read.
-            if rec_len < buf.remaining() && ts_ns < self.rotate_at_ns {
-                let at = buf.len;
-                let mut out = SliceEmit {
-                    buf: &mut buf.as_mut_slice()[at..at + rec_len],
-                    at: 0,
-                };
-                self.enc
-                    .emit_packet(&mut out, ts_ns, wire_len, data, vlan, caplen, rec_len);
-                buf.len += rec_len;
-                buf.last_boundary = buf.len;
-                buf.packets += 1;
-                self.note_accepted(ts_ns, rec_len);
-                return true;
-            }
-        }
-        self.write_packet_slow(ts_ns, wire_len, data, vlan, caplen, rec_len)
+        self.own().write_packet(ts_ns, wire_len, data, vlan)
     }
 
-    #[cold]
-    fn write_packet_slow(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        vlan: Option<VlanTag>,
-        caplen: usize,
-        rec_len: usize,
-    ) -> bool {
-        if ts_ns >= self.rotate_at_ns {
-            // `-G`: the packet belongs to a new interval; the file is named after its start.
-            let iv = self.interval_ns.unwrap_or(1).max(1);
-            if !self.rotate(ts_ns / iv * iv) {
-                return self.refuse();
-            }
-        }
-        if self.active.is_none() && !self.take_empty(false) {
-            return self.refuse();
-        }
-        let (room, physical) = {
-            let b = self.active.as_ref().expect("active");
-            (b.remaining(), b.capacity() - b.len)
-        };
-        if rec_len >= room && room < physical {
-            // The soft limit (`-C`) stops us, not the buffer. A file takes at least one packet.
-            let empty_file = self.accepted == self.file_first;
-            if !empty_file && !self.rotate(now_ns()) {
-                return self.refuse();
-            }
-            // The new file's first buffer holds only the header: any record fits physically.
-            let b = self.active.as_ref().expect("active");
-            if rec_len < b.capacity() - b.len {
-                self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
-                return true;
-            }
-        }
-        if rec_len < room {
-            self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
-            return true;
-        }
-        let Some(mut next) = self.try_empty(false) else {
-            return self.refuse();
-        };
-        if self.no_spill {
-            let full = self.active.take().expect("active");
-            self.send(full);
-            next.reset(self.stream_end);
-            self.set_limit(&mut next);
-            self.active = Some(next);
-            self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
-            return true;
-        }
-        let enc = self.enc;
-        self.emit_spilling(next, true, |out| {
-            enc.emit_packet(out, ts_ns, wire_len, data, vlan, caplen, rec_len)
-        });
-        self.note_accepted(ts_ns, rec_len);
-        true
-    }
-
-    /// Emits a record into the active buffer, which has physical room for it.
-    fn emit_here(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        vlan: Option<VlanTag>,
-        caplen: usize,
-        rec_len: usize,
-    ) {
-        let buf = self.active.as_mut().expect("active");
-        let at = buf.len;
-        let mut out = SliceEmit {
-            buf: &mut buf.as_mut_slice()[at..at + rec_len],
-            at: 0,
-        };
-        self.enc
-            .emit_packet(&mut out, ts_ns, wire_len, data, vlan, caplen, rec_len);
-        buf.len += rec_len;
-        buf.limit = buf.limit.max(buf.len);
-        buf.last_boundary = buf.len;
-        buf.packets += 1;
-        self.note_accepted(ts_ns, rec_len);
-    }
-
-    /// Ends the current file after its last packet and starts the next one (file mode only).
-    /// Needs a free buffer for the new file's header; `false` (nothing changed) without one.
-    fn rotate(&mut self, start_ns: u64) -> bool {
-        if !self.files {
-            self.rotate_at_ns = u64::MAX;
-            return true;
-        }
-        let Some(mut next) = self.try_empty(false) else {
-            return false;
-        };
-        // Without an active buffer the file's last bytes are already with the writer, which
-        // closes the file when it sees the next buffer's `new_file`.
-        if let Some(mut cur) = self.active.take() {
-            cur.ends_file = true;
-            self.send(cur);
-        }
-        self.file_bytes = 0;
-        self.file_first = self.accepted;
-        next.reset(self.stream_end);
-        put_header(&mut next, &self.header);
-        next.new_file = Some(start_ns);
-        self.set_limit(&mut next);
-        self.active = Some(next);
-        self.schedule_rotation(start_ns);
-        true
-    }
-
-    /// Sets the `-G` deadline after a file that began at `start_ns`.
-    fn schedule_rotation(&mut self, start_ns: u64) {
-        if let Some(iv) = self.interval_ns {
-            self.rotate_at_ns = (start_ns / iv * iv).saturating_add(iv);
-        }
-    }
-
-    /// Limits a buffer to the room left in the current file (`-C`).
-    fn set_limit(&self, buf: &mut OutBuf) {
-        buf.limit = buf.capacity();
-        if let Some(max) = self.max_file_bytes {
-            let room = max.saturating_sub(self.file_bytes);
-            if room < buf.limit as u64 {
-                buf.limit = (room as usize).max(buf.len);
-            }
-        }
-    }
-
-    /// Starts a new file now (SIGHUP). Returns false when not in file mode or no buffer is free
-    /// (then call again later).
+    /// Starts a new file now. Returns false when not in file mode or no buffer is free (then
+    /// call again later). Threads use [`Self::rotation_request`] instead.
     pub fn rotate_now(&mut self) -> bool {
-        self.files && !self.dead && self.rotate(now_ns())
+        self.own().rotate_now()
+    }
+
+    /// Setting the returned flag (e.g. from a SIGHUP handler) makes the writer start a new file
+    /// soon (file mode): the next [`Producer::tick`] that finds a free buffer does it.
+    pub fn rotation_request(&self) -> Arc<AtomicBool> {
+        self.shared.rotation.clone()
     }
 
     /// `-G` without traffic: starts the next file once the wall clock passes the interval end.
     /// Call it about as often as [`Self::maybe_flush`].
     pub fn maybe_rotate(&mut self, wall_ns: u64) -> bool {
-        // Packets decide first (their timestamps are exact); the clock only takes over after a
-        // grace period, so a ring block retired just after the boundary still lands in the old file.
-        const GRACE_NS: u64 = 250_000_000;
-        if wall_ns < self.rotate_at_ns.saturating_add(GRACE_NS) || self.dead {
-            return false;
-        }
-        let iv = self.interval_ns.unwrap_or(1).max(1);
-        self.rotate(wall_ns / iv * iv)
-    }
-
-    #[inline(always)]
-    fn note_accepted(&mut self, ts_ns: u64, rec_len: usize) {
-        if self.accepted == 0 {
-            self.first_ts = ts_ns;
-        }
-        self.last_ts = ts_ns;
-        self.accepted += 1;
-        self.bytes += rec_len as u64;
-        // Plain stores (only this thread writes them): no locked instruction per packet.
-        self.counters.accepted.store(self.accepted, Relaxed);
-        self.counters.bytes.store(self.bytes, Relaxed);
-    }
-
-    fn refuse(&mut self) -> bool {
-        self.refused += 1;
-        self.counters.refused.store(self.refused, Relaxed);
-        false
-    }
-
-    /// Takes an empty buffer from the pool (waiting for one only if `wait`), checking first that
-    /// the output is still alive.
-    fn try_empty(&mut self, wait: bool) -> Option<OutBuf> {
-        if self.dead || self.counters.failed.load(Relaxed) {
-            self.dead = true;
-            return None;
-        }
-        let buf = if wait {
-            self.empty_rx.recv().ok()
-        } else {
-            match self.empty_rx.try_recv() {
-                Ok(b) => Some(b),
-                Err(TryRecvError::Empty) => None,
-                Err(TryRecvError::Disconnected) => {
-                    self.dead = true;
-                    None
-                }
-            }
-        };
-        if buf.is_some() {
-            self.active_since = Instant::now(); // once per buffer, not per packet
-        }
-        buf
-    }
-
-    /// Makes an empty buffer the active one.
-    fn take_empty(&mut self, wait: bool) -> bool {
-        match self.try_empty(wait) {
-            Some(mut b) => {
-                b.reset(self.stream_end);
-                self.set_limit(&mut b);
-                self.active = Some(b);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Writes a record that does not fit the active buffer: its head fills the active buffer
-    /// (which goes to the writer), its tail starts `next`, which becomes active.
-    fn emit_spilling(
-        &mut self,
-        mut next: OutBuf,
-        is_packet: bool,
-        emit: impl FnOnce(&mut SpillEmit),
-    ) {
-        let mut full = self.active.take().expect("active buffer");
-        let before = full.len;
-        next.reset(0);
-        emit(&mut SpillEmit {
-            a: &mut full,
-            b: &mut next,
-        });
-        let packet = u64::from(is_packet);
-        if next.len == 0 {
-            // Exact fit: the record ends with the full buffer.
-            full.last_boundary = full.len;
-            full.packets += packet;
-        } else {
-            full.last_boundary = before;
-            next.first_boundary = next.len;
-            next.last_boundary = next.len;
-            next.packets = packet;
-            next.spill_in_packet = is_packet;
-        }
-        self.send(full);
-        next.stream_offset = self.stream_end;
-        self.set_limit(&mut next);
-        self.active = Some(next);
-    }
-
-    /// Hands a buffer to the writer thread.
-    fn send(&mut self, mut buf: OutBuf) {
-        self.stream_end += buf.len as u64;
-        self.file_bytes += buf.len as u64;
-        buf.seq = self.next_seq;
-        self.next_seq += 1;
-        self.counters.backlog.fetch_add(1, Relaxed);
-        let sent = self
-            .filled_tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(buf).is_ok());
-        if !sent {
-            self.counters.backlog.fetch_sub(1, Relaxed);
-            self.dead = true;
-        }
+        self.own().maybe_rotate(wall_ns)
     }
 
     /// Writes a partly filled buffer once it is older than the flush interval, so a pipe reader
     /// (or `tail -f`) sees packets within about a second. Call it often (every ring block or poll
     /// timeout). Never done with O_DIRECT, which can only write whole buffers. Returns whether it wrote.
     pub fn maybe_flush(&mut self, now: Instant) -> bool {
-        if self.counters.failed.load(Relaxed) {
-            self.dead = true;
-        }
-        if self.dead || self.counters.direct_io.load(Relaxed) {
-            return false;
-        }
-        let due = self.active.as_ref().is_some_and(|b| b.len > 0)
-            && now.saturating_duration_since(self.active_since) >= self.flush_interval;
-        if due {
-            let buf = self.active.take().expect("checked");
-            self.send(buf);
-        }
-        due
+        self.own().maybe_flush(now)
     }
 
     /// Current counters.
     pub fn stats(&self) -> WriterStats {
-        self.counters.snapshot()
+        self.shared.counters.snapshot()
     }
 
     /// The live counters, for a stats thread; they stay valid after `finish`.
     pub fn counters(&self) -> Arc<WriterCounters> {
-        self.counters.clone()
+        self.shared.counters.clone()
     }
 
     /// Writes what is buffered (and, for pcapng, an Interface Statistics Block from `final_stats`,
     /// start/end times and delivered count defaulting to what was written), syncs and closes.
+    /// Call it after every [`Producer`] has finished.
     /// On a write failure the error says what happened; counters stay readable via [`Self::counters`].
     pub fn finish(mut self, final_stats: Option<IfStats>) -> Result<WriterStats, StoreError> {
         self.close(final_stats)?;
-        Ok(self.counters.snapshot())
+        Ok(self.shared.counters.snapshot())
     }
 
     fn close(&mut self, final_stats: Option<IfStats>) -> Result<(), StoreError> {
         let Some(thread) = self.thread.take() else {
             return Ok(());
         };
-        if !self.dead && self.enc.format == Format::PcapNg {
+        let mut last = self
+            .own
+            .take()
+            .unwrap_or_else(|| Producer::new(self.shared.clone()));
+        if !last.is_dead() && self.shared.enc.format == Format::PcapNg {
+            let (first_ts, last_ts) = self.shared.lock().times_with(&last);
             let mut s = final_stats.unwrap_or_default();
-            s.start_ns = s.start_ns.or(Some(self.first_ts));
-            s.end_ns = s.end_ns.or(Some(self.last_ts));
-            s.usr_deliv = s.usr_deliv.or(Some(self.accepted));
-            let block = self.enc.stats_block(&s, s.end_ns.unwrap_or(0));
-            self.append_blocking(&block);
+            s.start_ns = s.start_ns.or(Some(first_ts));
+            s.end_ns = s.end_ns.or(Some(last_ts));
+            s.usr_deliv = s.usr_deliv.or(Some(self.shared.counters.accepted()));
+            let block = self.shared.enc.stats_block(&s, s.end_ns.unwrap_or(0));
+            last.append_blocking(&block);
         }
-        if let Some(buf) = self.active.take() {
-            if buf.len > 0 {
-                self.send(buf);
-            }
-        }
-        self.filled_tx = None; // compressors and the writer thread end when the channel closes
+        last.close_series();
+        // Compressors and the writer thread end when the channel closes.
+        self.shared.lock().filled_tx = None;
         for h in self.helpers.drain(..) {
             let _ = h.join();
         }
-        let result = thread.join().unwrap_or_else(|_| {
+        // Buffers come back to the pool and are freed with it.
+        thread.join().unwrap_or_else(|_| {
             Err(StoreError::Config(
                 "the writer thread panicked; the file may be incomplete".into(),
             ))
-        });
-        // Buffers come back to `empty_rx` and are freed with it.
-        result
-    }
-
-    /// Appends a non-packet block at close, waiting for a buffer if needed (close may block).
-    fn append_blocking(&mut self, block: &[u8]) {
-        if block.is_empty() || self.dead {
-            return;
-        }
-        if self.active.is_none() && !self.take_empty(true) {
-            return;
-        }
-        let fits = self
-            .active
-            .as_ref()
-            .is_some_and(|b| block.len() < b.remaining());
-        if !fits && self.no_spill {
-            // Keep every buffer self-contained: the block goes into a fresh buffer.
-            if let Some(full) = self.active.take() {
-                self.send(full);
-            }
-            if !self.take_empty(true) {
-                return;
-            }
-        }
-        let fits = self
-            .active
-            .as_ref()
-            .is_some_and(|b| block.len() < b.capacity() - b.len);
-        if fits {
-            let buf = self.active.as_mut().expect("checked");
-            let at = buf.len;
-            buf.as_mut_slice()[at..at + block.len()].copy_from_slice(block);
-            buf.len += block.len();
-            buf.limit = buf.limit.max(buf.len);
-            buf.last_boundary = buf.len;
-        } else if let Some(next) = self.try_empty(true) {
-            self.emit_spilling(next, false, |out| out.put(block));
-        }
+        })
     }
 }
 
@@ -655,31 +284,58 @@ impl Drop for CaptureWriter {
     }
 }
 
-/// Emits across two buffers: fills `a` to its end, then continues in `b`.
-pub(crate) struct SpillEmit<'a> {
-    a: &'a mut OutBuf,
-    b: &'a mut OutBuf,
-}
-
-impl Emit for SpillEmit<'_> {
-    fn put(&mut self, bytes: &[u8]) {
-        let n = bytes.len().min(self.a.remaining());
-        let at = self.a.len;
-        self.a.as_mut_slice()[at..at + n].copy_from_slice(&bytes[..n]);
-        self.a.len += n;
-        let rest = &bytes[n..];
-        let at = self.b.len;
-        self.b.as_mut_slice()[at..at + rest.len()].copy_from_slice(rest);
-        self.b.len += rest.len();
+/// The shared state, the pool and the channels; `plan` is file mode's, `start_ns` when its
+/// first file begins.
+fn prepare(
+    opts: &WriterOptions,
+    plan: Option<&FilePlan>,
+    start_ns: u64,
+) -> (Arc<Shared>, Receiver<OutBuf>, Sender<OutBuf>) {
+    let enc = Encoder {
+        format: opts.format,
+        snaplen: opts.snaplen,
+    };
+    let counters = Arc::new(WriterCounters::default());
+    counters.buffers_total.store(opts.buffers as u64, Relaxed);
+    let (filled_tx, filled_rx) = mpsc::channel::<OutBuf>();
+    let (empty_tx, empty_rx) = mpsc::channel::<OutBuf>();
+    for _ in 0..opts.buffers {
+        empty_tx
+            .send(OutBuf::new(opts.buffer_size))
+            .expect("receiver alive");
     }
-}
-
-/// Writes the file header at the start of an empty buffer.
-fn put_header(buf: &mut OutBuf, header: &[u8]) {
-    buf.as_mut_slice()[..header.len()].copy_from_slice(header);
-    buf.len = header.len();
-    buf.first_boundary = header.len();
-    buf.last_boundary = header.len();
+    let interval_ns = plan
+        .and_then(|p| p.rotate_secs)
+        .map(|s| s.saturating_mul(1_000_000_000));
+    let mut hand = Hand {
+        filled_tx: Some(filled_tx),
+        empty_rx,
+        producers: 0,
+        next_seq: 0,
+        stream_end: 0,
+        file: 0,
+        // The first buffer handed on begins the (first) file.
+        next_file: Some(start_ns),
+        file_bytes: 0,
+        file_packets: 0,
+        rotate_at_ns: u64::MAX,
+        first_ts: None,
+        last_ts: 0,
+    };
+    hand.schedule_rotation(start_ns, interval_ns);
+    let shared = Shared {
+        hand: Mutex::new(hand),
+        counters,
+        rotation: Arc::new(AtomicBool::new(false)),
+        enc,
+        header: enc.file_header(opts.linktype, &opts.if_name),
+        flush_interval: opts.flush_interval,
+        compress: plan.is_some_and(|p| p.compression != CompressMode::None),
+        files: plan.is_some(),
+        max_file_bytes: plan.and_then(|p| p.rotate_bytes),
+        interval_ns,
+    };
+    (Arc::new(shared), filled_rx, empty_tx)
 }
 
 /// Wall-clock time in ns since the epoch (file names, `-G`).
