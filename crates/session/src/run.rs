@@ -92,12 +92,18 @@ impl Session {
         let started = Instant::now();
         let start_ns = wall_ns();
         let taken = Arc::new(AtomicU64::new(0));
+        // Every lane exists before any thread captures (a writer decides file headers by its producers).
+        let mut lanes = Vec::with_capacity(sources.len());
+        for _ in &sources {
+            lanes.push(
+                sinks
+                    .iter_mut()
+                    .map(|s| s.lane())
+                    .collect::<anyhow::Result<Vec<_>>>()?,
+            );
+        }
         let mut handles = Vec::with_capacity(sources.len());
-        for (i, src) in sources.into_iter().enumerate() {
-            let lanes = sinks
-                .iter_mut()
-                .map(|s| s.lane())
-                .collect::<anyhow::Result<Vec<_>>>()?;
+        for (i, (src, lanes)) in sources.into_iter().zip(lanes).enumerate() {
             let cpu = (!opts.cpus.is_empty()).then(|| opts.cpus[i % opts.cpus.len()]);
             let ctx = ThreadCtx {
                 stop: stop.clone(),

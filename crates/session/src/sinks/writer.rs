@@ -2,35 +2,30 @@
 //! [`store::Producer`]); the store's writer thread writes them. Flushing, rotation (`-C`, `-G`, SIGHUP)
 //! and retention are the store's business: the lane only ticks it.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use capture::Batch;
-use store::{CaptureWriter, IfStats, VlanTag, WriterCounters};
+use store::{CaptureWriter, IfStats, Producer, VlanTag, WriterCounters};
 
 use crate::sink::{Lane, Sink, SinkReport, Totals};
 
 /// A [`CaptureWriter`] as a sink.
 pub struct WriterSink {
-    writer: Arc<Mutex<CaptureWriter>>,
-    hup: Arc<AtomicBool>,
+    writer: CaptureWriter,
     counters: Arc<WriterCounters>,
 }
 
 impl WriterSink {
     pub fn new(writer: CaptureWriter) -> WriterSink {
         let counters = writer.counters();
-        WriterSink {
-            writer: Arc::new(Mutex::new(writer)),
-            hup: Arc::default(),
-            counters,
-        }
+        WriterSink { writer, counters }
     }
 
     /// Start a new file on SIGHUP (file mode), as with logs; pending while no buffer is free.
     pub fn rotate_on_sighup(&self) -> std::io::Result<()> {
-        let flag: Arc<AtomicBool> = self.hup.clone();
+        let flag: Arc<AtomicBool> = self.writer.rotation_request();
         signal_hook::flag::register(signal_hook::consts::SIGHUP, flag).map(drop)
     }
 
@@ -40,11 +35,11 @@ impl WriterSink {
     }
 }
 
-struct WriterLane(Arc<Mutex<CaptureWriter>>, Arc<AtomicBool>);
+struct WriterLane(Producer);
 
 impl Sink for WriterSink {
     fn lane(&mut self) -> anyhow::Result<Box<dyn Lane>> {
-        Ok(Box::new(WriterLane(self.writer.clone(), self.hup.clone())))
+        Ok(Box::new(WriterLane(self.writer.producer())))
     }
 
     fn failed(&self) -> bool {
@@ -62,12 +57,7 @@ impl Sink for WriterSink {
             end_ns: Some(t.end_ns),
         };
         let levels = self.counters.level_histogram();
-        let w = Arc::try_unwrap(self.writer)
-            .ok()
-            .expect("lanes finished")
-            .into_inner()
-            .unwrap();
-        let (stats, err) = match w.finish(Some(if_stats)) {
+        let (stats, err) = match self.writer.finish(Some(if_stats)) {
             Ok(s) => (s, None),
             Err(e) => (self.counters.snapshot(), Some(anyhow::Error::new(e))),
         };
@@ -78,22 +68,20 @@ impl Sink for WriterSink {
 impl Lane for WriterLane {
     #[inline]
     fn batch(&mut self, batch: &Batch<'_>) {
-        let mut w = self.0.lock().unwrap();
         for p in batch.packets() {
             let vlan = p.vlan.map(|v| VlanTag {
                 tpid: v.tpid,
                 tci: v.tci,
             });
-            w.write_packet(p.ts_ns, p.wire_len, p.data, vlan);
+            self.0.write_packet(p.ts_ns, p.wire_len, p.data, vlan);
         }
     }
 
     fn tick(&mut self, now: Instant) {
-        let mut w = self.0.lock().unwrap();
-        w.maybe_flush(now);
-        w.maybe_rotate(crate::run::wall_ns());
-        if self.1.swap(false, Relaxed) && !w.rotate_now() {
-            self.1.store(true, Relaxed);
-        }
+        self.0.tick(now, crate::run::wall_ns());
+    }
+
+    fn finish(self: Box<Self>) {
+        self.0.finish();
     }
 }
