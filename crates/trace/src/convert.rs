@@ -26,7 +26,6 @@ use wire::{Headers, LinkType};
 
 use crate::columns::{col, packet_schema, PacketColumns};
 use crate::error::TraceError;
-use crate::input::{open_input, Compression as InputCompression};
 use crate::time::hour_name;
 
 const NS_PER_HOUR: u64 = 3_600_000_000_000;
@@ -85,8 +84,9 @@ pub struct InputReport {
     pub path: String,
     /// Size of the file in bytes.
     pub file_bytes: u64,
-    /// Compression found by magic.
-    pub compression: Option<InputCompression>,
+    /// Compression found by magic ("none", "gzip", "zstd", "lz4" in JSON).
+    #[serde(serialize_with = "compression_name")]
+    pub compression: Option<store::Compression>,
     /// "pcap" or "pcapng".
     pub format: Option<String>,
     /// Packets converted.
@@ -101,6 +101,13 @@ pub struct InputReport {
     pub issues_total: u64,
     /// Why the file could not be read at all, or why reading stopped early.
     pub error: Option<String>,
+}
+
+fn compression_name<S: serde::Serializer>(
+    c: &Option<store::Compression>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_some(&c.map(store::Compression::name))
 }
 
 /// One finished Parquet file.
@@ -337,15 +344,15 @@ fn read_input(
         issues_total: 0,
         error: None,
     };
-    let mut input = match open_input(path, progress.bytes.clone()) {
-        Ok(i) => i,
+    let mut reader = match store::CaptureReader::open_with_progress(path, progress.bytes.clone()) {
+        Ok(r) => r,
         Err(e) => {
             rep.error = Some(e.to_string());
             return rep;
         }
     };
-    rep.compression = Some(input.compression);
-    rep.format = Some(match input.reader.format() {
+    rep.compression = Some(reader.compression());
+    rep.format = Some(match reader.format() {
         store::InputFormat::Pcap { .. } => "pcap".into(),
         store::InputFormat::PcapNg => "pcapng".into(),
     });
@@ -364,7 +371,7 @@ fn read_input(
     let mut last_dlt = u32::MAX;
     let mut link: Option<LinkType> = None;
     loop {
-        let p = match input.reader.next_packet() {
+        let p = match reader.next_packet() {
             None => break,
             Some(Ok(p)) => p,
             Some(Err(e)) => {
@@ -403,8 +410,7 @@ fn read_input(
     if !cols.is_empty() {
         emit(&mut cols, chunk_hour);
     }
-    rep.issues = input
-        .reader
+    rep.issues = reader
         .issues()
         .iter()
         .map(|i| Skipped {
@@ -414,7 +420,7 @@ fn read_input(
             corrupt: i.corrupt,
         })
         .collect();
-    rep.issues_total = input.reader.issues_total();
+    rep.issues_total = reader.issues_total();
     rep
 }
 
