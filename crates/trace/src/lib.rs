@@ -13,7 +13,7 @@ pub mod flow;
 pub mod time;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
-pub use columns::packet_schema;
+pub use columns::{packet_schema, record_schema};
 pub use convert::{
     convert, ConvertOptions, ConvertReport, InputReport, PartFile, Progress, Skipped,
 };
