@@ -1,6 +1,6 @@
-//! Header records as Parquet: the schema (column names shared with `ringcap convert` where the fields
-//! overlap, see `trace::columns::col`), a column builder, a file writer (`.partial`, renamed when complete)
-//! and a reader back into records (for `ringcap dedup`).
+//! Header records as Parquet: a column builder for the schema and writer properties of
+//! `trace::columns` (shared with `ringcap convert` where the fields overlap), a file writer (`.partial`,
+//! renamed when complete) and a reader back into records (for `ringcap dedup`).
 //!
 //! Types follow `ringcap convert`: MACs `UInt64` (the 48-bit address as a big-endian number), IPv4 `UInt32`
 //! in host order (10.0.0.1 = 167772161), IPv6 `FixedSizeBinary(16)`, `ts` a UTC nanosecond timestamp.
@@ -17,27 +17,13 @@ use arrow_array::builder::{FixedSizeBinaryBuilder, PrimitiveBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::basic::ZstdLevel;
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
-use trace::columns::col;
+use parquet::file::properties::WriterProperties;
+use trace::columns::{col, record_schema};
 use wire::record::Record;
-
-/// Names of the columns that `ringcap convert` does not have.
-pub mod extra_col {
-    /// IP header length in bytes (IPv4 IHL*4; IPv6 40 + extension headers).
-    pub const IP_HEADER_LEN: &str = "ip_header_len";
-    /// TCP header length in bytes (TCP only).
-    pub const TCP_HEADER_LEN: &str = "tcp_header_len";
-    /// The probe that made the record.
-    pub const PROBE_ID: &str = "probe_id";
-    /// The probe's stream (one per probe process start).
-    pub const STREAM_ID: &str = "stream_id";
-}
 
 /// Rows per Arrow batch handed to the writer.
 pub const CHUNK_ROWS: usize = 65536;
@@ -46,41 +32,6 @@ const IPPROTO_ICMP: u8 = 1;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 const IPPROTO_ICMPV6: u8 = 58;
-
-/// The Arrow schema of a records file.
-pub fn record_schema() -> SchemaRef {
-    use DataType::*;
-    let f = |name: &str, ty: DataType, nullable: bool| Field::new(name, ty, nullable);
-    Arc::new(Schema::new(vec![
-        f(
-            col::TS,
-            Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-            false,
-        ),
-        f(col::WIRE_LEN, UInt32, false),
-        f(col::SRC_MAC, UInt64, false),
-        f(col::DST_MAC, UInt64, false),
-        f(col::ETHERTYPE, UInt16, false),
-        f(col::VLAN, UInt16, true),
-        f(col::IP_VERSION, UInt8, true),
-        f(col::SRC_IP4, UInt32, true),
-        f(col::DST_IP4, UInt32, true),
-        f(col::SRC_IP6, FixedSizeBinary(16), true),
-        f(col::DST_IP6, FixedSizeBinary(16), true),
-        f(col::IP_LEN, UInt32, true),
-        f(extra_col::IP_HEADER_LEN, UInt8, true),
-        f(col::PROTOCOL, UInt8, true),
-        f(col::SRC_PORT, UInt16, true),
-        f(col::DST_PORT, UInt16, true),
-        f(col::TCP_FLAGS, UInt16, true),
-        f(extra_col::TCP_HEADER_LEN, UInt8, true),
-        f(col::UDP_LEN, UInt16, true),
-        f(col::ICMP_TYPE, UInt8, true),
-        f(col::ICMP_CODE, UInt8, true),
-        f(extra_col::PROBE_ID, UInt64, false),
-        f(extra_col::STREAM_ID, UInt32, false),
-    ]))
-}
 
 #[inline]
 fn mac_u64(m: [u8; 6]) -> u64 {
@@ -270,8 +221,8 @@ impl RecordColumns {
     }
 }
 
-/// ZSTD pages, statistics, dictionaries for the columns with few distinct values, delta-encoded
-/// timestamps; `meta` goes into the footer (key, value).
+/// The tables' writer properties (`trace::columns::writer_properties`) at ZSTD level 3; `meta` goes
+/// into the footer (key, value).
 pub fn writer_properties(meta: &[(&str, String)]) -> WriterProperties {
     let mut kv = vec![
         KeyValue::new(
@@ -288,33 +239,7 @@ pub fn writer_properties(meta: &[(&str, String)]) -> WriterProperties {
             .map(|(k, v)| KeyValue::new(format!("ringcap.{k}"), v.clone())),
     );
     let level = ZstdLevel::try_new(3).expect("zstd level 3 exists");
-    let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_created_by(format!("ringcap {}", env!("CARGO_PKG_VERSION")))
-        .set_key_value_metadata(Some(kv))
-        .set_dictionary_enabled(false);
-    for c in [
-        col::SRC_MAC,
-        col::DST_MAC,
-        col::ETHERTYPE,
-        col::VLAN,
-        col::IP_VERSION,
-        col::SRC_IP4,
-        col::DST_IP4,
-        col::PROTOCOL,
-        col::TCP_FLAGS,
-        col::ICMP_TYPE,
-        col::ICMP_CODE,
-        extra_col::IP_HEADER_LEN,
-        extra_col::TCP_HEADER_LEN,
-        extra_col::PROBE_ID,
-        extra_col::STREAM_ID,
-    ] {
-        b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
-    }
-    b = b.set_column_encoding(ColumnPath::from(col::TS), Encoding::DELTA_BINARY_PACKED);
-    b.build()
+    trace::columns::writer_properties(level, kv).build()
 }
 
 fn parquet_err(path: &Path, e: impl std::fmt::Display) -> io::Error {
@@ -457,17 +382,17 @@ fn append_rows(b: &RecordBatch, out: &mut Vec<StoredRecord>) -> Result<u64, Stri
     let src_ip6 = fsb(col::SRC_IP6)?;
     let dst_ip6 = fsb(col::DST_IP6)?;
     let ip_len = prim::<UInt32Type>(b, col::IP_LEN)?;
-    let ip_header_len = prim::<UInt8Type>(b, extra_col::IP_HEADER_LEN)?;
+    let ip_header_len = prim::<UInt8Type>(b, col::IP_HEADER_LEN)?;
     let protocol = prim::<UInt8Type>(b, col::PROTOCOL)?;
     let src_port = prim::<UInt16Type>(b, col::SRC_PORT)?;
     let dst_port = prim::<UInt16Type>(b, col::DST_PORT)?;
     let tcp_flags = prim::<UInt16Type>(b, col::TCP_FLAGS)?;
-    let tcp_header_len = prim::<UInt8Type>(b, extra_col::TCP_HEADER_LEN)?;
+    let tcp_header_len = prim::<UInt8Type>(b, col::TCP_HEADER_LEN)?;
     let udp_len = prim::<UInt16Type>(b, col::UDP_LEN)?;
     let icmp_type = prim::<UInt8Type>(b, col::ICMP_TYPE)?;
     let icmp_code = prim::<UInt8Type>(b, col::ICMP_CODE)?;
-    let probe_id = prim::<UInt64Type>(b, extra_col::PROBE_ID)?;
-    let stream_id = prim::<UInt32Type>(b, extra_col::STREAM_ID)?;
+    let probe_id = prim::<UInt64Type>(b, col::PROBE_ID)?;
+    let stream_id = prim::<UInt32Type>(b, col::STREAM_ID)?;
     out.reserve(b.num_rows());
     for i in 0..b.num_rows() {
         let mut r = Record {
@@ -629,11 +554,6 @@ mod tests {
             8
         );
         assert!(prim::<UInt16Type>(&b, col::UDP_LEN).unwrap().is_null(tcp));
-        let trace_schema = trace::columns::packet_schema();
-        for f in record_schema().fields() {
-            if let Ok(tf) = trace_schema.field_with_name(f.name()) {
-                assert_eq!(tf.data_type(), f.data_type(), "{}", f.name());
-            }
-        }
+        assert_eq!(b.schema(), record_schema());
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use clap::Args;
 use lab::anova::{self, Anova, AnovaError, AnovaOptions};
-use lab::plot::{self, RefLine, ScatterPlot};
+use lab::plot;
 use serde::Serialize;
 
 use crate::Fatal;
@@ -116,45 +116,7 @@ fn data_error(file: &Path) -> impl Fn(AnovaError) -> Fatal + '_ {
 
 fn write_plots(dir: &Path, response: &str, a: &Anova) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let what = if a.log10 {
-        format!("log10({response})")
-    } else {
-        response.to_string()
-    };
-    let fitted: Vec<(f64, f64)> = a.fitted.iter().map(|f| (f.predicted, f.residual)).collect();
-    let (lo, hi) = fitted
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
-            (l.min(p.0), h.max(p.0))
-        });
-    let residuals = ScatterPlot {
-        title: format!("Residuals vs. predicted {what}"),
-        x_label: format!("predicted {what} (cell mean)"),
-        y_label: "residual (observed − predicted)".into(),
-        points: fitted,
-        lines: vec![RefLine {
-            from: (lo, 0.0),
-            to: (hi, 0.0),
-            label: "zero residual".into(),
-        }],
-        size: (700, 500),
-    };
-    // Under normal errors the sorted residuals lie on the line residual = s · z (s: error standard deviation).
-    let qq = a.qq_points();
-    let s = a.component("error").map(|e| e.ms.sqrt()).unwrap_or(0.0);
-    let (z0, z1) = (qq[0].0, qq[qq.len() - 1].0);
-    let normal_qq = ScatterPlot {
-        title: format!("Normal Q-Q plot of the residuals of {what}"),
-        x_label: "normal quantile".into(),
-        y_label: "residual quantile".into(),
-        points: qq,
-        lines: vec![RefLine {
-            from: (z0, s * z0),
-            to: (z1, s * z1),
-            label: format!("expected if the errors are normal (σ = {})", anova::num(s)),
-        }],
-        size: (700, 500),
-    };
+    let [residuals, normal_qq] = anova::residual_plots(a, response);
     for (name, p) in [("residuals.svg", residuals), ("qq.svg", normal_qq)] {
         let path = dir.join(name);
         let svg = plot::scatter_svg(&p)?;

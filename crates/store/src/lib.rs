@@ -1,7 +1,7 @@
 //! store: capture files. Writing pcap (µs/ns) and pcapng from large page-aligned buffers handed
 //! to a writer thread (O_DIRECT where possible, storage drops instead of blocking the capture
 //! thread, files cut back to the last whole packet when the disk fills), and reading pcap/pcapng,
-//! plain or zstd/lz4 compressed, tolerant of damaged input. File mode adds rotation (size,
+//! plain or gzip/zstd/lz4 compressed, tolerant of damaged input. File mode adds rotation (size,
 //! wall-clock interval, on request), a compressor pool with a backlog-driven level ladder, several
 //! output directories, retention and recovery from full disks.
 

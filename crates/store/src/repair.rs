@@ -104,6 +104,13 @@ pub fn repair(path: &Path) -> Result<RepairReport, StoreError> {
     };
     let mut report = match compression {
         Compression::None => repair_truncate(path)?,
+        // ringcap never writes gzip, so a cut .gz is someone else's file.
+        Compression::Gzip => {
+            return Err(StoreError::format(
+                path,
+                "repairing gzip files is not supported: decompress it first (gzip -dc)",
+            ))
+        }
         c => repair_compressed(path, c)?,
     };
     if let Some(to) = finished_name(path) {

@@ -1,6 +1,6 @@
 //! Packet offsets: every packet's record offset and data offset, as the reader reports them, against
 //! offsets found here by walking the file bytes (or noted while building them), for pcap and pcapng in
-//! both byte orders, after damage, and through zstd and lz4 (offsets in the decompressed stream).
+//! both byte orders, after damage, and through gzip, zstd and lz4 (offsets in the decompressed stream).
 
 mod common;
 use common::*;
@@ -139,9 +139,66 @@ fn compressed_inputs_give_offsets_in_the_decompressed_stream() {
         lz.extend(enc.finish().unwrap());
     }
     write_file(&dir.path("x.pcapng.lz4"), &lz);
-    for name in ["plain.pcapng", "x.pcapng.zst", "x.pcapng.lz4"] {
+    // Two gzip members, as `cat a.gz b.gz` makes.
+    let mut gz = Vec::new();
+    for part in [a, b] {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(part).unwrap();
+        gz.extend(enc.finish().unwrap());
+    }
+    write_file(&dir.path("x.pcapng.gz"), &gz);
+    for name in [
+        "plain.pcapng",
+        "x.pcapng.zst",
+        "x.pcapng.lz4",
+        "x.pcapng.gz",
+    ] {
         check(&dir.path(name), &plain, &want);
     }
+}
+
+#[test]
+fn progress_counts_the_file_bytes_read() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    let dir = TempDir::new("offsets-progress");
+    let plain_path = dir.path("plain.pcap");
+    let opts = WriterOptions {
+        direct_io: false,
+        ..WriterOptions::default()
+    };
+    write_all(&plain_path, opts, &packets(3000, false));
+    let plain = std::fs::read(&plain_path).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&plain).unwrap();
+    write_file(&dir.path("x.pcap.gz"), &gz.finish().unwrap());
+    write_file(
+        &dir.path("x.pcap.zst"),
+        &zstd::encode_all(&plain[..], 3).unwrap(),
+    );
+    // One counter for all files, as a progress bar over several inputs uses it.
+    let progress = Arc::new(AtomicU64::new(0));
+    let mut total = 0;
+    for name in ["plain.pcap", "x.pcap.gz", "x.pcap.zst"] {
+        let path = dir.path(name);
+        let len = std::fs::metadata(&path).unwrap().len();
+        let before = progress.load(Relaxed);
+        let mut r = CaptureReader::open_with_progress(&path, progress.clone()).unwrap();
+        let mut packets = 0;
+        while let Some(p) = r.next_packet() {
+            p.unwrap();
+            packets += 1;
+            assert!(progress.load(Relaxed) - before <= len, "{name}");
+        }
+        assert_eq!(packets, 3000, "{name}");
+        assert_eq!(
+            progress.load(Relaxed) - before,
+            len,
+            "{name}: every byte counted once"
+        );
+        total += len;
+    }
+    assert_eq!(progress.load(Relaxed), total);
 }
 
 /// A big-endian µs pcap built by hand: header, then records of the given lengths.

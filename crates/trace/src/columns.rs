@@ -1,4 +1,6 @@
-//! The packet table: its Arrow schema and a builder that appends one parsed packet per row.
+//! The Parquet tables: the packet table of `ringcap convert` (its Arrow schema and a builder that
+//! appends one parsed packet per row), the header-record table of `ringcap collect` (its schema; the
+//! `records` crate fills it), and the writer properties both are written with.
 //!
 //! Types chosen for SQL and for speed:
 //! - MAC addresses are `UInt64` (the 48-bit address as a big-endian number, so `02:00:00:00:00:01`
@@ -9,6 +11,7 @@
 //! - IPv6 addresses are `FixedSizeBinary(16)` in network order, null for IPv4.
 //! - `file` is dictionary encoded (one distinct value per input); `offset` is the byte offset of the
 //!   packet's first captured byte in the decompressed input (the record header is just before it).
+//! - Header records use the packet table's names and types where the fields overlap.
 
 use std::sync::Arc;
 
@@ -18,11 +21,15 @@ use arrow_array::types::{
 };
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
+use parquet::schema::types::ColumnPath;
 use wire::{Headers, IpVersion};
 
 use crate::flow::flow_hash;
 
-/// Column names, in schema order.
+/// Column names: the packet table's in schema order, then those only header records have.
 pub mod col {
     pub const TS: &str = "ts";
     pub const WIRE_LEN: &str = "wire_len";
@@ -49,6 +56,14 @@ pub mod col {
     pub const FLOW_HASH: &str = "flow_hash";
     pub const FILE: &str = "file";
     pub const OFFSET: &str = "offset";
+    /// IP header length in bytes (IPv4 IHL*4; IPv6 40 + extension headers).
+    pub const IP_HEADER_LEN: &str = "ip_header_len";
+    /// TCP header length in bytes (TCP only).
+    pub const TCP_HEADER_LEN: &str = "tcp_header_len";
+    /// The probe that made the record.
+    pub const PROBE_ID: &str = "probe_id";
+    /// The probe's stream (one per probe process start).
+    pub const STREAM_ID: &str = "stream_id";
 }
 
 /// The Arrow schema of the packet table.
@@ -90,6 +105,88 @@ pub fn packet_schema() -> SchemaRef {
         ),
         f(col::OFFSET, UInt64, false),
     ]))
+}
+
+/// The Arrow schema of a header-record file (docs/records.md): the packet table's types where the
+/// fields overlap. Columns that do not apply to a record are null, as in the packet table.
+pub fn record_schema() -> SchemaRef {
+    use DataType::*;
+    let f = |name: &str, ty: DataType, nullable: bool| Field::new(name, ty, nullable);
+    Arc::new(Schema::new(vec![
+        f(
+            col::TS,
+            Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            false,
+        ),
+        f(col::WIRE_LEN, UInt32, false),
+        f(col::SRC_MAC, UInt64, false),
+        f(col::DST_MAC, UInt64, false),
+        f(col::ETHERTYPE, UInt16, false),
+        f(col::VLAN, UInt16, true),
+        f(col::IP_VERSION, UInt8, true),
+        f(col::SRC_IP4, UInt32, true),
+        f(col::DST_IP4, UInt32, true),
+        f(col::SRC_IP6, FixedSizeBinary(16), true),
+        f(col::DST_IP6, FixedSizeBinary(16), true),
+        f(col::IP_LEN, UInt32, true),
+        f(col::IP_HEADER_LEN, UInt8, true),
+        f(col::PROTOCOL, UInt8, true),
+        f(col::SRC_PORT, UInt16, true),
+        f(col::DST_PORT, UInt16, true),
+        f(col::TCP_FLAGS, UInt16, true),
+        f(col::TCP_HEADER_LEN, UInt8, true),
+        f(col::UDP_LEN, UInt16, true),
+        f(col::ICMP_TYPE, UInt8, true),
+        f(col::ICMP_CODE, UInt8, true),
+        f(col::PROBE_ID, UInt64, false),
+        f(col::STREAM_ID, UInt32, false),
+    ]))
+}
+
+/// Writer properties of both tables (measured on `ringcap convert`, see BENCHMARKS.md): ZSTD pages,
+/// statistics per page and chunk, dictionaries only where values repeat, delta encoding for the
+/// growing columns; `footer` goes into the file's key-value metadata.
+pub fn writer_properties(level: ZstdLevel, footer: Vec<KeyValue>) -> WriterPropertiesBuilder {
+    let mut b = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        // 8 Ki values per call into each column writer instead of 1 Ki: less per-call overhead
+        // (page-size checks, statistics, level encoding); pages of at most 64 Ki rows keep the
+        // page index fine enough for time-range queries and make fewer, larger ZSTD frames.
+        .set_write_batch_size(8192)
+        .set_data_page_row_count_limit(1 << 16)
+        .set_created_by(format!("ringcap {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(footer))
+        // Dictionaries cost a hash lookup per value. They pay where values repeat from a set of up to
+        // a few thousand (addresses, MACs, lengths: bit-packed indices hand ZSTD a third of the
+        // bytes, which saves more than the lookups cost: -7 % CPU with the next rule, 5 % smaller).
+        // Hashing every timestamp, hash or offset would cost time for nothing, and near-constant
+        // fields (link type, ethertype, IP version, TTL, protocol, header lengths, probe and
+        // stream) are cheaper as plain values that ZSTD squeezes to almost nothing.
+        .set_dictionary_enabled(false);
+    for c in [
+        col::WIRE_LEN,
+        col::CAP_LEN,
+        col::SRC_MAC,
+        col::DST_MAC,
+        col::VLAN,
+        col::SRC_IP4,
+        col::DST_IP4,
+        col::IP_LEN,
+        col::TCP_FLAGS,
+        col::UDP_LEN,
+        col::ICMP_TYPE,
+        col::ICMP_CODE,
+        col::FILE,
+    ] {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
+    }
+    // The flow hash is random by design: ZSTD would spend time on it and save nothing.
+    b = b.set_column_compression(ColumnPath::from(col::FLOW_HASH), Compression::UNCOMPRESSED);
+    for c in [col::TS, col::OFFSET] {
+        b = b.set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
+    }
+    b
 }
 
 /// A MAC address as the 48-bit big-endian number it spells.
@@ -277,5 +374,27 @@ impl PacketColumns {
         // finish() leaves builders with no capacity; give it back so appends do not regrow.
         *self = PacketColumns::with_capacity(self.capacity);
         batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_share_the_packet_tables_types() {
+        let packets = packet_schema();
+        let mut shared = 0;
+        for f in record_schema().fields() {
+            if let Ok(p) = packets.field_with_name(f.name()) {
+                assert_eq!(p.data_type(), f.data_type(), "{}", f.name());
+                shared += 1;
+            }
+        }
+        assert_eq!(
+            shared,
+            record_schema().fields().len() - 4,
+            "all but the four record-only columns"
+        );
     }
 }

@@ -17,16 +17,14 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::basic::ZstdLevel;
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
+use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 use wire::{Headers, LinkType};
 
-use crate::columns::{col, packet_schema, PacketColumns};
+use crate::columns::{self, packet_schema, PacketColumns};
 use crate::error::TraceError;
-use crate::input::{open_input, Compression as InputCompression};
 use crate::time::hour_name;
 
 const NS_PER_HOUR: u64 = 3_600_000_000_000;
@@ -85,8 +83,9 @@ pub struct InputReport {
     pub path: String,
     /// Size of the file in bytes.
     pub file_bytes: u64,
-    /// Compression found by magic.
-    pub compression: Option<InputCompression>,
+    /// Compression found by magic ("none", "gzip", "zstd", "lz4" in JSON).
+    #[serde(serialize_with = "compression_name")]
+    pub compression: Option<store::Compression>,
     /// "pcap" or "pcapng".
     pub format: Option<String>,
     /// Packets converted.
@@ -101,6 +100,13 @@ pub struct InputReport {
     pub issues_total: u64,
     /// Why the file could not be read at all, or why reading stopped early.
     pub error: Option<String>,
+}
+
+fn compression_name<S: serde::Serializer>(
+    c: &Option<store::Compression>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_some(&c.map(store::Compression::name))
 }
 
 /// One finished Parquet file.
@@ -337,15 +343,15 @@ fn read_input(
         issues_total: 0,
         error: None,
     };
-    let mut input = match open_input(path, progress.bytes.clone()) {
-        Ok(i) => i,
+    let mut reader = match store::CaptureReader::open_with_progress(path, progress.bytes.clone()) {
+        Ok(r) => r,
         Err(e) => {
             rep.error = Some(e.to_string());
             return rep;
         }
     };
-    rep.compression = Some(input.compression);
-    rep.format = Some(match input.reader.format() {
+    rep.compression = Some(reader.compression());
+    rep.format = Some(match reader.format() {
         store::InputFormat::Pcap { .. } => "pcap".into(),
         store::InputFormat::PcapNg => "pcapng".into(),
     });
@@ -364,7 +370,7 @@ fn read_input(
     let mut last_dlt = u32::MAX;
     let mut link: Option<LinkType> = None;
     loop {
-        let p = match input.reader.next_packet() {
+        let p = match reader.next_packet() {
             None => break,
             Some(Ok(p)) => p,
             Some(Err(e)) => {
@@ -403,8 +409,7 @@ fn read_input(
     if !cols.is_empty() {
         emit(&mut cols, chunk_hour);
     }
-    rep.issues = input
-        .reader
+    rep.issues = reader
         .issues()
         .iter()
         .map(|i| Skipped {
@@ -414,7 +419,7 @@ fn read_input(
             corrupt: i.corrupt,
         })
         .collect();
-    rep.issues_total = input.reader.issues_total();
+    rep.issues_total = reader.issues_total();
     rep
 }
 
@@ -560,8 +565,8 @@ fn prepare_out_dir(dir: &Path) -> Result<(), TraceError> {
     })
 }
 
-/// ZSTD pages, statistics per page and chunk, dictionaries only where values repeat, delta
-/// encoding for the growing columns, and the provenance in the footer.
+/// The tables' writer properties with the provenance in the footer; row groups are cut by the
+/// caller (one per chunk).
 fn writer_properties(
     inputs: &[PathBuf],
     opts: &ConvertOptions,
@@ -587,45 +592,7 @@ fn writer_properties(
             "one row per packet; see docs/trace.md for column meanings".to_string(),
         ),
     ];
-    let mut b = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(level))
-        .set_statistics_enabled(EnabledStatistics::Page)
+    Ok(columns::writer_properties(level, kv)
         .set_max_row_group_row_count(None)
-        // 8 Ki values per call into each column writer instead of 1 Ki: less per-call overhead
-        // (page-size checks, statistics, level encoding); pages of at most 64 Ki rows keep the
-        // page index fine enough for time-range queries and make fewer, larger ZSTD frames.
-        .set_write_batch_size(8192)
-        .set_data_page_row_count_limit(1 << 16)
-        .set_created_by(format!("ringcap {}", env!("CARGO_PKG_VERSION")))
-        .set_key_value_metadata(Some(kv))
-        // Dictionaries cost a hash lookup per value. They pay where values repeat from a set of up to
-        // a few thousand (addresses, MACs, lengths: bit-packed indices hand ZSTD a third of the
-        // bytes, which saves more than the lookups cost: -7 % CPU with the next rule, 5 % smaller).
-        // Hashing every timestamp, hash or offset would cost time for nothing, and near-constant
-        // fields (link type, ethertype, IP version, TTL, protocol) are cheaper as plain values
-        // that ZSTD squeezes to almost nothing.
-        .set_dictionary_enabled(false);
-    for c in [
-        col::WIRE_LEN,
-        col::CAP_LEN,
-        col::SRC_MAC,
-        col::DST_MAC,
-        col::VLAN,
-        col::SRC_IP4,
-        col::DST_IP4,
-        col::IP_LEN,
-        col::TCP_FLAGS,
-        col::UDP_LEN,
-        col::ICMP_TYPE,
-        col::ICMP_CODE,
-        col::FILE,
-    ] {
-        b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
-    }
-    // The flow hash is random by design: ZSTD would spend time on it and save nothing.
-    b = b.set_column_compression(ColumnPath::from(col::FLOW_HASH), Compression::UNCOMPRESSED);
-    for c in [col::TS, col::OFFSET] {
-        b = b.set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED);
-    }
-    Ok(b.build())
+        .build())
 }

@@ -10,11 +10,10 @@ pub mod columns;
 mod convert;
 mod error;
 pub mod flow;
-pub mod input;
 pub mod time;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
-pub use columns::packet_schema;
+pub use columns::{packet_schema, record_schema};
 pub use convert::{
     convert, ConvertOptions, ConvertReport, InputReport, PartFile, Progress, Skipped,
 };

@@ -10,7 +10,11 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 
+/// Columns before the factor columns.
+pub const HEAD: [&str; 4] = ["run", "point", "rerun", "app"];
+
 /// The measured columns after the factor columns, in order (bench-contract.md; `app_setup_s` added last).
+/// The first six are counts, `status` is text, the others are real numbers.
 pub const MEASURES: [&str; 22] = [
     "generated",
     "offered",
@@ -36,35 +40,20 @@ pub const MEASURES: [&str; 22] = [
     "app_setup_s",
 ];
 
+/// The CPU columns: percent of the machine per mode of /proc/stat, in cpusage's order.
+pub fn cpu_modes() -> &'static [&'static str] {
+    &MEASURES[10..18]
+}
+
 /// Integer columns. Factor columns stay text even when numeric: their levels are as written ("max").
-const INT_COLUMNS: [&str; 9] = [
-    "run",
-    "rerun",
-    "app",
-    "generated",
-    "offered",
-    "received",
-    "drop_kernel",
-    "drop_ring",
-    "drop_storage",
-];
-const FLOAT_COLUMNS: [&str; 15] = [
-    "capture_rate",
-    "duration_s",
-    "pps",
-    "mbps",
-    "cpu_user",
-    "cpu_nice",
-    "cpu_system",
-    "cpu_idle",
-    "cpu_iowait",
-    "cpu_irq",
-    "cpu_softirq",
-    "cpu_steal",
-    "app_cpu_s",
-    "app_ns_per_pkt",
-    "app_setup_s",
-];
+fn is_int(name: &str) -> bool {
+    ["run", "rerun", "app"].contains(&name) || MEASURES[..6].contains(&name)
+}
+
+/// Real-number columns: the measures that are neither counts nor the status.
+fn is_float(name: &str) -> bool {
+    MEASURES[6..].contains(&name) && name != "status"
+}
 
 /// One row of results.csv.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -97,10 +86,7 @@ pub struct Row {
 
 /// The header for a plan with these factors.
 pub fn header(factors: &[String]) -> Vec<String> {
-    let mut h: Vec<String> = ["run", "point", "rerun", "app"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut h: Vec<String> = HEAD.iter().map(|s| s.to_string()).collect();
     h.extend(factors.iter().cloned());
     h.extend(MEASURES.iter().map(|s| s.to_string()));
     h
@@ -248,14 +234,14 @@ pub fn write_parquet(csv_path: &Path, parquet_path: &Path) -> io::Result<()> {
     let mut arrays: Vec<ArrayRef> = Vec::new();
     for (name, vals) in names.iter().zip(&cols) {
         let n = name.as_str();
-        if INT_COLUMNS.contains(&n) {
+        if is_int(n) {
             fields.push(Field::new(n, DataType::Int64, true));
             arrays.push(Arc::new(Int64Array::from(
                 vals.iter()
                     .map(|v| v.parse::<i64>().ok())
                     .collect::<Vec<_>>(),
             )));
-        } else if FLOAT_COLUMNS.contains(&n) {
+        } else if is_float(n) {
             fields.push(Field::new(n, DataType::Float64, true));
             arrays.push(Arc::new(Float64Array::from(
                 vals.iter()
@@ -284,6 +270,20 @@ pub fn write_parquet(csv_path: &Path, parquet_path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn column_kinds() {
+        let cpu = cpu_modes();
+        assert_eq!(cpu.len(), Row::default().cpu.unwrap_or_default().len());
+        assert!(cpu.iter().all(|c| c.starts_with("cpu_")));
+        assert!(["run", "app", "generated", "drop_storage"]
+            .iter()
+            .all(|c| is_int(c)));
+        assert!(["capture_rate", "cpu_steal", "app_setup_s"]
+            .iter()
+            .all(|c| is_float(c)));
+        assert!(!is_int("status") && !is_float("status") && !is_float("point"));
+    }
 
     fn row(run: usize, status: &str) -> Row {
         Row {

@@ -7,48 +7,14 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::ReportError;
+use crate::bench::results::{cpu_modes, HEAD, MEASURES};
 use crate::machine::Machine;
 
-/// Columns before the factor columns.
-const HEAD: [&str; 4] = ["run", "point", "rerun", "app"];
-/// Measured columns after the factor columns (bench contract). Factors are the columns between `app` and
-/// `generated`; a measured column this list does not know is read as a value, never as a factor.
-pub const MEASURED: [&str; 23] = [
-    "generated",
-    "offered",
-    "received",
-    "drop_kernel",
-    "drop_ring",
-    "drop_storage",
-    "capture_rate",
-    "duration_s",
-    "pps",
-    "mbps",
-    "cpu_user",
-    "cpu_nice",
-    "cpu_system",
-    "cpu_idle",
-    "cpu_iowait",
-    "cpu_irq",
-    "cpu_softirq",
-    "cpu_steal",
-    "app_cpu_s",
-    "app_ns_per_pkt",
-    "status",
-    "cpu_busy",
-    "app_setup_s",
-];
-/// The CPU modes of /proc/stat, in the order cpusage prints them.
-pub const CPU_MODES: [&str; 8] = [
-    "cpu_user",
-    "cpu_nice",
-    "cpu_system",
-    "cpu_idle",
-    "cpu_iowait",
-    "cpu_irq",
-    "cpu_softirq",
-    "cpu_steal",
-];
+/// Whether a column after `app` is a measure (never a factor): one `ringcap bench` writes, or
+/// `cpu_busy`, which the report derives (and older results kept).
+fn is_measure(name: &str) -> bool {
+    MEASURES.contains(&name) || name == "cpu_busy"
+}
 
 /// One row of results.csv: one capturing app in one run.
 #[derive(Clone, Debug)]
@@ -110,7 +76,7 @@ pub fn read_results(path: &Path) -> Result<Results, ReportError> {
     let first_measured = col("generated").unwrap_or(header.len());
     let after_head = head.iter().max().map_or(0, |&i| i + 1);
     let factor_cols: Vec<usize> = (after_head..first_measured)
-        .filter(|&i| !MEASURED.contains(&header[i].as_str()))
+        .filter(|&i| !is_measure(&header[i]))
         .collect();
     let value_cols: Vec<usize> = (0..header.len())
         .filter(|&i| {
@@ -318,7 +284,7 @@ pub fn summary_metrics(runs: &[RunResult]) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
-    .chain(CPU_MODES.iter().map(|s| s.to_string()))
+    .chain(cpu_modes().iter().map(|s| s.to_string()))
     .collect();
     // Any further numeric column, after the known ones.
     for r in runs {

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::data::{ReportConfig, RunResult, CPU_MODES};
+use super::data::{ReportConfig, RunResult};
+use crate::bench::results::cpu_modes;
 use crate::plot::{line_plot_svg, ErrorPoint, LinePlot, Series};
 
 /// Factors that make a good x axis, best first (when the plan's `[report]` names none).
@@ -327,7 +328,7 @@ pub fn line_figures(
         }
         // CPU by mode: one plot per mode that is ever above 1 %, all on the same scale so they compare.
         if layout.plots.iter().any(|p| p == "cpu_busy") {
-            let modes: Vec<&str> = CPU_MODES
+            let modes: Vec<&str> = cpu_modes()
                 .iter()
                 .copied()
                 .filter(|m| *m != "cpu_idle")

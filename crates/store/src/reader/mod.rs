@@ -1,6 +1,7 @@
-//! Reading pcap and pcapng (either byte order), plain or zstd/lz4 compressed (found by magic,
+//! Reading pcap and pcapng (either byte order), plain or gzip/zstd/lz4 compressed (found by magic,
 //! not by name). Packets are borrowed from one large buffer; damaged input yields every whole
 //! packet that can be found, and each skipped region is reported with its offset and a reason.
+//! Bytes read from the file (before decompression) are counted for progress displays.
 
 mod pcap;
 mod pcapng;
@@ -9,6 +10,8 @@ mod source;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 use crate::error::StoreError;
 use source::Source;
@@ -17,6 +20,7 @@ use source::Source;
 const READ_BUFFER: usize = 1 << 20;
 /// Issues kept in detail; later ones are only counted.
 const MAX_ISSUES: usize = 100;
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
 
@@ -44,8 +48,21 @@ pub struct Packet<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
     None,
+    Gzip,
     Zstd,
     Lz4,
+}
+
+impl Compression {
+    /// Lower-case name, as in reports: "none", "gzip", "zstd", "lz4".
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+            Compression::Lz4 => "lz4",
+        }
+    }
 }
 
 /// The capture format found inside the stream.
@@ -120,7 +137,7 @@ pub struct CaptureReader {
     done: bool,
 }
 
-/// Opens a capture file (pcap or pcapng, plain, .zst or .lz4, found by content).
+/// Opens a capture file (pcap or pcapng, plain, .gz, .zst or .lz4, found by content).
 pub fn open_capture(path: &Path) -> Result<CaptureReader, StoreError> {
     CaptureReader::open(path)
 }
@@ -128,14 +145,34 @@ pub fn open_capture(path: &Path) -> Result<CaptureReader, StoreError> {
 impl CaptureReader {
     /// Opens a capture file; "-" reads stdin.
     pub fn open(path: &Path) -> Result<CaptureReader, StoreError> {
+        Self::open_with_progress(path, Arc::default())
+    }
+
+    /// Opens a capture file ("-" reads stdin) and adds every byte read from it, as stored
+    /// (compressed or not), to `progress`: another thread can show it against the file size. One
+    /// counter may be shared by several readers.
+    pub fn open_with_progress(
+        path: &Path,
+        progress: Arc<AtomicU64>,
+    ) -> Result<CaptureReader, StoreError> {
         if path.as_os_str() == "-" {
-            return Self::from_reader(Box::new(io::stdin()), Path::new("stdin"));
+            let stdin = Counting {
+                inner: io::stdin(),
+                progress,
+            };
+            return Self::from_reader(Box::new(stdin), Path::new("stdin"));
         }
         let file = File::open(path).map_err(|source| StoreError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_reader(Box::new(file), path)
+        Self::from_reader(
+            Box::new(Counting {
+                inner: file,
+                progress,
+            }),
+            path,
+        )
     }
 
     /// Reads from any byte stream; `label` names it in messages.
@@ -164,6 +201,13 @@ impl CaptureReader {
                 Box::new(zstd::stream::read::Decoder::new(raw).map_err(read_err)?),
                 Compression::Zstd,
             ),
+            [a, b, _, _] if [a, b] == GZIP_MAGIC => (
+                // Concatenated members are read as one stream, as gzip(1) does.
+                Box::new(flate2::bufread::MultiGzDecoder::new(
+                    BufReader::with_capacity(1 << 16, raw),
+                )),
+                Compression::Gzip,
+            ),
             LZ4_MAGIC => (
                 Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(
                     BufReader::with_capacity(1 << 16, raw),
@@ -184,7 +228,7 @@ impl CaptureReader {
                     return Err(StoreError::format(
                         &path,
                         format!(
-                            "not a pcap or pcapng file (starts with {:02x?}); compressed input is recognised only as zstd or lz4",
+                            "not a pcap or pcapng file (starts with {:02x?}); compressed input is recognised only as gzip, zstd or lz4",
                             magic
                         ),
                     ));
@@ -369,6 +413,20 @@ impl CaptureReader {
     /// Whether any damage (not just oddities) was found.
     pub fn damaged(&self) -> bool {
         self.damaged
+    }
+}
+
+/// Adds the bytes read through it to a shared counter.
+struct Counting<R> {
+    inner: R,
+    progress: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.progress.fetch_add(n as u64, Relaxed);
+        Ok(n)
     }
 }
 
