@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use gen::dist::{self, Distribution, Mode, Params, SizeModel};
 use gen::frames::{AddrRange, FrameOptions, Mac, Order, Payload, PortRange, Vlan};
 use gen::pace::{Burst, RateBasis};
+use gen::sizes::{self, Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
 use gen::{Control, GenError, GenOptions, GenReport, Progress, ReplayOptions};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,7 +37,7 @@ pub struct GenArgs {
     pub duration: Option<Duration>,
     /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B, file:PATH,
     /// trace:PCAP (sizes are IP lengths).
-    #[arg(long = "dist", value_name = "SPEC", default_value = dist::DEFAULT_SPEC)]
+    #[arg(long = "dist", value_name = "SPEC", default_value = sizes::DEFAULT_SPEC)]
     pub dist: String,
     /// Draw sizes with the thesis's two-stage createDist model instead of exact alias sampling.
     #[arg(long = "createdist")]
@@ -79,7 +79,7 @@ pub struct GenArgs {
     )]
     pub cpus: Vec<usize>,
     /// Frames per send call.
-    #[arg(long = "batch", default_value_t = gen::run::DEFAULT_BATCH)]
+    #[arg(long = "batch", default_value_t = gen::options::DEFAULT_BATCH)]
     pub batch: usize,
     /// Source MAC (the default passes the thesis filter of seed 000, Fig. 6.5).
     #[arg(long = "src-mac", default_value = "00:00:00:00:00:01")]
