@@ -4,8 +4,8 @@ use crate::stop::StopFlags;
 use crate::Fatal;
 use anyhow::anyhow;
 use clap::Args;
+use records::archive::{ArchiveConfig, Events};
 use records::collect::{CollectStats, Collector, CollectorConfig, Listen};
-use records::store::{Events, StoreConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,7 +108,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
     });
     let mut cfg = CollectorConfig::new(
         a.listen.clone(),
-        StoreConfig {
+        ArchiveConfig {
             dir: a.out_dir.clone(),
             rotate_after: Duration::from_secs(a.rotate_seconds),
             rotate_bytes: a.rotate_size,
