@@ -72,7 +72,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
-    if !a.quiet || a.write.is_some() || plan.is_some() || a.drop_all || probe.is_some() {
+    if !a.quiet.on || a.write.is_some() || plan.is_some() || a.drop_all || probe.is_some() {
         let what = match (&plan, &a.write) {
             (None, None) if probe.is_some() => "sending header records only".to_string(),
             _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
@@ -116,7 +116,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let taken = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::new();
     for (i, src) in sources.into_iter().enumerate() {
-        let cpu = (!a.cpus.is_empty()).then(|| a.cpus[i % a.cpus.len()]);
+        let cpu = (!a.cpus.list.is_empty()).then(|| a.cpus.list[i % a.cpus.list.len()]);
         let ctx = ThreadCtx {
             stop: stop.clone(),
             taken: Arc::clone(&taken),
@@ -145,8 +145,11 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     }
 
     // Stats until every thread has ended (stop flag, -c, --duration or an error).
-    let mut printer =
-        StatsPrinter::new(a.json, a.quiet || a.stats_interval <= 0.0, a.stats_interval);
+    let mut printer = StatsPrinter::new(
+        a.json.on,
+        a.quiet.on || a.stats_interval <= 0.0,
+        a.stats_interval,
+    );
     while handles.iter().any(|h| !h.is_finished()) {
         std::thread::sleep(Duration::from_millis(50));
         if a.duration.is_some_and(|d| started.elapsed() >= d) {
@@ -236,7 +239,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         drop_all: a.drop_all,
         records,
     };
-    summary.print(a.json);
+    summary.print(a.json.on);
 
     if let Some(e) = write_error {
         return Err(Fatal::runtime(anyhow!(e)));

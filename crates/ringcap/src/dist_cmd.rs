@@ -42,6 +42,9 @@ pub enum OutputArg {
     after_help = "Sizes are IP packet lengths (an untagged Ethernet frame is 14 bytes longer, 18 with the FCS).\n\
 Examples:\n  ringcap dist -I trace -i capture.pcap -O summary\n  ringcap dist -I trace -i capture.pcap -O procfs -s > pktgen.conf\n  ringcap dist --dist imix -O sizes -n 1000\n  ringcap dist -I live -i eth0 --seconds 10 -O dist -o mylink.dist"
 )]
+#[command(
+    mut_arg("json", |a| a.help("Summary as JSON."))
+)]
 pub struct DistArgs {
     /// Input kind (createDist's -I).
     #[arg(short = 'I', long = "input-kind", value_enum, default_value = "dist")]
@@ -101,9 +104,8 @@ pub struct DistArgs {
     /// spec a generator was given: did what arrived follow it?).
     #[arg(long = "compare", value_name = "SPEC")]
     pub compare: Option<String>,
-    /// Summary as JSON.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
 }
 
 pub fn run(a: DistArgs) -> Result<(), Fatal> {
@@ -263,7 +265,7 @@ fn summary(
         None => None,
     };
     let io_err = |e: io::Error| Fatal::runtime(anyhow!("cannot write the output: {e}"));
-    if a.json {
+    if a.json.on {
         let v = serde_json::json!({
             "name": d.name,
             "packets": s.count,

@@ -70,14 +70,8 @@ pub struct GenArgs {
     /// Sending threads, each with its own socket and flows.
     #[arg(long = "threads", default_value_t = 1)]
     pub threads: usize,
-    /// CPUs to pin the sending threads to (round robin), e.g. 0 or 0,1.
-    #[arg(
-        long = "cpu",
-        alias = "cpus",
-        value_name = "LIST",
-        value_delimiter = ','
-    )]
-    pub cpus: Vec<usize>,
+    #[command(flatten)]
+    pub cpus: crate::cli::Cpus,
     /// Frames per send call.
     #[arg(long = "batch", default_value_t = gen::options::DEFAULT_BATCH)]
     pub batch: usize,
@@ -117,12 +111,10 @@ pub struct GenArgs {
     /// Priority of the VLAN tag (0-7).
     #[arg(long = "vlan-prio", default_value_t = 0, requires = "vlan")]
     pub vlan_prio: u8,
-    /// Print the report as JSON on stdout.
-    #[arg(long = "json")]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
 }
 
 #[derive(Args, Debug)]
@@ -150,12 +142,10 @@ pub struct ReplayArgs {
     /// CPU to pin the sender to.
     #[arg(long = "cpu")]
     pub cpu: Option<usize>,
-    /// Print the report as JSON on stdout.
-    #[arg(long = "json")]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
 }
 
 pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
@@ -168,7 +158,7 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
         duration_s: a.duration.map(|d| d.as_secs_f64()),
         backend: a.backend,
         threads: a.threads,
-        cpus: a.cpus.clone(),
+        cpus: a.cpus.list.clone(),
         batch: a.batch,
         pps: a.pps,
         mbps: a.mbps,
@@ -206,10 +196,10 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
 
     let stop = StopFlags::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
-    let bar = progress_bar(a.quiet || a.json, a.count, a.duration);
+    let bar = progress_bar(a.quiet.on || a.json.on, a.count, a.duration);
     let report =
         with_progress(&bar, &stop.stop, |ctl| gen::run(&opts, &model, ctl)).map_err(gen_fatal)?;
-    print_report(&report, a.json);
+    print_report(&report, a.json.on);
     Ok(())
 }
 
@@ -226,10 +216,10 @@ pub fn run_replay(a: ReplayArgs) -> Result<(), Fatal> {
     };
     let stop = StopFlags::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
-    let bar = progress_bar(a.quiet || a.json, None, None);
+    let bar = progress_bar(a.quiet.on || a.json.on, None, None);
     let report =
         with_progress(&bar, &stop.stop, |ctl| gen::replay(&opts, ctl)).map_err(gen_fatal)?;
-    print_report(&report, a.json);
+    print_report(&report, a.json.on);
     Ok(())
 }
 

@@ -10,6 +10,7 @@ mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
+mod generate_cmd;
 mod load;
 mod repair_cmd;
 mod stop;
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
         cli::Command::Report(a) => bench_cmd::run_report(a),
         cli::Command::Collect(a) => collect_cmd::run_collect(a),
         cli::Command::Dedup(a) => collect_cmd::run_dedup(a),
+        cli::Command::Generate(w) => generate_cmd::run(w),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
