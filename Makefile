@@ -6,11 +6,12 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 # Builds reuse a target dir outside the clone so CI and clean clones stay fast.
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/ringcap-target
 BIN := $(CARGO_TARGET_DIR)/release/ringcap
+PREFIX ?= /usr/local
 APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux ethtool time librsvg2-bin
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build demo test bench bench-capture bench-gen bench-disk bench-trace bench-records fmt clippy clean
+.PHONY: all deps build install demo test bench bench-capture bench-gen bench-disk bench-trace bench-records fmt clippy clean
 
 all: build
 
@@ -30,6 +31,17 @@ deps:
 
 build: deps
 	cargo build --release --workspace
+
+# The binary, its man pages and bash/zsh/fish completions (generated from the clap definitions) under
+# $(DESTDIR)$(PREFIX).
+install: build
+	install -Dm755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ringcap
+	$(BIN) generate man $(DESTDIR)$(PREFIX)/share/man/man1
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	for sh in bash zsh fish; do $(BIN) generate completions $$sh "$$tmp" || exit 1; done && \
+	install -Dm644 "$$tmp/ringcap.bash" $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ringcap && \
+	install -Dm644 "$$tmp/_ringcap" $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_ringcap && \
+	install -Dm644 "$$tmp/ringcap.fish" $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/ringcap.fish
 
 demo: build
 	RINGCAP=$(BIN) scripts/demo.sh

@@ -61,7 +61,7 @@ gen_cmd() {
 # dist). Tried as is; if it fails, the size fidelity is skipped with a message.
 model_cmd() {
   local spec="$1"
-  [ "$spec" = default ] && spec=internet   # gen's default distribution (crates/gen/src/dist/named.rs)
+  [ "$spec" = default ] && spec=internet   # gen's default distribution (crates/gen/src/sizes/named.rs)
   CMD=("$RINGCAP" dist --dist "$spec" -O dist)
 }
 

@@ -27,7 +27,7 @@ use wire::ip_proto::UDP as UDP_PROTO;
 use wire::{ethertype, IpPair, Ipv4Packet, Ipv6Packet, MacAddr, UdpFrameSpec, UdpPacket, VlanSpec};
 use wire::{ETH_HDR, IPV4_HDR, IPV6_HDR, UDP_HDR, VLAN_TAG_LEN};
 
-use crate::run::GenError;
+use crate::error::GenError;
 
 const TTL: u8 = 64;
 

@@ -1,13 +1,19 @@
 //! gen
 
-pub mod dist;
+pub mod error;
 pub mod frames;
+pub mod options;
 pub mod pace;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod sizes;
+pub mod threads;
 pub mod tx;
 
-pub use replay::{replay, ReplayOptions};
+pub use error::GenError;
+pub use options::{GenOptions, ReplayOptions};
+pub use replay::replay;
 pub use report::{GenReport, Progress};
-pub use run::{run, Control, FixedSize, GenError, GenOptions, SizeSource, Sizes};
+pub use run::{run, FixedSize, SizeSource, Sizes};
+pub use threads::Control;

@@ -6,101 +6,19 @@
 //! as captured (caplen bytes); frames of other link types than Ethernet, shorter than an Ethernet header or
 //! longer than the MTU allows are skipped and counted.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, OnceLock};
 
-use serde::{Deserialize, Serialize};
 use store::CaptureReader;
 
+use crate::error::GenError;
+use crate::options::ReplayOptions;
 use crate::pace::{self, now_ns, RateBasis};
-use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
-use crate::run::GenError;
-use crate::run::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
-use crate::tx::{Backend, Interface, MmsgTx, SendErrors, Tx};
+use crate::report::{Departures, GenReport, ReplayStats, RunSpec, ThreadReport};
+use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
+use crate::tx::{Interface, MmsgTx, SendErrors, Tx};
 
 const LINKTYPE_ETHERNET: u32 = 1;
-
-/// Options of a replay.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ReplayOptions {
-    /// Interface to send on.
-    pub interface: String,
-    /// Capture file.
-    pub file: PathBuf,
-    /// Timing factor: 2.0 replays twice as fast as recorded.
-    pub speed: f64,
-    /// Ignore the timestamps: send as fast as possible.
-    pub topspeed: bool,
-    /// How many times to play the file; 0: until a stop request.
-    pub loops: u64,
-    /// Sender.
-    pub backend: Backend,
-    /// Frames per send call at most.
-    pub batch: usize,
-    /// TX_RING frames.
-    pub ring_frames: usize,
-    /// Socket send buffer (bytes).
-    pub sndbuf: Option<usize>,
-    /// CPU to pin the sending thread to.
-    pub cpu: Option<usize>,
-}
-
-impl Default for ReplayOptions {
-    fn default() -> Self {
-        ReplayOptions {
-            interface: String::new(),
-            file: PathBuf::new(),
-            speed: 1.0,
-            topspeed: false,
-            loops: 1,
-            backend: Backend::default(),
-            batch: crate::run::DEFAULT_BATCH,
-            ring_frames: crate::run::DEFAULT_RING_FRAMES,
-            sndbuf: None,
-            cpu: None,
-        }
-    }
-}
-
-/// What the replay read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplayStats {
-    /// Packets read from the file (all loops).
-    pub read: u64,
-    /// Loops completed.
-    pub loops_done: u64,
-    /// Skipped: link type not Ethernet.
-    pub skipped_linktype: u64,
-    /// Skipped: shorter than an Ethernet header.
-    pub skipped_short: u64,
-    /// Skipped: longer than the interface MTU allows.
-    pub skipped_oversize: u64,
-    /// Sent although cut short by the capture's snap length (caplen < wire length).
-    pub truncated: u64,
-    /// Damaged regions the reader skipped (first loop).
-    pub file_issues: u64,
-}
-
-impl ReplayOptions {
-    fn validate(&self) -> Result<(), GenError> {
-        let bad = |m: &str| Err(GenError::Options(m.to_string()));
-        if self.interface.is_empty() {
-            return bad("no interface given: name the interface to send on");
-        }
-        if !(self.speed.is_finite() && self.speed > 0.0) {
-            return bad("speed must be a positive number (1 = as recorded)");
-        }
-        if self.batch == 0 || self.batch > 1024 {
-            return bad("batch must be 1-1024 frames");
-        }
-        if self.backend == crate::tx::Backend::TxRing && self.ring_frames < self.batch {
-            return bad("ring_frames must be at least batch");
-        }
-        Ok(())
-    }
-}
 
 /// Replays `opts.file` on `opts.interface` (opened on the calling thread: call it inside the right netns).
 pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError> {

@@ -2,9 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::options::{GenOptions, ReplayOptions};
 use crate::pace::RateBasis;
-use crate::replay::{ReplayOptions, ReplayStats};
-use crate::run::GenOptions;
 use crate::tx::SendErrors;
 
 /// Running mean and variance (Welford), mergeable (Chan et al.), with O(1) insertion of a run of equal values.
@@ -150,6 +149,25 @@ pub struct ThreadReport {
     pub(crate) welford: Welford,
     /// Bytes counted at line rate (frame padded to 60 + 24).
     pub l1_bytes: u64,
+}
+
+/// What the replay read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayStats {
+    /// Packets read from the file (all loops).
+    pub read: u64,
+    /// Loops completed.
+    pub loops_done: u64,
+    /// Skipped: link type not Ethernet.
+    pub skipped_linktype: u64,
+    /// Skipped: shorter than an Ethernet header.
+    pub skipped_short: u64,
+    /// Skipped: longer than the interface MTU allows.
+    pub skipped_oversize: u64,
+    /// Sent although cut short by the capture's snap length (caplen < wire length).
+    pub truncated: u64,
+    /// Damaged regions the reader skipped (first loop).
+    pub file_issues: u64,
 }
 
 /// What was run.

@@ -1,7 +1,7 @@
 //! createDist (seed 000 §4.2.3, eqs. 4.1–4.10) on small histograms worked out by hand.
 //! The expected arrays below come from the working in the comments, not from the code.
 
-use gen::dist::{CreateDist, Distribution, Histogram, Mode, Params, SizeModel};
+use gen::sizes::{CreateDist, Distribution, Histogram, Mode, Params, SizeModel};
 
 /// The worked example: ρ = 100, σ_bin = 4, N_ps = 16, p_Ωbound = 0.1.
 fn example() -> (Histogram, Params) {

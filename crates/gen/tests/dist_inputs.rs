@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use gen::dist::{
+use gen::sizes::{
     count_frame, frame_ip_size, linktype, read_files, write_dist, DistError, FrameSize, Histogram,
     InputKind, ReadOptions, TraceStats,
 };

@@ -1,6 +1,6 @@
 //! Named distributions, exact sampling, reproducibility and fidelity (TV distance, plot).
 
-use gen::dist::{
+use gen::sizes::{
     plot_svg, sample_histogram, sampled_tv, write_sizes, Distribution, Histogram, Mode, Params,
     SizeModel, Summary,
 };
@@ -123,7 +123,7 @@ fn createdist_sampler_is_figure_4_3_on_chacha8() {
     .unwrap();
     let cd = m.create_dist_model().unwrap();
     let (outl, bins) = (cd.outliers_array(), cd.bins_array());
-    let mut rng = gen::dist::seeded_rng(77, 0);
+    let mut rng = gen::sizes::seeded_rng(77, 0);
     let pick_o = Uniform::new(0, outl.len() as u32);
     let pick_b = Uniform::new(0, bins.len() as u32);
     let jitter = Uniform::new(0u16, 20);

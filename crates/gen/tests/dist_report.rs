@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use gen::dist::{plot_svg, sampled_tv, Distribution, Mode, Params, SizeModel};
+use gen::sizes::{plot_svg, sampled_tv, Distribution, Mode, Params, SizeModel};
 
 #[test]
 #[ignore = "measurement; run with --ignored --nocapture (release build for timings)"]

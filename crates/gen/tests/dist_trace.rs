@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gen::dist::{read_files, Histogram, InputKind, ReadOptions};
+use gen::sizes::{read_files, Histogram, InputKind, ReadOptions};
 
 /// An Ethernet frame to a non-local MAC carrying an IPv4/UDP packet of `ip_len` bytes.
 fn ipv4_frame(ip_len: u16) -> Vec<u8> {

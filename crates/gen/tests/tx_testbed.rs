@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use gen::dist::{Distribution, Mode, Params, SizeModel};
 use gen::frames::{Order, Payload, Vlan};
 use gen::pace::Burst;
+use gen::sizes::{Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
 use gen::{Control, FixedSize, GenOptions, GenReport, ReplayOptions, Sizes};
 use lab::testbed::{Side, Testbed, TestbedOptions};

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::antireplay::{Rejected, ReplayGuard, DEFAULT_MAX_SKEW};
+use crate::archive::{Archive, ArchiveConfig, ArchiveReport, ConvertedFile, Events};
 use crate::batch::{self, batch_len, BatchError, Key, HEADER_LEN, MAX_BATCH_LEN};
-use crate::replay::{Rejected, ReplayGuard, DEFAULT_MAX_SKEW};
-use crate::store::{ConvertedFile, Events, Store, StoreConfig, StoreReport};
 
 /// How often blocked receivers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
@@ -72,7 +72,7 @@ pub struct CollectorConfig {
     /// Addresses to receive on (port 0 picks a free port; see [`Collector::local_addrs`]).
     pub listen: Vec<Listen>,
     /// Output directory and rotation.
-    pub store: StoreConfig,
+    pub archive: ArchiveConfig,
     /// The shared key.
     pub key: Key,
     /// Allowed difference between a batch's sent time and our clock (replay freshness).
@@ -91,10 +91,10 @@ pub struct CollectorConfig {
 
 impl CollectorConfig {
     /// Defaults: 120 s skew, 4096 streams, 64 connections, 10 min idle, 8 MiB UDP buffers.
-    pub fn new(listen: Vec<Listen>, store: StoreConfig, key: Key, events: Events) -> Self {
+    pub fn new(listen: Vec<Listen>, archive: ArchiveConfig, key: Key, events: Events) -> Self {
         CollectorConfig {
             listen,
-            store,
+            archive,
             key,
             max_skew: DEFAULT_MAX_SKEW,
             max_streams: 4096,
@@ -172,10 +172,10 @@ pub struct CollectReport {
     pub errors: Vec<String>,
 }
 
-/// Guard + store + per-stream counters: one lock per batch keeps seq accounting and the spool in step.
+/// Guard + archive + per-stream counters: one lock per batch keeps seq accounting and the spool in step.
 struct State {
     guard: ReplayGuard,
-    store: Option<Store>,
+    archive: Option<Archive>,
     streams: BTreeMap<(u64, u32), StreamReport>,
 }
 
@@ -250,11 +250,11 @@ impl Shared {
                 return Err(Refusal::Replay(r));
             }
         };
-        let store = st
-            .store
+        let archive = st
+            .archive
             .as_mut()
             .ok_or(Refusal::Other("stopping", "collector is stopping".into()))?;
-        store
+        archive
             .append(h.probe_id, h.stream_id, h.record_count, view.payload())
             .map_err(Refusal::Storage)?;
         let s = st
@@ -339,13 +339,13 @@ impl Collector {
                 }
             }
         }
-        let (store, recovered) = Store::open(cfg.store.clone(), Arc::clone(&cfg.events))?;
+        let (archive, recovered) = Archive::open(cfg.archive.clone(), Arc::clone(&cfg.events))?;
         let shared = Arc::new(Shared {
             key: cfg.key.clone(),
             stop: AtomicBool::new(false),
             state: Mutex::new(State {
                 guard: ReplayGuard::new(cfg.max_skew, cfg.max_streams),
-                store: Some(store),
+                archive: Some(archive),
                 streams: BTreeMap::new(),
             }),
             rejected: Mutex::new(BTreeMap::new()),
@@ -395,7 +395,7 @@ impl Collector {
     pub fn tick(&self) -> io::Result<()> {
         let mut st = lock(&self.shared.state);
         st.guard.evict_idle(batch::unix_now_ns());
-        match st.store.as_mut() {
+        match st.archive.as_mut() {
             Some(s) => s.tick(Instant::now()),
             None => Ok(()),
         }
@@ -405,7 +405,7 @@ impl Collector {
     pub fn stats(&self) -> CollectStats {
         let st = lock(&self.shared.state);
         let (records_stored, batches) = st
-            .store
+            .archive
             .as_ref()
             .map_or((0, 0), |s| (s.records(), s.batches()));
         let streams: Vec<StreamReport> = st.streams.values().copied().collect();
@@ -428,9 +428,9 @@ impl Collector {
     }
 
     /// Files converted so far in this run.
-    pub fn store_report(&self) -> StoreReport {
+    pub fn archive_report(&self) -> ArchiveReport {
         lock(&self.shared.state)
-            .store
+            .archive
             .as_ref()
             .map(|s| s.report())
             .unwrap_or_default()
@@ -454,10 +454,10 @@ impl Collector {
             recovered: Vec::new(),
         }
         .stats();
-        let store = lock(&self.shared.state).store.take();
-        let rep = match store {
+        let archive = lock(&self.shared.state).archive.take();
+        let rep = match archive {
             Some(s) => s.close()?,
-            None => StoreReport::default(),
+            None => ArchiveReport::default(),
         };
         Ok(CollectReport {
             stats,

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use records::antireplay::ReplayGuard;
 use records::batch::{self, Key, HEADER_LEN};
 use records::probe::{flow_hash, Dest, Probe, ProbeConfig, Stripe, Transport};
-use records::replay::ReplayGuard;
 use wire::record::Record;
 
 fn key() -> Key {

@@ -13,6 +13,9 @@ use crate::{units, Fatal};
 timeline.svg, burstiness.svg, sizes.svg, sizes.dist (replay the size mix with `ringcap gen --dist file:OUT/sizes.dist`) \
 and flows.parquet (one row per directional 5-tuple)."
 )]
+#[command(
+    mut_arg("json", |a| a.help("Print the full report as JSON on stdout."))
+)]
 pub struct AnalyzeArgs {
     /// A directory written by `ringcap convert`, or one Parquet file of it.
     #[arg(value_name = "DIR|FILE")]
@@ -26,9 +29,8 @@ pub struct AnalyzeArgs {
     /// Rows in the top-N tables.
     #[arg(long = "top", value_name = "N", default_value_t = 20)]
     pub top: usize,
-    /// Print the full report as JSON on stdout.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
 }
 
 pub fn run(a: AnalyzeArgs) -> Result<(), Fatal> {
@@ -43,7 +45,7 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Fatal> {
         TraceError::Usage(_) | TraceError::Schema { .. } => Fatal::usage(e),
         e => Fatal::runtime(e),
     })?;
-    if a.json {
+    if a.json.on {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
         return Ok(());
     }

@@ -21,6 +21,9 @@ Examples:\n  ringcap anova results.csv --response capture_rate --factors method,
 ringcap anova results.csv --response mbps --factors method,machine --log --plots anova-plots\n  \
 ringcap anova results.csv --response cpu --factors a,b,c --json"
 )]
+#[command(
+    mut_arg("json", |a| a.help("Print JSON: {\"components\":[{\"name\",\"ss\",\"df\",\"ms\",\"f\",\"p\",\"percent\",\"f_table\"}, …], …}."))
+)]
 pub struct AnovaArgs {
     /// CSV file with a header row ("-" for stdin).
     #[arg(value_name = "FILE.csv")]
@@ -39,9 +42,8 @@ pub struct AnovaArgs {
     /// Analyse log10(response): for effects that multiply rather than add (all responses must be > 0).
     #[arg(long = "log")]
     pub log: bool,
-    /// Print JSON: {"components":[{"name","ss","df","ms","f","p","percent","f_table"}, …], …}.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
     /// Confidence level of the F-Table column.
     #[arg(long = "confidence", value_name = "P", default_value_t = 0.95)]
     pub confidence: f64,
@@ -85,7 +87,7 @@ pub fn run(a: AnovaArgs) -> Result<(), Fatal> {
     if let Some(dir) = &a.plots {
         write_plots(dir, &a.response, &result).map_err(Fatal::runtime)?;
     }
-    if a.json {
+    if a.json.on {
         let out = JsonOut {
             response: &a.response,
             anova: &result,

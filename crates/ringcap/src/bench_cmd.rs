@@ -53,12 +53,14 @@ max, median), DIR/plots/*.svg and .png, DIR/anova.json when the plan has [anova]
 Examples:
   ringcap report bench-out/thesis-baseline
   ringcap report bench-out/schultz --json")]
+#[command(
+    mut_arg("json", |a| a.help("Print what was written as JSON (files, runs, failed runs, warnings)."))
+)]
 pub struct ReportArgs {
     /// A bench output directory (made by `ringcap bench`).
     pub dir: PathBuf,
-    /// Print what was written as JSON (files, runs, failed runs, warnings).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
 }
 
 pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
@@ -237,7 +239,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
 
 pub fn run_report(a: ReportArgs) -> Result<(), Fatal> {
     let summary = lab::report::write(&a.dir).map_err(report_error)?;
-    if a.json {
+    if a.json.on {
         println!(
             "{}",
             serde_json::to_string_pretty(&summary).map_err(Fatal::runtime)?

@@ -58,7 +58,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     if let Some(spec) = a.load {
         sinks.push(Box::new(LoadSink::new(spec, capture::MAX_SNAPLEN as usize)));
     }
-    if !a.quiet || a.write.is_some() || plan.is_some() || a.drop_all || probe_line.is_some() {
+    if !a.quiet.on || a.write.is_some() || plan.is_some() || a.drop_all || probe_line.is_some() {
         listening_line(&a, plan.as_ref(), probe_line.is_some());
         if let Some(line) = &probe_line {
             eprintln!("ringcap: header records to {line}");
@@ -66,7 +66,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     }
 
     let opts = Options {
-        cpus: a.cpus.clone(),
+        cpus: a.cpus.list.clone(),
         count: a.count,
         duration: a.duration,
         drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
@@ -77,14 +77,17 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         .collect();
     let session = Session::new(sources, opts, stop);
     let counters = session.counters();
-    let mut printer =
-        StatsPrinter::new(a.json, a.quiet || a.stats_interval <= 0.0, a.stats_interval);
+    let mut printer = StatsPrinter::new(
+        a.json.on,
+        a.quiet.on || a.stats_interval <= 0.0,
+        a.stats_interval,
+    );
     let mut report = session
         .run(sinks, || {
             printer.maybe_print(&counters, writer_counters.as_deref())
         })
         .map_err(Fatal::runtime)?;
-    Summary::new(&report, a.count, a.drop_all, plan.is_some()).print(a.json);
+    Summary::new(&report, a.count, a.drop_all, plan.is_some()).print(a.json.on);
     if !report.sink_errors.is_empty() {
         return Err(Fatal::runtime(report.sink_errors.remove(0)));
     }

@@ -48,6 +48,9 @@ pub enum Command {
     Collect(crate::collect_cmd::CollectArgs),
     /// Merge collector outputs of overlapping probes and remove duplicate records.
     Dedup(crate::collect_cmd::DedupArgs),
+    /// Write man pages or shell completions generated from these definitions (used by `make install`).
+    #[command(hide = true, subcommand)]
+    Generate(crate::generate_cmd::GenerateWhat),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -81,6 +84,12 @@ pub enum OutputFormat {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(
+    mut_arg("json", |a| a.help("Print statistics (per second and final) as JSON lines on stderr.")),
+    mut_arg("quiet", |a| {
+        a.help("Quiet: no per-second statistics lines (the final summary is still printed).")
+    })
+)]
 pub struct CaptureArgs {
     /// Interface to capture on.
     #[arg(short = 'i', long = "interface", value_name = "IF")]
@@ -145,9 +154,8 @@ pub struct CaptureArgs {
     #[arg(long = "rollover")]
     pub rollover: bool,
 
-    /// CPUs to pin the capture threads to, e.g. "1" or "0,1" (round robin over the list).
-    #[arg(long = "cpus", value_name = "LIST", value_delimiter = ',')]
-    pub cpus: Vec<usize>,
+    #[command(flatten)]
+    pub cpus: Cpus,
 
     /// Write output with O_DIRECT where the filesystem allows it (default: yes). "off" uses the page cache.
     #[arg(long = "direct-io", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
@@ -157,17 +165,15 @@ pub struct CaptureArgs {
     #[arg(short = 'd')]
     pub dump_filter: bool,
 
-    /// Print statistics (per second and final) as JSON lines on stderr.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: Json,
 
     /// Seconds between statistics lines on stderr (0 = none).
     #[arg(long = "stats-interval", value_name = "SECONDS", default_value_t = 1.0)]
     pub stats_interval: f64,
 
-    /// Quiet: no per-second statistics lines (the final summary is still printed).
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub quiet: Quiet,
 
     /// Stop after this long (e.g. 10s, 5m).
     #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
@@ -291,6 +297,39 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
         "off" | "no" | "false" | "0" => Ok(false),
         _ => Err(format!("`{s}`: use on or off")),
     }
+}
+
+// The flags several commands share, defined once and flattened in. What a command prints differs, so a
+// command may say so with `#[command(mut_arg("json", |a| a.help(...)))]`; the name and letter stay.
+
+/// `-q`: print less.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct Quiet {
+    /// No progress bar.
+    #[arg(id = "quiet", short = 'q', long = "quiet")]
+    pub on: bool,
+}
+
+/// `--json`: machine-readable output.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct Json {
+    /// Print the report as JSON on stdout.
+    #[arg(id = "json", long = "json")]
+    pub on: bool,
+}
+
+/// `--cpus`: where the working threads run.
+#[derive(Args, Debug, Clone)]
+pub struct Cpus {
+    /// CPUs to pin the threads to, e.g. "1" or "0,1" (round robin over the list).
+    #[arg(
+        id = "cpus",
+        long = "cpus",
+        alias = "cpu",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    pub list: Vec<usize>,
 }
 
 /// `ringcap -i eth0 ...` (no subcommand, tcpdump style) means `ringcap capture -i eth0 ...`.

@@ -3,14 +3,18 @@
 use crate::Fatal;
 use anyhow::anyhow;
 use clap::Args;
+use records::archive::{ArchiveConfig, Events};
 use records::collect::{CollectStats, Collector, CollectorConfig, Listen};
-use records::store::{Events, StoreConfig};
 use session::Stop;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
+#[command(
+    mut_arg("json", |a| a.help("Print the final summary as JSON on stdout.")),
+    mut_arg("quiet", |a| a.help("No live summary line and no per-file lines (rejections and errors are still reported)."))
+)]
 pub struct CollectArgs {
     /// Address to receive batches on: tcp://ADDR:PORT (acked) or udp://ADDR:PORT; repeatable. Port 0 picks a
     /// free port (the "listening on" line names it).
@@ -37,12 +41,10 @@ pub struct CollectArgs {
     /// TCP connections served at once.
     #[arg(long = "max-connections", value_name = "N", default_value_t = 64)]
     pub max_connections: usize,
-    /// Print the final summary as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// No live summary line and no per-file lines (rejections and errors are still reported).
-    #[arg(short, long)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
 }
 
 fn parse_listen(s: &str) -> Result<Listen, String> {
@@ -69,9 +71,8 @@ pub struct DedupArgs {
     /// Largest timestamp difference between two copies of one packet from different probes.
     #[arg(long, value_name = "DUR", default_value = "1us", value_parser = humantime::parse_duration)]
     pub tolerance: Duration,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
 }
 
 /// "bad_tag 2, truncated 1" or "none".
@@ -99,7 +100,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
         )));
     }
     let stop = Stop::install().map_err(Fatal::runtime)?;
-    let quiet = a.quiet;
+    let quiet = a.quiet.on;
     let events: Events = Arc::new(move |m: &str| {
         // Rejections, recovery and errors always; per-file lines only when not quiet.
         if !quiet || !m.starts_with("wrote ") {
@@ -108,7 +109,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
     });
     let mut cfg = CollectorConfig::new(
         a.listen.clone(),
-        StoreConfig {
+        ArchiveConfig {
             dir: a.out_dir.clone(),
             rotate_after: Duration::from_secs(a.rotate_seconds),
             rotate_bytes: a.rotate_size,
@@ -138,7 +139,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
         if let Err(e) = collector.tick() {
             eprintln!("ringcap collect: rotation failed: {e}");
         }
-        if !a.quiet && !interval.is_zero() && last_print.elapsed() >= interval {
+        if !a.quiet.on && !interval.is_zero() && last_print.elapsed() >= interval {
             let s = collector.stats();
             let dt = last_print.elapsed().as_secs_f64();
             eprintln!(
@@ -176,7 +177,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
     for e in &rep.errors {
         eprintln!("ringcap collect: {e}");
     }
-    if a.json {
+    if a.json.on {
         println!(
             "{}",
             serde_json::to_string_pretty(&rep).map_err(Fatal::runtime)?
@@ -225,7 +226,7 @@ pub fn run_dedup(a: DedupArgs) -> Result<(), Fatal> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if a.json {
+    if a.json.on {
         println!(
             "{}",
             serde_json::to_string_pretty(&rep).map_err(Fatal::runtime)?

@@ -37,12 +37,10 @@ pub struct ConvertArgs {
     /// ZSTD level of the pages (1 is fastest; higher packs tighter).
     #[arg(long = "zstd-level", value_name = "N", default_value_t = 1)]
     pub zstd_level: i32,
-    /// Print the report as JSON on stdout.
-    #[arg(long = "json")]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
 }
 
 /// Every row group allocates and frees tens of MiB of column buffers; glibc's default gives freed
@@ -95,7 +93,7 @@ pub fn run(a: ConvertArgs) -> Result<(), Fatal> {
     opts.zstd_level = a.zstd_level;
     keep_freed_memory();
     let progress = Progress::default();
-    let bar = if a.quiet || a.json {
+    let bar = if a.quiet.on || a.json.on {
         ProgressBar::hidden()
     } else {
         ProgressBar::new(total_size(&files))
@@ -125,7 +123,7 @@ pub fn run(a: ConvertArgs) -> Result<(), Fatal> {
         e => Fatal::runtime(e),
     })?;
     print_issues(&report);
-    if a.json {
+    if a.json.on {
         println!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()

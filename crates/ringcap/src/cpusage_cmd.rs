@@ -22,6 +22,9 @@ Min, Max and Avg for the machine and each CPU.\n\
 Examples:\n  ringcap cpusage --duration 10s\n  ringcap cpusage --trim 95 -- ringcap -i eth0 -w /dev/null -c 1000000\n  \
 ringcap cpusage -l 90 --json -o usage.json"
 )]
+#[command(
+    mut_arg("json", |a| a.help("Print one JSON document at the end instead of text lines."))
+)]
 pub struct CpusageArgs {
     /// Seconds between readouts of /proc/stat.
     #[arg(long = "interval", value_name = "SECONDS", default_value_t = 0.5)]
@@ -39,9 +42,8 @@ pub struct CpusageArgs {
     /// Print every interval of every CPU too, not only the machine total.
     #[arg(long = "per-cpu")]
     pub per_cpu: bool,
-    /// Print one JSON document at the end instead of text lines.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
     /// Write the output to FILE instead of stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -115,7 +117,7 @@ pub fn run(a: CpusageArgs) -> Result<(), Fatal> {
             },
             |s| {
                 // Live lines, as cpusage prints them; JSON waits for the end.
-                if !a.json && write_error.is_none() {
+                if !a.json.on && write_error.is_none() {
                     let mut line = format!("{}\n", s.all);
                     if a.per_cpu {
                         for (c, u) in &s.cpus {
@@ -140,7 +142,7 @@ pub fn run(a: CpusageArgs) -> Result<(), Fatal> {
     }
 
     let report = Report::new(a.interval, samples, a.limit, a.trim);
-    let text = if a.json {
+    let text = if a.json.on {
         serde_json::to_string_pretty(&report).map_err(Fatal::runtime)? + "\n"
     } else {
         report.format_summary()

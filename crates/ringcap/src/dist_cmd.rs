@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
-use gen::dist::{self, Distribution, Histogram, InputKind, Mode, Params, ReadOptions, SizeModel};
+use gen::sizes::{self, Distribution, Histogram, InputKind, Mode, Params, ReadOptions, SizeModel};
 
 use crate::Fatal;
 
@@ -42,6 +42,9 @@ pub enum OutputArg {
     after_help = "Sizes are IP packet lengths (an untagged Ethernet frame is 14 bytes longer, 18 with the FCS).\n\
 Examples:\n  ringcap dist -I trace -i capture.pcap -O summary\n  ringcap dist -I trace -i capture.pcap -O procfs -s > pktgen.conf\n  ringcap dist --dist imix -O sizes -n 1000\n  ringcap dist -I live -i eth0 --seconds 10 -O dist -o mylink.dist"
 )]
+#[command(
+    mut_arg("json", |a| a.help("Summary as JSON."))
+)]
 pub struct DistArgs {
     /// Input kind (createDist's -I).
     #[arg(short = 'I', long = "input-kind", value_enum, default_value = "dist")]
@@ -65,16 +68,16 @@ pub struct DistArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Precision ρ: cells of the outliers array (eq. 4.1–4.10).
-    #[arg(long = "prec", default_value_t = dist::DEFAULT_PRECISION)]
+    #[arg(long = "prec", default_value_t = sizes::DEFAULT_PRECISION)]
     pub precision: u32,
     /// Largest size N_ps.
-    #[arg(long = "max", default_value_t = dist::DEFAULT_MAX_SIZE)]
+    #[arg(long = "max", default_value_t = sizes::DEFAULT_MAX_SIZE)]
     pub max_size: u16,
     /// Outlier bound p_Ωbound as a fraction (0.002 = 0.2 %, createDist's A.1.3 default; see the docs).
-    #[arg(long = "outlb", default_value_t = dist::DEFAULT_OUTLIER_BOUND)]
+    #[arg(long = "outlb", default_value_t = sizes::DEFAULT_OUTLIER_BOUND)]
     pub outlier_bound: f64,
     /// Bin width σ_bin in bytes.
-    #[arg(long = "hwidth", default_value_t = dist::DEFAULT_BIN_WIDTH)]
+    #[arg(long = "hwidth", default_value_t = sizes::DEFAULT_BIN_WIDTH)]
     pub bin_width: u16,
     /// Draw sizes with exact alias sampling over the whole histogram instead of the two-stage model.
     #[arg(long = "exact")]
@@ -83,7 +86,7 @@ pub struct DistArgs {
     #[arg(long = "fs", value_name = "CHAR")]
     pub field_sep: Option<char>,
     /// Sizes to draw for -O sizes (and for the sampled fidelity in the summary).
-    #[arg(short = 'n', long = "count", default_value_t = dist::DEFAULT_SIZES_COUNT)]
+    #[arg(short = 'n', long = "count", default_value_t = sizes::DEFAULT_SIZES_COUNT)]
     pub count: u64,
     /// Wrap procfs lines in pgset "..." (a pktgen shell script).
     #[arg(short = 's', long = "pgset")]
@@ -101,9 +104,8 @@ pub struct DistArgs {
     /// spec a generator was given: did what arrived follow it?).
     #[arg(long = "compare", value_name = "SPEC")]
     pub compare: Option<String>,
-    /// Summary as JSON.
-    #[arg(long = "json")]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
 }
 
 pub fn run(a: DistArgs) -> Result<(), Fatal> {
@@ -139,24 +141,24 @@ pub fn run(a: DistArgs) -> Result<(), Fatal> {
     };
     let io_err = |e: io::Error| Fatal::runtime(anyhow!("cannot write the output: {e}"));
     match a.output_kind {
-        OutputArg::Dist => dist::write_dist(&dist.histogram, &mut out, a.field_sep.unwrap_or(' '))
+        OutputArg::Dist => sizes::write_dist(&dist.histogram, &mut out, a.field_sep.unwrap_or(' '))
             .map_err(io_err)?,
         OutputArg::Procfs => {
             let cd = match model.create_dist_model() {
                 Some(cd) => cd.clone(),
-                None => dist::CreateDist::build(&dist.histogram, params).map_err(Fatal::usage)?,
+                None => sizes::CreateDist::build(&dist.histogram, params).map_err(Fatal::usage)?,
             };
             cd.write_procfs(&mut out, a.pgset).map_err(io_err)?;
         }
         OutputArg::Sizes => {
             let mut s = model.sampler(a.seed);
-            dist::write_sizes(&mut s, a.count, &mut out).map_err(io_err)?;
+            sizes::write_sizes(&mut s, a.count, &mut out).map_err(io_err)?;
         }
         OutputArg::Summary => summary(&a, &dist, params, &mut out)?,
     }
     out.flush().map_err(io_err)?;
     if let Some(path) = &a.plot {
-        let svg = dist::plot_svg(
+        let svg = sizes::plot_svg(
             &dist.histogram,
             &model.probabilities(),
             &format!("{} — {:?} model", dist.name, mode),
@@ -189,7 +191,7 @@ fn load(a: &DistArgs, opts: &ReadOptions) -> Result<Distribution, Fatal> {
         InputArg::Trace => InputKind::Trace,
         InputArg::Live => unreachable!("handled above"),
     };
-    let (hist, report) = dist::read_files(kind, &a.inputs, opts).map_err(Fatal::usage)?;
+    let (hist, report) = sizes::read_files(kind, &a.inputs, opts).map_err(Fatal::usage)?;
     let t = report.trace;
     if t.non_ip + t.bad_ip + t.oversize + t.reader_issues > 0 {
         eprintln!(
@@ -211,7 +213,7 @@ fn count_live(ifname: &str, how_long: Duration, max: u16) -> Result<Histogram, F
     let cfg = capture::SourceConfig::new(ifname);
     let mut src = capture::Source::open(&cfg).map_err(|e| Fatal::usage(anyhow!(e)))?;
     let mut hist = Histogram::new();
-    let mut stats = dist::TraceStats::default();
+    let mut stats = sizes::TraceStats::default();
     let end = Instant::now() + how_long;
     eprintln!(
         "ringcap dist: counting packet sizes on {ifname} for {:.1} s",
@@ -219,7 +221,13 @@ fn count_live(ifname: &str, how_long: Duration, max: u16) -> Result<Histogram, F
     );
     while Instant::now() < end {
         src.for_each_batch(Duration::from_millis(100), |p| {
-            dist::count_frame(dist::linktype::ETHERNET, p.data, max, &mut hist, &mut stats);
+            sizes::count_frame(
+                sizes::linktype::ETHERNET,
+                p.data,
+                max,
+                &mut hist,
+                &mut stats,
+            );
         })
         .map_err(|e| Fatal::runtime(anyhow!(e)))?;
     }
@@ -236,14 +244,14 @@ fn summary(
     params: Params,
     out: &mut dyn Write,
 ) -> Result<(), Fatal> {
-    let s = dist::Summary::of(&d.histogram, 10);
+    let s = sizes::Summary::of(&d.histogram, 10);
     // Fidelity of both models (Figure 4.4): analytic TV, and TV of a sample of draws.
     let draws = a.count.min(1_000_000);
     let mut fidelity = Vec::new();
     for mode in [Mode::CreateDist, Mode::Exact] {
         let m = SizeModel::build(d, mode, params).map_err(Fatal::usage)?;
         let mut sampler = m.sampler(a.seed);
-        let sampled = dist::sampled_tv(&mut sampler, draws, &d.histogram);
+        let sampled = sizes::sampled_tv(&mut sampler, draws, &d.histogram);
         fidelity.push((mode, m.tv_distance(), sampled, m.mean()));
     }
     let compared = match &a.compare {
@@ -251,13 +259,13 @@ fn summary(
             let other = Distribution::from_spec(spec).map_err(Fatal::usage)?;
             Some((
                 spec.clone(),
-                dist::histogram_tv(&d.histogram, &other.histogram),
+                sizes::histogram_tv(&d.histogram, &other.histogram),
             ))
         }
         None => None,
     };
     let io_err = |e: io::Error| Fatal::runtime(anyhow!("cannot write the output: {e}"));
-    if a.json {
+    if a.json.on {
         let v = serde_json::json!({
             "name": d.name,
             "packets": s.count,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use gen::dist::{self, Distribution, Mode, Params, SizeModel};
 use gen::frames::{AddrRange, FrameOptions, Mac, Order, Payload, PortRange, Vlan};
 use gen::pace::{Burst, RateBasis};
+use gen::sizes::{self, Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
 use gen::{Control, GenError, GenOptions, GenReport, Progress, ReplayOptions};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -37,7 +37,7 @@ pub struct GenArgs {
     pub duration: Option<Duration>,
     /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B, file:PATH,
     /// trace:PCAP (sizes are IP lengths).
-    #[arg(long = "dist", value_name = "SPEC", default_value = dist::DEFAULT_SPEC)]
+    #[arg(long = "dist", value_name = "SPEC", default_value = sizes::DEFAULT_SPEC)]
     pub dist: String,
     /// Draw sizes with the thesis's two-stage createDist model instead of exact alias sampling.
     #[arg(long = "createdist")]
@@ -70,16 +70,10 @@ pub struct GenArgs {
     /// Sending threads, each with its own socket and flows.
     #[arg(long = "threads", default_value_t = 1)]
     pub threads: usize,
-    /// CPUs to pin the sending threads to (round robin), e.g. 0 or 0,1.
-    #[arg(
-        long = "cpu",
-        alias = "cpus",
-        value_name = "LIST",
-        value_delimiter = ','
-    )]
-    pub cpus: Vec<usize>,
+    #[command(flatten)]
+    pub cpus: crate::cli::Cpus,
     /// Frames per send call.
-    #[arg(long = "batch", default_value_t = gen::run::DEFAULT_BATCH)]
+    #[arg(long = "batch", default_value_t = gen::options::DEFAULT_BATCH)]
     pub batch: usize,
     /// Source MAC (the default passes the thesis filter of seed 000, Fig. 6.5).
     #[arg(long = "src-mac", default_value = "00:00:00:00:00:01")]
@@ -117,12 +111,10 @@ pub struct GenArgs {
     /// Priority of the VLAN tag (0-7).
     #[arg(long = "vlan-prio", default_value_t = 0, requires = "vlan")]
     pub vlan_prio: u8,
-    /// Print the report as JSON on stdout.
-    #[arg(long = "json")]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
 }
 
 #[derive(Args, Debug)]
@@ -150,12 +142,10 @@ pub struct ReplayArgs {
     /// CPU to pin the sender to.
     #[arg(long = "cpu")]
     pub cpu: Option<usize>,
-    /// Print the report as JSON on stdout.
-    #[arg(long = "json")]
-    pub json: bool,
-    /// No progress bar.
-    #[arg(short = 'q', long = "quiet")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
 }
 
 pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
@@ -168,7 +158,7 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
         duration_s: a.duration.map(|d| d.as_secs_f64()),
         backend: a.backend,
         threads: a.threads,
-        cpus: a.cpus.clone(),
+        cpus: a.cpus.list.clone(),
         batch: a.batch,
         pps: a.pps,
         mbps: a.mbps,
@@ -206,10 +196,10 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
 
     let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
-    let bar = progress_bar(a.quiet || a.json, a.count, a.duration);
+    let bar = progress_bar(a.quiet.on || a.json.on, a.count, a.duration);
     let report =
         with_progress(&bar, &stop.stop, |ctl| gen::run(&opts, &model, ctl)).map_err(gen_fatal)?;
-    print_report(&report, a.json);
+    print_report(&report, a.json.on);
     Ok(())
 }
 
@@ -226,10 +216,10 @@ pub fn run_replay(a: ReplayArgs) -> Result<(), Fatal> {
     };
     let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
-    let bar = progress_bar(a.quiet || a.json, None, None);
+    let bar = progress_bar(a.quiet.on || a.json.on, None, None);
     let report =
         with_progress(&bar, &stop.stop, |ctl| gen::replay(&opts, ctl)).map_err(gen_fatal)?;
-    print_report(&report, a.json);
+    print_report(&report, a.json.on);
     Ok(())
 }
 

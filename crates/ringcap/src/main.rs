@@ -11,6 +11,7 @@ mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
+mod generate_cmd;
 mod repair_cmd;
 mod units;
 
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
         cli::Command::Report(a) => bench_cmd::run_report(a),
         cli::Command::Collect(a) => collect_cmd::run_collect(a),
         cli::Command::Dedup(a) => collect_cmd::run_dedup(a),
+        cli::Command::Generate(w) => generate_cmd::run(w),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -146,8 +146,8 @@ fn rates_bursts_sizes_mix_and_flows() {
 
     // The dist file reads back as the generator's input with the same counts.
     let text = std::fs::read_to_string(report.join("sizes.dist")).unwrap();
-    let mut hist = gen::dist::Histogram::new();
-    gen::dist::read_dist(
+    let mut hist = gen::sizes::Histogram::new();
+    gen::sizes::read_dist(
         text.as_bytes(),
         "sizes.dist",
         &Default::default(),

@@ -24,7 +24,7 @@ pub const CONVERT_QUEUE: usize = 2;
 
 /// Where and when to rotate.
 #[derive(Clone, Debug)]
-pub struct StoreConfig {
+pub struct ArchiveConfig {
     /// Output directory (created if missing).
     pub dir: PathBuf,
     /// Rotate a spool this long after its first batch.
@@ -129,9 +129,9 @@ pub fn recover_dir(dir: &Path) -> io::Result<Vec<ConvertedFile>> {
     Ok(done)
 }
 
-/// Everything the store did, for the final summary.
+/// Everything the archive did, for the final summary.
 #[derive(Clone, Debug, Default)]
-pub struct StoreReport {
+pub struct ArchiveReport {
     /// Files converted during this run (recovered ones not included).
     pub files: Vec<ConvertedFile>,
     /// Conversion errors (the spool is kept for the next start).
@@ -139,22 +139,22 @@ pub struct StoreReport {
 }
 
 /// Spool + rotation + background conversion.
-pub struct Store {
-    cfg: StoreConfig,
+pub struct Archive {
+    cfg: ArchiveConfig,
     start_tag: String,
     next_n: u64,
     spool: Option<SpoolWriter>,
     opened_at: Instant,
     to_converter: Option<SyncSender<PathBuf>>,
     converter: Option<JoinHandle<()>>,
-    report: Arc<Mutex<StoreReport>>,
+    report: Arc<Mutex<ArchiveReport>>,
     records: u64,
     batches: u64,
 }
 
-impl Store {
+impl Archive {
     /// Creates the directory, converts leftover spools (returned), starts the converter.
-    pub fn open(cfg: StoreConfig, events: Events) -> io::Result<(Store, Vec<ConvertedFile>)> {
+    pub fn open(cfg: ArchiveConfig, events: Events) -> io::Result<(Archive, Vec<ConvertedFile>)> {
         fs::create_dir_all(&cfg.dir).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -189,13 +189,13 @@ impl Store {
             ms += 1;
         };
         let (tx, rx) = sync_channel::<PathBuf>(CONVERT_QUEUE);
-        let report = Arc::new(Mutex::new(StoreReport::default()));
+        let report = Arc::new(Mutex::new(ArchiveReport::default()));
         let rep = Arc::clone(&report);
         let converter = std::thread::Builder::new()
             .name("records-convert".into())
             .spawn(move || {
                 for spool in rx {
-                    let out = parquet_name_for(&spool).expect("store names its spools");
+                    let out = parquet_name_for(&spool).expect("the archive names its spools");
                     let res = convert_spool(&spool, &out)
                         .and_then(|c| fs::remove_file(&spool).map(|_| c));
                     let mut r = rep.lock().unwrap_or_else(|p| p.into_inner());
@@ -221,7 +221,7 @@ impl Store {
                 }
             })?;
         Ok((
-            Store {
+            Archive {
                 cfg,
                 start_tag,
                 next_n: 0,
@@ -293,7 +293,7 @@ impl Store {
     }
 
     /// Files converted so far (and errors).
-    pub fn report(&self) -> StoreReport {
+    pub fn report(&self) -> ArchiveReport {
         self.report
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -301,7 +301,7 @@ impl Store {
     }
 
     /// Rotates the last spool, waits for every conversion, returns what was written.
-    pub fn close(mut self) -> io::Result<StoreReport> {
+    pub fn close(mut self) -> io::Result<ArchiveReport> {
         self.rotate()?;
         self.to_converter = None;
         if let Some(t) = self.converter.take() {
@@ -356,8 +356,8 @@ mod tests {
         Arc::new(|_| {})
     }
 
-    fn cfg(dir: &Path) -> StoreConfig {
-        StoreConfig {
+    fn cfg(dir: &Path) -> ArchiveConfig {
+        ArchiveConfig {
             dir: dir.to_path_buf(),
             rotate_after: Duration::from_secs(3600),
             rotate_bytes: 1 << 30,
@@ -383,7 +383,7 @@ mod tests {
         let mut c = cfg(dir.path());
         // 100 records of 48 bytes + a 24-byte frame header per batch: rotate every 3 batches.
         c.rotate_bytes = 3 * (100 * 48 + 24);
-        let (mut s, rec) = Store::open(c, quiet()).unwrap();
+        let (mut s, rec) = Archive::open(c, quiet()).unwrap();
         assert!(rec.is_empty());
         for b in 0..10u64 {
             s.append(1, 2, 100, &payload(b * 100, 100)).unwrap();
@@ -411,7 +411,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = cfg(dir.path());
         c.rotate_after = Duration::from_millis(50);
-        let (mut s, _) = Store::open(c, quiet()).unwrap();
+        let (mut s, _) = Archive::open(c, quiet()).unwrap();
         s.append(1, 2, 10, &payload(0, 10)).unwrap();
         s.tick(Instant::now()).unwrap();
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "too early");
@@ -431,11 +431,11 @@ mod tests {
     #[test]
     fn spool_of_a_crashed_writer_is_recovered_at_open() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut s, _) = Store::open(cfg(dir.path()), quiet()).unwrap();
+        let (mut s, _) = Archive::open(cfg(dir.path()), quiet()).unwrap();
         for b in 0..7u64 {
             s.append(9, 3, 50, &payload(b * 50, 50)).unwrap();
         }
-        // The crash: the store is forgotten without close (no rotation, no conversion), and the write
+        // The crash: the archive is forgotten without close (no rotation, no conversion), and the write
         // of an eighth batch was cut in the middle.
         let spool = s.spool.as_ref().unwrap().path().to_path_buf();
         std::mem::forget(s);
@@ -450,7 +450,7 @@ mod tests {
         let lines = Arc::new(Mutex::new(Vec::<String>::new()));
         let l2 = Arc::clone(&lines);
         let ev: Events = Arc::new(move |m| l2.lock().unwrap().push(m.to_string()));
-        let (s2, rec) = Store::open(cfg(dir.path()), ev).unwrap();
+        let (s2, rec) = Archive::open(cfg(dir.path()), ev).unwrap();
         assert_eq!(rec.len(), 1);
         assert_eq!(rec[0].records, 350);
         assert_eq!(

@@ -11,7 +11,7 @@
 //! [`Summary`]; fidelity: [`SizeModel::tv_distance`] (analytic), [`sampled_tv`], [`plot_svg`].
 //!
 //! ```
-//! use gen::dist::{Distribution, Mode, Params, SizeModel};
+//! use gen::sizes::{Distribution, Mode, Params, SizeModel};
 //! let dist = Distribution::from_spec("imix").unwrap();
 //! let model = SizeModel::build(&dist, Mode::Exact, Params::default()).unwrap();
 //! let mut sampler = model.sampler(42);
