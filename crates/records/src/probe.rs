@@ -1065,3 +1065,14 @@ fn udp_payload_capacity(s: &UdpSocket, addr: SocketAddr) -> usize {
     let datagram = (mtu - ip_hdr - 8).min(UDP_MAX_DATAGRAM);
     (datagram - HEADER_LEN - TAG_LEN).min(MAX_PAYLOAD)
 }
+
+/// A probe id stable across restarts: a hash of the host name and the interface.
+pub fn default_probe_id(interface: &str) -> u64 {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    // FNV-1a: stable across Rust versions (DefaultHasher is not).
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in host.trim().bytes().chain([b'/']).chain(interface.bytes()) {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    h
+}

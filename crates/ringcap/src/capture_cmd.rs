@@ -12,7 +12,7 @@ use session::{Options, Session, Sink, Stop};
 use store::{CaptureWriter, CompressMode, FilePlan, Format, WriterOptions};
 
 use crate::capture_stats::{StatsPrinter, Summary};
-use crate::cli::{self, CaptureArgs};
+use crate::cli::CaptureArgs;
 use crate::Fatal;
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
@@ -32,9 +32,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let mut writer_counters = None;
     if let Some(writer) = match (&plan, &a.write) {
         _ if a.drop_all => None,
-        (Some(plan), _) => Some(open_files(plan.clone(), &a)?),
-        (None, Some(path)) => Some(open_writer(path, &a)?),
         (None, None) => None,
+        (plan, path) => Some(open_writer(
+            &a,
+            plan.as_ref(),
+            path.as_deref().unwrap_or(Path::new("-")),
+        )?),
     } {
         let w = WriterSink::new(writer);
         w.rotate_on_sighup()
@@ -103,9 +106,9 @@ fn listening_line(a: &CaptureArgs, plan: Option<&FilePlan>, records: bool) {
         _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
         (Some(p), _) => format!(
             "writing {} files {}-<UTC start>-<seq>{} in {}{}",
-            format_name(a.format),
+            a.format.name(),
             p.base,
-            store::extension(store_format(a.format), p.compression),
+            store::extension(a.format.into(), p.compression),
             p.dirs
                 .iter()
                 .map(|d| d.display().to_string())
@@ -114,19 +117,16 @@ fn listening_line(a: &CaptureArgs, plan: Option<&FilePlan>, records: bool) {
             if p.compression == CompressMode::None {
                 String::new()
             } else {
-                format!(" (compress {})", compress_name(p.compression))
+                format!(" (compress {})", p.compression)
             }
         ),
-        (None, Some(p)) => format!("writing {} to {}", format_name(a.format), p.display()),
+        (None, Some(p)) => format!("writing {} to {}", a.format.name(), p.display()),
         (None, None) => "printing one line per packet".to_string(),
     };
     eprintln!(
         "ringcap: listening on {} ({} source, {} thread{}), {}",
         a.interface,
-        match a.source {
-            cli::SourceKind::Ring => "ring",
-            cli::SourceKind::Copy => "copy",
-        },
+        a.source.name(),
         a.threads,
         if a.threads == 1 { "" } else { "s" },
         what
@@ -138,10 +138,7 @@ fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
         return Err(Fatal::usage(anyhow!("--threads must be at least 1")));
     }
     let mut cfg = SourceConfig::new(&a.interface);
-    cfg.kind = match a.source {
-        cli::SourceKind::Ring => capture::SourceKind::Ring,
-        cli::SourceKind::Copy => capture::SourceKind::Copy,
-    };
+    cfg.kind = a.source.into();
     cfg.snaplen = if a.snaplen == 0 {
         capture::MAX_SNAPLEN
     } else {
@@ -153,12 +150,7 @@ fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
     cfg.ring.block_timeout = Duration::from_millis(a.block_timeout_ms as u64);
     if a.threads > 1 {
         cfg.fanout = Some(Fanout {
-            mode: match a.fanout {
-                cli::FanoutMode::Hash => capture::FanoutMode::Hash,
-                cli::FanoutMode::Lb => capture::FanoutMode::Lb,
-                cli::FanoutMode::Cpu => capture::FanoutMode::Cpu,
-                cli::FanoutMode::Qm => capture::FanoutMode::Qm,
-            },
+            mode: a.fanout.into(),
             rollover: a.rollover,
             defrag: true,
         });
@@ -180,31 +172,6 @@ fn capture_fatal(e: CaptureError) -> Fatal {
         | CaptureError::Filter(_)
         | CaptureError::Config(_) => Fatal::usage(anyhow!(e)),
         _ => Fatal::runtime(anyhow!(e)),
-    }
-}
-
-fn store_format(f: cli::OutputFormat) -> Format {
-    match f {
-        cli::OutputFormat::Pcap => Format::Pcap { nanos: false },
-        cli::OutputFormat::PcapNs => Format::Pcap { nanos: true },
-        cli::OutputFormat::Pcapng => Format::PcapNg,
-    }
-}
-
-fn format_name(f: cli::OutputFormat) -> &'static str {
-    match f {
-        cli::OutputFormat::Pcap => "pcap",
-        cli::OutputFormat::PcapNs => "pcap (ns)",
-        cli::OutputFormat::Pcapng => "pcapng",
-    }
-}
-
-fn compress_name(c: CompressMode) -> String {
-    match c {
-        CompressMode::None => "none".into(),
-        CompressMode::Lz4 => "lz4".into(),
-        CompressMode::Zstd(n) => format!("zstd:{n}"),
-        CompressMode::Auto => "auto".into(),
     }
 }
 
@@ -275,9 +242,14 @@ fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
     Ok(Some(plan))
 }
 
-fn writer_options(a: &CaptureArgs) -> WriterOptions {
-    WriterOptions {
-        format: store_format(a.format),
+/// The file series of `plan`, or the one file of `-w` (`-` is stdout).
+fn open_writer(
+    a: &CaptureArgs,
+    plan: Option<&FilePlan>,
+    path: &Path,
+) -> Result<CaptureWriter, Fatal> {
+    let mut opts = WriterOptions {
+        format: a.format.into(),
         snaplen: if a.snaplen == 0 {
             store::MAX_SNAPLEN
         } else {
@@ -287,21 +259,19 @@ fn writer_options(a: &CaptureArgs) -> WriterOptions {
         if_name: a.interface.clone(),
         direct_io: a.direct_io,
         ..WriterOptions::default()
-    }
-}
-
-fn open_files(plan: FilePlan, a: &CaptureArgs) -> Result<CaptureWriter, Fatal> {
-    let mut opts = writer_options(a);
-    if plan.compression != CompressMode::None {
-        // One 1 MiB buffer = one compressed frame; 32 of them absorb about 0.3 s at 100 MB/s.
-        opts.buffer_size = 1 << 20;
-        opts.buffers = 32;
-    }
-    CaptureWriter::create_files(plan, opts).map_err(|e| Fatal::usage(anyhow!(e)))
-}
-
-fn open_writer(path: &Path, a: &CaptureArgs) -> Result<CaptureWriter, Fatal> {
-    CaptureWriter::create(path, writer_options(a)).map_err(|e| Fatal::usage(anyhow!(e)))
+    };
+    let writer = match plan {
+        Some(plan) => {
+            if plan.compression != CompressMode::None {
+                // One 1 MiB buffer = one compressed frame; 32 of them absorb about 0.3 s at 100 MB/s.
+                opts.buffer_size = 1 << 20;
+                opts.buffers = 32;
+            }
+            CaptureWriter::create_files(plan.clone(), opts)
+        }
+        None => CaptureWriter::create(path, opts),
+    };
+    writer.map_err(|e| Fatal::usage(anyhow!(e)))
 }
 
 /// Starts the header-record probe for `--records` (None without it). Bad destinations or keys are usage
@@ -326,21 +296,12 @@ fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, Fatal
     let stripe: Stripe = a.stripe.parse().map_err(Fatal::usage)?;
     let mut cfg = ProbeConfig::new(dests, key);
     cfg.stripe = stripe;
-    cfg.probe_id = a.probe_id.unwrap_or_else(|| default_probe_id(&a.interface));
+    cfg.probe_id = a
+        .probe_id
+        .unwrap_or_else(|| records::probe::default_probe_id(&a.interface));
     cfg.flush = Duration::from_millis(a.records_flush.max(1));
     cfg.ack_timeout = Duration::from_millis(a.ack_timeout_ms.max(1));
     Probe::start(cfg).map(Some).map_err(Fatal::usage)
-}
-
-/// A probe id stable across restarts: a hash of the host name and the interface.
-fn default_probe_id(interface: &str) -> u64 {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    // FNV-1a: stable across Rust versions (DefaultHasher is not).
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in host.trim().bytes().chain([b'/']).chain(interface.bytes()) {
-        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-    }
-    h
 }
 
 fn records_destinations(a: &CaptureArgs, p: &records::probe::Probe) -> String {

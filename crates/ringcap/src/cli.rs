@@ -341,3 +341,52 @@ pub fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ff
     }
     args
 }
+
+impl SourceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceKind::Ring => "ring",
+            SourceKind::Copy => "copy",
+        }
+    }
+}
+
+impl From<SourceKind> for capture::SourceKind {
+    fn from(k: SourceKind) -> Self {
+        match k {
+            SourceKind::Ring => capture::SourceKind::Ring,
+            SourceKind::Copy => capture::SourceKind::Copy,
+        }
+    }
+}
+
+impl From<FanoutMode> for capture::FanoutMode {
+    fn from(m: FanoutMode) -> Self {
+        match m {
+            FanoutMode::Hash => capture::FanoutMode::Hash,
+            FanoutMode::Lb => capture::FanoutMode::Lb,
+            FanoutMode::Cpu => capture::FanoutMode::Cpu,
+            FanoutMode::Qm => capture::FanoutMode::Qm,
+        }
+    }
+}
+
+impl OutputFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Pcap => "pcap",
+            OutputFormat::PcapNs => "pcap (ns)",
+            OutputFormat::Pcapng => "pcapng",
+        }
+    }
+}
+
+impl From<OutputFormat> for store::Format {
+    fn from(f: OutputFormat) -> Self {
+        match f {
+            OutputFormat::Pcap => store::Format::Pcap { nanos: false },
+            OutputFormat::PcapNs => store::Format::Pcap { nanos: true },
+            OutputFormat::Pcapng => store::Format::PcapNg,
+        }
+    }
+}

@@ -25,6 +25,18 @@ pub enum CompressMode {
     Auto,
 }
 
+impl std::fmt::Display for CompressMode {
+    /// As `--compress` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompressMode::None => f.write_str("none"),
+            CompressMode::Lz4 => f.write_str("lz4"),
+            CompressMode::Zstd(n) => write!(f, "zstd:{n}"),
+            CompressMode::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 impl CompressMode {
     /// Parses `none`, `lz4`, `zstd`, `zstd:N` (-7..=19, not 0; negative = zstd's fast levels) or `auto`.
     pub fn parse(s: &str) -> Result<Self, String> {
