@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
-use crate::packet::{clip_len, vlan_from_meta, Packet};
+use crate::packet::{clip_len, Packet};
 use crate::sys;
+use wire::Vlan;
 
 /// recvmmsg batch size and per-packet buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,7 +236,7 @@ impl CopySource {
         let (wire_len, vlan) = match aux {
             Some(a) => (
                 a.tp_len,
-                vlan_from_meta(a.tp_status, a.tp_vlan_tci, a.tp_vlan_tpid),
+                Vlan::from_meta(a.tp_status, a.tp_vlan_tci, a.tp_vlan_tpid),
             ),
             None => (m.msg_len, None),
         };

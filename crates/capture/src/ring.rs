@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use wire::Vlan;
+
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
-#[cfg(test)]
-use crate::packet::Vlan;
-use crate::packet::{clip_len, vlan_from_meta, Packet};
+use crate::packet::{clip_len, Packet};
 use crate::sys;
 
 /// Ring geometry and timing.
@@ -421,7 +421,7 @@ impl<'a> Iterator for Packets<'a> {
             }
             self.off += next;
         }
-        let vlan = vlan_from_meta(status, tci as u16, tpid);
+        let vlan = Vlan::from_meta(status, tci as u16, tpid);
         let data = &frame[..clip_len(snap, self.snaplen, vlan.is_some())];
         self.tally.packets += 1;
         self.tally.wire_bytes += len as u64;

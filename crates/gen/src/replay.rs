@@ -12,14 +12,13 @@ use std::sync::{Barrier, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use store::CaptureReader;
+use wire::LinkType;
 
 use crate::pace::{self, now_ns, RateBasis};
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::run::GenError;
 use crate::run::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
 use crate::tx::{Backend, Interface, MmsgTx, SendErrors, Tx};
-
-const LINKTYPE_ETHERNET: u32 = 1;
 
 /// Options of a replay.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -298,7 +297,7 @@ fn play<T: Tx>(
                 let pkt = pkt.map_err(GenError::Replay)?;
                 pass.read += 1;
                 let data = pkt.data;
-                if pkt.linktype != LINKTYPE_ETHERNET {
+                if LinkType::from_pcap(pkt.linktype) != Some(LinkType::Ethernet) {
                     pass.skipped_linktype += 1;
                     continue;
                 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use capture::{CaptureError, Counters, Fanout, Source, SourceConfig};
 use store::{
-    CaptureWriter, CompressMode, FilePlan, Format, IfStats, Level, VlanTag, WriterCounters,
-    WriterOptions, WriterStats,
+    CaptureWriter, CompressMode, FilePlan, Format, IfStats, Level, WriterCounters, WriterOptions,
+    WriterStats,
 };
 
 use crate::cli::{self, CaptureArgs};
@@ -309,11 +309,7 @@ fn capture_loop(mut src: Source, mut ctx: ThreadCtx) -> anyhow::Result<()> {
                     }
                     let w =
                         guard.get_or_insert_with(|| w.lock().unwrap_or_else(|p| p.into_inner()));
-                    let vlan = p.vlan.map(|v| VlanTag {
-                        tpid: v.tpid,
-                        tci: v.tci,
-                    });
-                    w.write_packet(p.ts_ns, p.wire_len, p.data, vlan);
+                    w.write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
                 })?;
                 let mut w = match guard {
                     Some(g) => g,
@@ -427,7 +423,7 @@ fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
     }
     let expr = a.filter.join(" ");
     if !expr.trim().is_empty() {
-        let prog = capture::compile_filter(&expr, capture::LINKTYPE_ETHERNET, cfg.snaplen)
+        let prog = capture::compile_filter(&expr, wire::LinkType::Ethernet, cfg.snaplen)
             .map_err(|e| Fatal::usage(anyhow!(e)))?;
         cfg.filter = Some(prog);
     }

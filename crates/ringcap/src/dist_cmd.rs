@@ -219,7 +219,13 @@ fn count_live(ifname: &str, how_long: Duration, max: u16) -> Result<Histogram, F
     );
     while Instant::now() < end {
         src.for_each_batch(Duration::from_millis(100), |p| {
-            dist::count_frame(dist::linktype::ETHERNET, p.data, max, &mut hist, &mut stats);
+            dist::count_frame(
+                wire::LinkType::Ethernet.pcap(),
+                p.data,
+                max,
+                &mut hist,
+                &mut stats,
+            );
         })
         .map_err(|e| Fatal::runtime(anyhow!(e)))?;
     }

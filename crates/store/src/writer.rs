@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Mutex;
 
+use wire::Vlan;
+
 use crate::compress::{run_compressor, CompressMode};
 use crate::error::StoreError;
 use crate::files::{FilePlan, FileSink};
-use crate::format::{Emit, Encoder, Format, IfStats, SliceEmit, VlanTag, MAX_SNAPLEN};
+use crate::format::{Emit, Encoder, Format, IfStats, SliceEmit, MAX_SNAPLEN};
 use crate::output::{Output, WriterThread};
 use crate::pool::{OutBuf, ALIGN};
 use crate::stats::{WriterCounters, WriterStats};
@@ -260,7 +262,7 @@ impl CaptureWriter {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
     ) -> bool {
         let caplen = self.enc.caplen(data.len(), vlan.is_some());
         let rec_len = self.enc.record_len(caplen);
@@ -292,7 +294,7 @@ impl CaptureWriter {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
         caplen: usize,
         rec_len: usize,
     ) -> bool {
@@ -353,7 +355,7 @@ impl CaptureWriter {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
         caplen: usize,
         rec_len: usize,
     ) {

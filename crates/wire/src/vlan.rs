@@ -39,6 +39,14 @@ pub struct Vlan {
 }
 
 impl Vlan {
+    /// An 802.1Q tag (TPID 0x8100) with priority `pcp` and VLAN id `vid` (extra bits are masked off).
+    pub const fn dot1q(pcp: u8, vid: u16) -> Vlan {
+        Vlan {
+            tpid: crate::ethertype::VLAN,
+            tci: tci(pcp, false, vid),
+        }
+    }
+
     /// The four bytes as they appear on the wire (TPID then TCI, big-endian).
     pub const fn to_bytes(self) -> [u8; 4] {
         let [a, b] = self.tpid.to_be_bytes();
