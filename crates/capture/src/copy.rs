@@ -244,19 +244,12 @@ impl CopySource {
         let data = &self.bufs[start..start + clip_len(copied, self.snaplen, vlan.is_some())];
         Packet {
             // Only missing if the kernel did not timestamp; fall back to now (vDSO, no system call).
-            ts_ns: ts_ns.unwrap_or_else(now_ns),
+            ts_ns: ts_ns.unwrap_or_else(::sys::now_ns),
             wire_len,
             data,
             vlan,
         }
     }
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 impl Drop for CopySource {

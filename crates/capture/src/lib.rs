@@ -4,7 +4,7 @@
 //! * [`CopySource`]: the classic per-packet path, recvmmsg into preallocated buffers (`--source copy`).
 //! * [`Source`]: either one behind one loop: `for_each_batch(timeout, |p: &Packet| ...)`.
 //! * Fanout: [`Source::open_group`] opens N sockets in one PACKET_FANOUT group, one per thread;
-//!   pin each thread with [`pin_thread`].
+//!   pin each thread with [`sys::pin_thread`](::sys::pin_thread).
 //! * Filters: [`compile_filter`] (libpcap, tcpdump syntax) → classic BPF attached in the kernel.
 //! * Counters: [`Counters`] (per batch, lock-free) and the kernel's [`KernelStats`].
 //!
@@ -38,4 +38,3 @@ pub use libc::sock_filter;
 pub use packet::Packet;
 pub use ring::{Block, Packets, RingConfig, RingSource};
 pub use source::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
-pub use sys::{interface_names, pin_thread};

@@ -21,9 +21,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::dist::{seeded_rng, SizeModel, SizeSampler};
 use crate::frames::{FrameBuilder, FrameOptions, FrameShared};
-use crate::pace::{self, now_ns, Burst, Pacer, Rate, RateBasis};
+use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
 use crate::report::{Departures, GenReport, Progress, RunSpec, ThreadReport};
-use crate::tx::{self, Backend, Interface, MmsgTx, RingTx, SendErrors, Tx};
+use crate::tx::{self, lookup_interface, Backend, MmsgTx, RingTx, SendErrors, Tx};
+use sys::Interface;
 
 /// Why a run could not start or had to end.
 #[derive(Debug, thiserror::Error)]
@@ -322,20 +323,13 @@ pub(crate) fn setup_thread(cpu: Option<usize>) -> Result<(), GenError> {
     // SAFETY: prctl with an integer argument; failure only costs sleep precision.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     if let Some(cpu) = cpu {
-        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds (checked).
-        unsafe {
-            if cpu >= libc::CPU_SETSIZE as usize {
-                return Err(GenError::Options(format!("no CPU {cpu}")));
-            }
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(GenError::Io {
-                    context: format!("cannot pin to CPU {cpu}: is it online?"),
-                    source: std::io::Error::last_os_error(),
-                });
-            }
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(GenError::Options(format!("no CPU {cpu}")));
         }
+        sys::pin_thread(cpu).map_err(|source| GenError::Io {
+            context: format!("cannot pin to CPU {cpu}: is it online?"),
+            source,
+        })?;
     }
     Ok(())
 }
@@ -365,7 +359,7 @@ where
     let counters: Vec<Counters> = (0..n).map(|_| Counters::default()).collect();
     let barrier = Barrier::new(n);
     let start = OnceLock::new();
-    let t0 = now_ns();
+    let t0 = sys::monotonic_ns();
     let mut user_stopped = false;
     let results: Vec<Result<ThreadReport, GenError>> = std::thread::scope(|s| {
         let handles: Vec<_> = sockets
@@ -386,7 +380,7 @@ where
         let tick = ctl
             .progress_every
             .clamp(Duration::from_millis(10), Duration::from_millis(50));
-        let mut last_progress = now_ns();
+        let mut last_progress = sys::monotonic_ns();
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(tick);
             if ctl.stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
@@ -394,7 +388,7 @@ where
                 abort.store(true, Ordering::Relaxed);
             }
             if let Some(p) = ctl.progress {
-                let now = now_ns();
+                let now = sys::monotonic_ns();
                 if now - last_progress >= ctl.progress_every.as_nanos() as u64 {
                     last_progress = now;
                     p(&snapshot(&counters, t0, total_packets, total_s));
@@ -432,7 +426,7 @@ fn snapshot(
             .iter()
             .map(|c| c.bytes.load(Ordering::Relaxed))
             .sum(),
-        elapsed_s: (now_ns() - t0) as f64 / 1e9,
+        elapsed_s: (sys::monotonic_ns() - t0) as f64 / 1e9,
         total_packets,
         total_s,
     }
@@ -441,7 +435,7 @@ fn snapshot(
 /// Waits for all threads to be ready, then agrees on one start time (a moment from now).
 pub(crate) fn common_start(barrier: &Barrier, start: &OnceLock<u64>) -> u64 {
     barrier.wait();
-    *start.get_or_init(|| now_ns() + 200_000)
+    *start.get_or_init(|| sys::monotonic_ns() + 200_000)
 }
 
 /// Generates traffic as `opts` say, with packet sizes drawn from `sizes` (one sampler per thread on the
@@ -449,7 +443,7 @@ pub(crate) fn common_start(barrier: &Barrier, start: &OnceLock<u64>) -> u64 {
 /// of the interface.
 pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenReport, GenError> {
     opts.validate()?;
-    let ifc = Interface::lookup(&opts.interface)?;
+    let ifc = lookup_interface(&opts.interface)?;
     let max_ip_len = ifc.mtu.min(u16::MAX as u32) as u16;
     let shared = FrameShared::new(&opts.frame, &mut seeded_rng(opts.seed, POOL_STREAM))?;
     let max_frame = opts.frame.l2_len() + max_ip_len as usize;
@@ -597,10 +591,10 @@ fn generate<T: Tx, S: SizeSource>(
                 if !pace::wait_until(d, stop) {
                     break;
                 }
-                now_ns()
+                sys::monotonic_ns()
             }
             None => {
-                let now = now_ns();
+                let now = sys::monotonic_ns();
                 if past_end(now) {
                     break;
                 }
@@ -628,7 +622,7 @@ fn generate<T: Tx, S: SizeSource>(
                 _ => {}
             }
         }
-        let s = now_ns();
+        let s = sys::monotonic_ns();
         for &ip_len in &lens[..k] {
             let Some(slot) = tx.slot(&mut errors, stop)? else {
                 break;
@@ -637,7 +631,7 @@ fn generate<T: Tx, S: SizeSource>(
             tx.commit(len);
         }
         let n = tx.flush(&mut errors, stop)?;
-        let e = now_ns();
+        let e = sys::monotonic_ns();
         dep.batch(s, e, n);
         for &ip_len in &lens[..n] {
             let f = builder.frame_len(ip_len);

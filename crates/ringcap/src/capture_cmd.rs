@@ -112,7 +112,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     }
 
     let started = Instant::now();
-    let start_ns = now_ns();
+    let start_ns = sys::now_ns();
     let taken = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::new();
     for (i, src) in sources.into_iter().enumerate() {
@@ -135,7 +135,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             .name(format!("ringcap-cap{i}"))
             .spawn(move || {
                 if let Some(cpu) = cpu {
-                    capture::pin_thread(cpu)
+                    sys::pin_thread(cpu)
                         .map_err(|e| anyhow!("cannot pin capture thread to CPU {cpu}: {e}"))?;
                 }
                 capture_loop(src, ctx)
@@ -193,7 +193,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
                 os_drop: Some(kernel.drops),
                 usr_deliv: Some(delivered),
                 start_ns: Some(start_ns),
-                end_ns: Some(now_ns()),
+                end_ns: Some(sys::now_ns()),
             };
             let counters = w.counters();
             match w.finish(Some(if_stats)) {
@@ -316,7 +316,7 @@ fn capture_loop(mut src: Source, mut ctx: ThreadCtx) -> anyhow::Result<()> {
                     None => w.lock().unwrap_or_else(|p| p.into_inner()),
                 };
                 w.maybe_flush(Instant::now());
-                w.maybe_rotate(now_ns());
+                w.maybe_rotate(sys::now_ns());
                 // One thread takes the SIGHUP; without a free buffer it stays pending.
                 if ctx.hup.swap(false, Relaxed) && !w.rotate_now() {
                     ctx.hup.store(true, Relaxed);
@@ -562,13 +562,6 @@ fn open_writer(path: &Path, a: &CaptureArgs) -> Result<CaptureWriter, Fatal> {
     CaptureWriter::create(path, writer_options(a)).map_err(|e| Fatal::usage(anyhow!(e)))
 }
 
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 /// Prints one stats line per interval on stderr.
 struct StatsPrinter {
     json: bool,
@@ -625,7 +618,7 @@ impl StatsPrinter {
         if self.json {
             let mut v = serde_json::json!({
                 "type": "stats",
-                "time_ns": now_ns(),
+                "time_ns": sys::now_ns(),
                 "pps": pps,
                 "bits_per_sec": bps * 8.0,
                 "captured": w.map_or(packets, |w| w.packets),

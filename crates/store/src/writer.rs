@@ -165,7 +165,7 @@ impl CaptureWriter {
         w.files = true;
         w.max_file_bytes = plan.rotate_bytes;
         w.interval_ns = plan.rotate_secs.map(|s| s.saturating_mul(1_000_000_000));
-        let start = now_ns();
+        let start = sys::now_ns();
         if let Some(mut first) = w.active.take() {
             first.new_file = Some(start);
             w.set_limit(&mut first);
@@ -315,7 +315,7 @@ impl CaptureWriter {
         if rec_len >= room && room < physical {
             // The soft limit (`-C`) stops us, not the buffer. A file takes at least one packet.
             let empty_file = self.accepted == self.file_first;
-            if !empty_file && !self.rotate(now_ns()) {
+            if !empty_file && !self.rotate(sys::now_ns()) {
                 return self.refuse();
             }
             // The new file's first buffer holds only the header: any record fits physically.
@@ -422,7 +422,7 @@ impl CaptureWriter {
     /// Starts a new file now (SIGHUP). Returns false when not in file mode or no buffer is free
     /// (then call again later).
     pub fn rotate_now(&mut self) -> bool {
-        self.files && !self.dead && self.rotate(now_ns())
+        self.files && !self.dead && self.rotate(sys::now_ns())
     }
 
     /// `-G` without traffic: starts the next file once the wall clock passes the interval end.
@@ -682,13 +682,6 @@ fn put_header(buf: &mut OutBuf, header: &[u8]) {
     buf.len = header.len();
     buf.first_boundary = header.len();
     buf.last_boundary = header.len();
-}
-
-/// Wall-clock time in ns since the epoch (file names, `-G`).
-pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn validate(mut o: WriterOptions) -> Result<WriterOptions, StoreError> {
