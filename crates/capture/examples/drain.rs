@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use capture::{pin_thread, Source, SourceConfig, SourceKind};
+use capture::{Source, SourceConfig, SourceKind};
 
 fn cpu_ticks() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -40,7 +40,7 @@ fn main() {
         }
     }
     if let Some(c) = cpu {
-        pin_thread(c).expect("pin");
+        sys::pin_thread(c).expect("pin");
     }
     let mut src = match Source::open(&cfg) {
         Ok(s) => s,

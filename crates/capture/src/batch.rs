@@ -193,7 +193,7 @@ pub struct Frame {
     /// The bytes, from the link-layer header on.
     pub data: Vec<u8>,
     /// A tag as the kernel would report it in metadata.
-    pub vlan: Option<crate::packet::Vlan>,
+    pub vlan: Option<wire::Vlan>,
 }
 
 /// Packets from memory in batches of a fixed size: drives the session and its sinks without a kernel

@@ -16,8 +16,9 @@ use std::time::Duration;
 use crate::batch::Batch;
 use crate::counters::Counters;
 use crate::error::CaptureError;
-use crate::packet::{clip_len, vlan_from_meta, Packet};
+use crate::packet::{clip_len, Packet};
 use crate::sys;
+use wire::Vlan;
 
 /// recvmmsg batch size and per-packet buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,7 +231,7 @@ impl CopySource {
         let (wire_len, vlan) = match aux {
             Some(a) => (
                 a.tp_len,
-                vlan_from_meta(a.tp_status, a.tp_vlan_tci, a.tp_vlan_tpid),
+                Vlan::from_meta(a.tp_status, a.tp_vlan_tci, a.tp_vlan_tpid),
             ),
             None => (m.msg_len, None),
         };
@@ -238,19 +239,12 @@ impl CopySource {
         let data = &self.bufs[start..start + clip_len(copied, self.snaplen, vlan.is_some())];
         Packet {
             // Only missing if the kernel did not timestamp; fall back to now (vDSO, no system call).
-            ts_ns: ts_ns.unwrap_or_else(now_ns),
+            ts_ns: ts_ns.unwrap_or_else(::sys::now_ns),
             wire_len,
             data,
             vlan,
         }
     }
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 impl Drop for CopySource {

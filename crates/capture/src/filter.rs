@@ -11,10 +11,10 @@ use std::sync::Mutex;
 
 use libc::sock_filter;
 
+use wire::LinkType;
+
 use crate::error::FilterError;
 
-/// DLT_EN10MB: Ethernet, the link type of AF_PACKET SOCK_RAW sockets on Ethernet-like interfaces.
-pub const LINKTYPE_ETHERNET: i32 = 1;
 /// The largest snaplen libpcap uses (MAXIMUM_SNAPLEN).
 pub const MAX_SNAPLEN: u32 = 262_144;
 /// The kernel's limit on classic BPF program length (BPF_MAXINSNS).
@@ -39,14 +39,15 @@ extern "C" {
 /// matching packet (libpcap does the same in memory-mapped mode).
 pub fn compile_filter(
     expr: &str,
-    linktype: i32,
+    linktype: LinkType,
     snaplen: u32,
 ) -> Result<Vec<sock_filter>, FilterError> {
     let syntax = |message: String| FilterError::Syntax {
         expr: expr.to_string(),
         message,
     };
-    let dead = pcap::Capture::dead(pcap::Linktype(linktype)).map_err(|e| syntax(pcap_msg(e)))?;
+    let dead = pcap::Capture::dead(pcap::Linktype(linktype.pcap() as i32))
+        .map_err(|e| syntax(pcap_msg(e)))?;
     let program = dead.compile(expr, true).map_err(|e| syntax(pcap_msg(e)))?;
     let mut insns = Vec::with_capacity(program.get_instructions().len());
     for insn in program.get_instructions() {
@@ -179,14 +180,14 @@ mod tests {
 
     #[test]
     fn empty_expression_accepts_everything() {
-        let p = compile_filter("", LINKTYPE_ETHERNET, 96).unwrap();
+        let p = compile_filter("", LinkType::Ethernet, 96).unwrap();
         assert_eq!(p.len(), 1);
         assert_eq!((p[0].code, p[0].k), (BPF_RET_K, 96));
     }
 
     #[test]
     fn syntax_error_keeps_libpcap_text_and_says_what_to_do() {
-        let e = compile_filter("udp port", LINKTYPE_ETHERNET, MAX_SNAPLEN).unwrap_err();
+        let e = compile_filter("udp port", LinkType::Ethernet, MAX_SNAPLEN).unwrap_err();
         let msg = e.to_string();
         assert!(msg.starts_with("bad filter expression: "), "{msg}");
         assert!(msg.contains("syntax error"), "{msg}");
@@ -195,7 +196,7 @@ mod tests {
 
     #[test]
     fn snaplen_lands_in_accepting_returns_only() {
-        let p = compile_filter("udp port 9", LINKTYPE_ETHERNET, 128).unwrap();
+        let p = compile_filter("udp port 9", LinkType::Ethernet, 128).unwrap();
         let rets: Vec<u32> = p
             .iter()
             .filter(|i| i.code == BPF_RET_K)
@@ -206,7 +207,7 @@ mod tests {
 
     #[test]
     fn decimal_dump_round_trips() {
-        let p = compile_filter("tcp", LINKTYPE_ETHERNET, MAX_SNAPLEN).unwrap();
+        let p = compile_filter("tcp", LinkType::Ethernet, MAX_SNAPLEN).unwrap();
         let text = dump(&p, DumpStyle::Decimal);
         let mut lines = text.lines();
         assert_eq!(lines.next().unwrap().parse::<usize>().unwrap(), p.len());

@@ -6,14 +6,14 @@
 //!   (or `for_each_batch(timeout, |p: &Packet| ...)`). [`BatchSource`] is what the capture session drives;
 //!   [`MemorySource`] feeds it packets held in memory.
 //! * Fanout: [`Source::open_group`] opens N sockets in one PACKET_FANOUT group, one per thread;
-//!   pin each thread with [`pin_thread`].
+//!   pin each thread with [`sys::pin_thread`](::sys::pin_thread).
 //! * Filters: [`compile_filter`] (libpcap, tcpdump syntax) → classic BPF attached in the kernel.
 //! * Counters: [`Counters`] (per batch, lock-free) and the kernel's [`KernelStats`].
 //!
 //! ```no_run
 //! use std::time::Duration;
 //! let mut cfg = capture::SourceConfig::new("eth0");
-//! cfg.filter = Some(capture::compile_filter("udp port 53", capture::LINKTYPE_ETHERNET, cfg.snaplen)?);
+//! cfg.filter = Some(capture::compile_filter("udp port 53", wire::LinkType::Ethernet, cfg.snaplen)?);
 //! let mut src = capture::Source::open(&cfg)?;
 //! let mut bytes = 0u64;
 //! src.for_each_batch(Duration::from_millis(100), |p| bytes += p.data.len() as u64)?;
@@ -35,11 +35,10 @@ pub use copy::{CopyConfig, CopySource};
 pub use counters::{CounterSnapshot, Counters, KernelStats};
 pub use error::{CaptureError, FilterError};
 pub use filter::{
-    accept_all, compile_filter, drop_all, dump, run_filter, set_snaplen, DumpStyle,
-    LINKTYPE_ETHERNET, MAX_INSNS, MAX_SNAPLEN,
+    accept_all, compile_filter, drop_all, dump, run_filter, set_snaplen, DumpStyle, MAX_INSNS,
+    MAX_SNAPLEN,
 };
 pub use libc::sock_filter;
-pub use packet::{Packet, Vlan, VLAN_TAG_LEN};
+pub use packet::Packet;
 pub use ring::{Block, Packets, RingConfig, RingSource};
 pub use source::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
-pub use sys::{interface_names, pin_thread};

@@ -1,32 +1,6 @@
 //! The borrowed packet view every source hands out.
 
-/// An 802.1Q/802.1ad tag the kernel moved out of the frame into metadata (VLAN offload).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Vlan {
-    /// Tag protocol identifier: 0x8100 (802.1Q) or 0x88a8 (802.1ad).
-    pub tpid: u16,
-    /// Tag control information: priority (3 bits), DEI (1), VLAN id (12).
-    pub tci: u16,
-}
-
-/// Size of a VLAN tag on the wire.
-pub const VLAN_TAG_LEN: usize = 4;
-/// Where the tag goes back in: after destination and source MAC.
-const TAG_OFFSET: usize = 12;
-
-impl Vlan {
-    /// The four bytes as they appear on the wire (TPID then TCI, big-endian).
-    pub fn to_bytes(self) -> [u8; 4] {
-        let [a, b] = self.tpid.to_be_bytes();
-        let [c, d] = self.tci.to_be_bytes();
-        [a, b, c, d]
-    }
-
-    /// VLAN id (low 12 bits of the TCI).
-    pub fn id(self) -> u16 {
-        self.tci & 0x0fff
-    }
-}
+use wire::{reinsert_tag, reinsert_tag_len, Vlan, VLAN_TAG_LEN};
 
 /// One captured packet, borrowed from the source's buffer (a ring block or a recvmmsg buffer).
 ///
@@ -45,53 +19,24 @@ pub struct Packet<'a> {
 }
 
 impl<'a> Packet<'a> {
-    /// The frame as libpcap would record it, in three zero-copy pieces: bytes before the tag, the tag
-    /// (empty when there is none or too little data to hold it), bytes after.
+    /// The frame as libpcap would record it, in three zero-copy pieces (see [`wire::reinsert_tag`]).
     pub fn tagged_parts(&self) -> (&'a [u8], Option<[u8; 4]>, &'a [u8]) {
-        match self.vlan {
-            Some(v) if self.data.len() >= TAG_OFFSET => {
-                let (head, tail) = self.data.split_at(TAG_OFFSET);
-                (head, Some(v.to_bytes()), tail)
-            }
-            _ => (self.data, None, &[]),
-        }
+        reinsert_tag(self.data, self.vlan)
     }
 
     /// Captured length as written to a pcap file (tag included when it is re-inserted).
     pub fn record_caplen(&self) -> u32 {
-        let tag = if self.tag_reinserted() {
-            VLAN_TAG_LEN
-        } else {
-            0
-        };
-        (self.data.len() + tag) as u32
+        (self.data.len() + self.tag_len()) as u32
     }
 
     /// Original length as written to a pcap file (tag included when it is re-inserted).
     pub fn record_wire_len(&self) -> u32 {
-        let tag = if self.tag_reinserted() {
-            VLAN_TAG_LEN
-        } else {
-            0
-        };
-        self.wire_len + tag as u32
+        self.wire_len + self.tag_len() as u32
     }
 
-    fn tag_reinserted(&self) -> bool {
-        self.vlan.is_some() && self.data.len() >= TAG_OFFSET
+    fn tag_len(&self) -> usize {
+        reinsert_tag_len(self.data.len(), self.vlan.is_some())
     }
-}
-
-/// The tag the kernel reported in packet metadata, with libpcap's rules (VLAN_VALID / VLAN_TPID in
-/// pcap-linux.c): a non-zero TCI counts even without the status bit; the TPID defaults to 802.1Q.
-#[inline]
-pub(crate) fn vlan_from_meta(status: u32, tci: u16, tpid: u16) -> Option<Vlan> {
-    let valid = status & libc::TP_STATUS_VLAN_VALID != 0 || tci != 0;
-    let tpid_valid = status & libc::TP_STATUS_VLAN_TPID_VALID != 0 || tpid != 0;
-    valid.then_some(Vlan {
-        tpid: if tpid_valid { tpid } else { 0x8100 },
-        tci,
-    })
 }
 
 /// How many bytes of a `len`-byte frame to hand out under `snaplen`, leaving room for a tag to re-insert.

@@ -18,10 +18,9 @@ use std::time::Duration;
 use crate::batch::Batch;
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
-#[cfg(test)]
-use crate::packet::Vlan;
-use crate::packet::{clip_len, vlan_from_meta, Packet};
+use crate::packet::{clip_len, Packet};
 use crate::sys;
+use wire::Vlan;
 
 /// Ring geometry and timing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -410,7 +409,7 @@ impl<'a> Iterator for Packets<'a> {
             }
             self.off += next;
         }
-        let vlan = vlan_from_meta(status, tci as u16, tpid);
+        let vlan = Vlan::from_meta(status, tci as u16, tpid);
         let data = &frame[..clip_len(snap, self.snaplen, vlan.is_some())];
         self.tally.packets += 1;
         self.tally.wire_bytes += len as u64;

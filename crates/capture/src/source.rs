@@ -208,7 +208,7 @@ impl Source {
         let mut sources = Vec::with_capacity(n);
         for _ in 0..n {
             let fd = sys::packet_socket()?;
-            let ifindex = sys::interface_index(fd.as_raw_fd(), &cfg.interface)?;
+            let ifindex = sys::interface_index(&cfg.interface)?;
             match (&fanout, &program) {
                 (Some(_), _) => sys::attach_filter(fd.as_raw_fd(), &filter::drop_all())?,
                 (None, Some(p)) => sys::attach_filter(fd.as_raw_fd(), p)?,

@@ -1,77 +1,33 @@
 //! Thin wrappers over the AF_PACKET system calls both sources share (set-up only, never per packet).
 
-use std::ffi::{CStr, CString};
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use libc::{c_int, c_void, sock_filter};
 
 use crate::error::CaptureError;
 
-/// Open an AF_PACKET SOCK_RAW socket with protocol 0: it receives nothing until [`bind`] names a protocol,
-/// so no packet can reach it before its filter and ring are in place.
+/// Opens the packet socket (see [`::sys::packet_socket`]).
 pub fn packet_socket() -> Result<OwnedFd, CaptureError> {
-    // SAFETY: plain socket(2).
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(CaptureError::os("socket(AF_PACKET, SOCK_RAW)"));
-    }
-    // SAFETY: fd is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    ::sys::packet_socket().map_err(|e| CaptureError::from_io("socket(AF_PACKET, SOCK_RAW)", e))
 }
 
-/// Names of the interfaces in the caller's network namespace.
-pub fn interface_names() -> Vec<String> {
-    let mut names = Vec::new();
-    // SAFETY: if_nameindex returns an array terminated by a zero entry, freed with if_freenameindex.
-    unsafe {
-        let list = libc::if_nameindex();
-        if list.is_null() {
-            return names;
-        }
-        let mut p = list;
-        while (*p).if_index != 0 && !(*p).if_name.is_null() {
-            names.push(CStr::from_ptr((*p).if_name).to_string_lossy().into_owned());
-            p = p.add(1);
-        }
-        libc::if_freenameindex(list);
-    }
-    names
-}
-
-/// Resolve `name` to its index and check it is up, using `fd` for the flags query.
-pub fn interface_index(fd: RawFd, name: &str) -> Result<c_int, CaptureError> {
-    let missing = || CaptureError::NoSuchInterface {
-        name: name.to_string(),
-        available: interface_names(),
-    };
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return Err(missing());
-    }
-    let cname = CString::new(name).map_err(|_| missing())?;
-    // SAFETY: cname is NUL-terminated.
-    let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-    if index == 0 {
-        return Err(missing());
-    }
-    // SAFETY: ifreq is plain data; the name fits (checked above) and stays NUL-terminated.
-    let flags = unsafe {
-        let mut req: libc::ifreq = zeroed();
-        for (d, s) in req.ifr_name.iter_mut().zip(cname.as_bytes()) {
-            *d = *s as libc::c_char;
-        }
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) < 0 {
-            return Err(CaptureError::os("ioctl(SIOCGIFFLAGS)"));
-        }
-        req.ifr_ifru.ifru_flags
-    };
-    if flags & libc::IFF_UP as libc::c_short == 0 {
+/// Resolves `name` to its index and checks it is up.
+pub fn interface_index(name: &str) -> Result<c_int, CaptureError> {
+    let ifc = ::sys::Interface::lookup(name).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => CaptureError::NoSuchInterface {
+            name: name.to_string(),
+            available: ::sys::interface_names(),
+        },
+        _ => CaptureError::from_io("interface lookup (SIOCGIF*)", e),
+    })?;
+    if !ifc.up {
         return Err(CaptureError::InterfaceDown {
             name: name.to_string(),
         });
     }
-    Ok(index as c_int)
+    Ok(ifc.index)
 }
 
 /// setsockopt with a plain value.
@@ -285,23 +241,4 @@ pub fn read_failure(op: &'static str, e: io::Error) -> CaptureError {
         _ => op,
     };
     CaptureError::Io { op, source: e }
-}
-
-/// Pin the calling thread to one CPU (sched_setaffinity).
-pub fn pin_thread(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("no CPU {cpu}"),
-        ));
-    }
-    // SAFETY: a zeroed cpu_set_t is valid; cpu is in range.
-    unsafe {
-        let mut set: libc::cpu_set_t = zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

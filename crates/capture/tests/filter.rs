@@ -8,10 +8,11 @@ use std::process::Command;
 
 use capture::{
     compile_filter, dump, run_filter, CaptureError, DumpStyle, FilterError, Source, SourceConfig,
-    SourceKind, LINKTYPE_ETHERNET, MAX_SNAPLEN,
+    SourceKind, MAX_SNAPLEN,
 };
 use common::*;
 use lab::testbed::{Side, Testbed, TestbedOptions};
+use wire::LinkType;
 
 /// Figure 6.5 with one address of the 20 `ip dst` lines given as `dst11`.
 fn thesis_filter(dst11: &str) -> String {
@@ -50,7 +51,7 @@ fn thesis_filter_as_printed_names_the_bad_address() {
     assert!(expr.contains(
         "and not ip dst 100.99.12.22 and not ip dst 990.99.12.23 and not ip dst 120.99.12.24"
     ));
-    let e = compile_filter(&expr, LINKTYPE_ETHERNET, MAX_SNAPLEN).unwrap_err();
+    let e = compile_filter(&expr, LinkType::Ethernet, MAX_SNAPLEN).unwrap_err();
     assert!(matches!(e, FilterError::Syntax { .. }));
     let msg = e.to_string();
     assert!(msg.starts_with("bad filter expression: "), "{msg}");
@@ -65,7 +66,7 @@ fn thesis_filter_as_printed_names_the_bad_address() {
 #[test]
 fn thesis_filter_compiles_like_tcpdump_and_accepts_every_generated_frame() {
     let expr = thesis_filter("110.99.12.23");
-    let prog = compile_filter(&expr, LINKTYPE_ETHERNET, MAX_SNAPLEN).expect("compiles");
+    let prog = compile_filter(&expr, LinkType::Ethernet, MAX_SNAPLEN).expect("compiles");
     // Same program as tcpdump's, instruction for instruction (the thesis counted 50 with its libpcap).
     assert_eq!(dump(&prog, DumpStyle::Asm), tcpdump_d(&expr));
     eprintln!(
@@ -108,7 +109,7 @@ fn thesis_filter_compiles_like_tcpdump_and_accepts_every_generated_frame() {
 #[test]
 fn port_filter_on_mixed_traffic_captures_exactly_the_matching_frames() {
     let expr = "udp port 9";
-    let prog = compile_filter(expr, LINKTYPE_ETHERNET, MAX_SNAPLEN).unwrap();
+    let prog = compile_filter(expr, LinkType::Ethernet, MAX_SNAPLEN).unwrap();
     assert_eq!(dump(&prog, DumpStyle::Asm), tcpdump_d(expr));
     // UDP to/from 9 (match), UDP elsewhere, TCP port 9 (no match), non-IP (no match).
     let specs: Vec<Spec> = (0..4_000u32)
@@ -165,7 +166,7 @@ fn port_filter_on_mixed_traffic_captures_exactly_the_matching_frames() {
 #[test]
 fn dump_styles_match_tcpdump() {
     let expr = "tcp[tcpflags] & tcp-syn != 0 or icmp";
-    let prog = compile_filter(expr, LINKTYPE_ETHERNET, MAX_SNAPLEN).unwrap();
+    let prog = compile_filter(expr, LinkType::Ethernet, MAX_SNAPLEN).unwrap();
     for (style, flag) in [
         (DumpStyle::Asm, "-d"),
         (DumpStyle::C, "-dd"),

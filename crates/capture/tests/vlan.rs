@@ -3,9 +3,10 @@
 
 mod common;
 
-use capture::{Source, SourceConfig, SourceKind, Vlan};
+use capture::{Source, SourceConfig, SourceKind};
 use common::*;
 use lab::testbed::{Side, Testbed, TestbedOptions};
+use wire::Vlan;
 
 fn tags_come_back(kind: SourceKind) {
     let tb = Testbed::new(TestbedOptions::default()).expect("testbed");

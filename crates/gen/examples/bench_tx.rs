@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use gen::tx::Backend;
 use gen::{Control, FixedSize, GenOptions};
-use lab::testbed::{pin_current_thread, Side, Testbed, TestbedOptions};
+use lab::testbed::{Side, Testbed, TestbedOptions};
 
 /// A 60-byte UDP/IPv4 frame, 00:00:00:00:00:01 → 02:00:00:00:00:02, 10.0.0.1:9 → 10.0.0.2:9, zero payload,
 /// checksums filled in (the same bytes ringcap sends).
@@ -101,7 +101,7 @@ fn main() {
         .map(|a| a.split(',').filter_map(|b| b.parse().ok()).collect())
         .unwrap_or_else(|| vec![64]);
     // The sampler and the benchmark itself stay off CPU0, where the senders (and the receive softirq) run.
-    pin_current_thread(1).expect("pin to CPU1");
+    sys::pin_thread(1).expect("pin to CPU1");
     let tb = Testbed::new(TestbedOptions::default()).expect("testbed (root needed)");
     let cfg = std::env::temp_dir().join(format!("bench-tx-{}.trafgen", std::process::id()));
     std::fs::write(&cfg, TRAFGEN_CFG).unwrap();

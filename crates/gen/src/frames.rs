@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use wire::checksum::{fold, ones_complement_sum, udp_nonzero};
 use wire::ip_proto::UDP as UDP_PROTO;
-use wire::{ethertype, IpPair, Ipv4Packet, Ipv6Packet, MacAddr, UdpFrameSpec, UdpPacket, VlanSpec};
+use wire::{IpPair, Ipv4Packet, Ipv6Packet, MacAddr, UdpFrameSpec, UdpPacket, Vlan};
 use wire::{ETH_HDR, IPV4_HDR, IPV6_HDR, UDP_HDR, VLAN_TAG_LEN};
 
 use crate::error::GenError;
@@ -282,15 +282,6 @@ impl FromStr for Payload {
     }
 }
 
-/// An 802.1Q tag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Vlan {
-    /// VLAN id, 0-4095.
-    pub id: u16,
-    /// Priority code point, 0-7.
-    pub prio: u8,
-}
-
 /// Everything that shapes the frames (the sizes come from the size model).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -388,14 +379,6 @@ impl FrameOptions {
                 "source {} and destination {} are of different IP families: use IPv4 or IPv6 for both",
                 self.src_ip, self.dst_ip
             ));
-        }
-        if let Some(v) = self.vlan {
-            if v.id > 4095 || v.prio > 7 {
-                return bad(format!(
-                    "VLAN id {} / priority {} out of range: id 0-4095, priority 0-7",
-                    v.id, v.prio
-                ));
-            }
         }
         Ok(())
     }
@@ -657,10 +640,7 @@ impl FrameBuilder {
         let spec = UdpFrameSpec {
             src_mac: MacAddr(opts.src_mac.0),
             dst_mac: MacAddr(opts.dst_mac.0),
-            vlan: opts.vlan.map(|v| VlanSpec {
-                tpid: ethertype::VLAN,
-                tci: wire::vlan::tci(v.prio, false, v.id),
-            }),
+            vlan: opts.vlan,
             ip,
             src_port: 0,
             dst_port: 0,
@@ -962,7 +942,7 @@ mod tests {
                 Payload::Half,
                 Payload::File(dir.clone()),
             ] {
-                for vlan in [None, Some(Vlan { id: 42, prio: 5 })] {
+                for vlan in [None, Some(Vlan::dot1q(5, 42))] {
                     let mut opts = if v6 {
                         FrameOptions::ipv6()
                     } else {
@@ -1007,7 +987,7 @@ mod tests {
                         }
                         if let Some(v) = vlan {
                             assert_eq!(&slot[12..16], &[0x81, 0x00, 0xa0, 42]);
-                            assert_eq!(v.id, 42);
+                            assert_eq!(v.id(), 42);
                         }
                     }
                     // Below the minimum: 0 (IPv4, minimum 28); 0, 28, 29, 47 (IPv6, minimum 48).

@@ -106,18 +106,6 @@ impl FromStr for Burst {
     }
 }
 
-/// CLOCK_MONOTONIC in nanoseconds (vDSO: no system call).
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The last stretch before a deadline is busy-waited: sleeping wakes up tens of microseconds late.
 pub const SPIN_NS: u64 = 100_000;
 /// Long sleeps are cut into slices so a stop request is seen quickly.
@@ -127,7 +115,7 @@ const SLEEP_SLICE_NS: u64 = 50_000_000;
 /// spins. Returns false if `stop` was raised while waiting.
 pub fn wait_until(deadline: u64, stop: &AtomicBool) -> bool {
     loop {
-        let now = now_ns();
+        let now = sys::monotonic_ns();
         if now >= deadline {
             return true;
         }
@@ -340,9 +328,9 @@ mod tests {
         let stop = AtomicBool::new(false);
         let mut late: Vec<u64> = (0..21)
             .map(|_| {
-                let d = now_ns() + 300_000;
+                let d = sys::monotonic_ns() + 300_000;
                 assert!(wait_until(d, &stop));
-                now_ns() - d
+                sys::monotonic_ns() - d
             })
             .collect();
         late.sort();

@@ -10,20 +10,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, OnceLock};
 
 use store::CaptureReader;
+use wire::LinkType;
 
 use crate::error::GenError;
 use crate::options::ReplayOptions;
-use crate::pace::{self, now_ns, RateBasis};
+use crate::pace::{self, RateBasis};
 use crate::report::{Departures, GenReport, ReplayStats, RunSpec, ThreadReport};
 use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
-use crate::tx::{Interface, MmsgTx, SendErrors, Tx};
-
-const LINKTYPE_ETHERNET: u32 = 1;
+use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
+use sys::Interface;
 
 /// Replays `opts.file` on `opts.interface` (opened on the calling thread: call it inside the right netns).
 pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError> {
     opts.validate()?;
-    let ifc = Interface::lookup(&opts.interface)?;
+    let ifc = lookup_interface(&opts.interface)?;
     // The kernel accepts frames up to MTU + 14, + 4 more if they carry a VLAN tag.
     let max_frame = ifc.mtu as usize + 14 + 4;
     // Open once up front so a missing or unreadable file fails before any socket exists.
@@ -112,7 +112,7 @@ impl<T: Tx> Player<'_, T> {
             return Ok(true);
         }
         let n = self.tx.flush(&mut self.errors, self.stop)?;
-        self.dep.batch(self.batch_start, now_ns(), n);
+        self.dep.batch(self.batch_start, sys::monotonic_ns(), n);
         self.packets += n as u64;
         // A batch cut short by a stop is counted whole in bytes (it only happens on the way out).
         self.bytes += self.batch.0;
@@ -128,7 +128,7 @@ impl<T: Tx> Player<'_, T> {
     fn emit(&mut self, rel_ns: u64, frame: &[u8]) -> Result<bool, GenError> {
         if !self.opts.topspeed {
             let deadline = self.t0 + (rel_ns as f64 / self.opts.speed) as u64;
-            if deadline > now_ns() {
+            if deadline > sys::monotonic_ns() {
                 // Not due yet: send what is due, then wait for this one.
                 if !self.flush()? || !pace::wait_until(deadline, self.stop) {
                     return Ok(false);
@@ -139,7 +139,7 @@ impl<T: Tx> Player<'_, T> {
             return Ok(false);
         }
         if self.tx.pending() == 0 {
-            self.batch_start = now_ns();
+            self.batch_start = sys::monotonic_ns();
         }
         let Some(slot) = self.tx.slot(&mut self.errors, self.stop)? else {
             return Ok(false);
@@ -216,7 +216,7 @@ fn play<T: Tx>(
                 let pkt = pkt.map_err(GenError::Replay)?;
                 pass.read += 1;
                 let data = pkt.data;
-                if pkt.linktype != LINKTYPE_ETHERNET {
+                if LinkType::from_pcap(pkt.linktype) != Some(LinkType::Ethernet) {
                     pass.skipped_linktype += 1;
                     continue;
                 }

@@ -19,11 +19,11 @@ use rand_chacha::ChaCha8Rng;
 use crate::error::GenError;
 use crate::frames::{FrameBuilder, FrameShared};
 use crate::options::GenOptions;
-use crate::pace::{self, now_ns, Burst, Pacer, Rate, RateBasis};
+use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::sizes::{seeded_rng, SizeModel, SizeSampler};
 use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
-use crate::tx::{Interface, MmsgTx, SendErrors, Tx};
+use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
 
 /// A source of IP packet lengths for one thread.
 pub trait SizeSource: Send {
@@ -110,7 +110,7 @@ fn thread_rng(seed: u64, thread: usize, purpose: Stream) -> ChaCha8Rng {
 /// of the interface.
 pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenReport, GenError> {
     opts.validate()?;
-    let ifc = Interface::lookup(&opts.interface)?;
+    let ifc = lookup_interface(&opts.interface)?;
     let max_ip_len = ifc.mtu.min(u16::MAX as u32) as u16;
     let shared = FrameShared::new(&opts.frame, &mut seeded_rng(opts.seed, POOL_STREAM))?;
     let max_frame = opts.frame.l2_len() + max_ip_len as usize;
@@ -258,10 +258,10 @@ fn generate<T: Tx, S: SizeSource>(
                 if !pace::wait_until(d, stop) {
                     break;
                 }
-                now_ns()
+                sys::monotonic_ns()
             }
             None => {
-                let now = now_ns();
+                let now = sys::monotonic_ns();
                 if past_end(now) {
                     break;
                 }
@@ -289,7 +289,7 @@ fn generate<T: Tx, S: SizeSource>(
                 _ => {}
             }
         }
-        let s = now_ns();
+        let s = sys::monotonic_ns();
         for &ip_len in &lens[..k] {
             let Some(slot) = tx.slot(&mut errors, stop)? else {
                 break;
@@ -298,7 +298,7 @@ fn generate<T: Tx, S: SizeSource>(
             tx.commit(len);
         }
         let n = tx.flush(&mut errors, stop)?;
-        let e = now_ns();
+        let e = sys::monotonic_ns();
         dep.batch(s, e, n);
         for &ip_len in &lens[..n] {
             let f = builder.frame_len(ip_len);

@@ -7,9 +7,9 @@ use std::sync::{Barrier, OnceLock};
 use std::time::Duration;
 
 use crate::error::GenError;
-use crate::pace::now_ns;
 use crate::report::{Progress, ThreadReport};
-use crate::tx::{self, Backend, Interface, RingTx};
+use crate::tx::{self, Backend, RingTx};
+use sys::Interface;
 
 /// Caller hooks: a stop flag (e.g. set by Ctrl-C) and a progress callback.
 pub struct Control<'a> {
@@ -68,20 +68,13 @@ pub(crate) fn setup_thread(cpu: Option<usize>) -> Result<(), GenError> {
     // SAFETY: prctl with an integer argument; failure only costs sleep precision.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     if let Some(cpu) = cpu {
-        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds (checked).
-        unsafe {
-            if cpu >= libc::CPU_SETSIZE as usize {
-                return Err(GenError::Options(format!("no CPU {cpu}")));
-            }
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(GenError::Io {
-                    context: format!("cannot pin to CPU {cpu}: is it online?"),
-                    source: std::io::Error::last_os_error(),
-                });
-            }
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(GenError::Options(format!("no CPU {cpu}")));
         }
+        sys::pin_thread(cpu).map_err(|source| GenError::Io {
+            context: format!("cannot pin to CPU {cpu}: is it online?"),
+            source,
+        })?;
     }
     Ok(())
 }
@@ -111,7 +104,7 @@ where
     let counters: Vec<Counters> = (0..n).map(|_| Counters::default()).collect();
     let barrier = Barrier::new(n);
     let start = OnceLock::new();
-    let t0 = now_ns();
+    let t0 = sys::monotonic_ns();
     let mut user_stopped = false;
     let results: Vec<Result<ThreadReport, GenError>> = std::thread::scope(|s| {
         let handles: Vec<_> = sockets
@@ -132,7 +125,7 @@ where
         let tick = ctl
             .progress_every
             .clamp(Duration::from_millis(10), Duration::from_millis(50));
-        let mut last_progress = now_ns();
+        let mut last_progress = sys::monotonic_ns();
         while !handles.iter().all(|h| h.is_finished()) {
             std::thread::sleep(tick);
             if ctl.stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
@@ -140,7 +133,7 @@ where
                 abort.store(true, Ordering::Relaxed);
             }
             if let Some(p) = ctl.progress {
-                let now = now_ns();
+                let now = sys::monotonic_ns();
                 if now - last_progress >= ctl.progress_every.as_nanos() as u64 {
                     last_progress = now;
                     p(&snapshot(&counters, t0, total_packets, total_s));
@@ -178,7 +171,7 @@ fn snapshot(
             .iter()
             .map(|c| c.bytes.load(Ordering::Relaxed))
             .sum(),
-        elapsed_s: (now_ns() - t0) as f64 / 1e9,
+        elapsed_s: (sys::monotonic_ns() - t0) as f64 / 1e9,
         total_packets,
         total_s,
     }
@@ -187,5 +180,5 @@ fn snapshot(
 /// Waits for all threads to be ready, then agrees on one start time (a moment from now).
 pub(crate) fn common_start(barrier: &Barrier, start: &OnceLock<u64>) -> u64 {
     barrier.wait();
-    *start.get_or_init(|| now_ns() + 200_000)
+    *start.get_or_init(|| sys::monotonic_ns() + 200_000)
 }

@@ -8,9 +8,11 @@
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use sys::Interface;
 
 use serde::{Deserialize, Serialize};
 
@@ -133,83 +135,29 @@ fn setsockopt<T>(fd: RawFd, level: i32, name: i32, v: &T) -> io::Result<()> {
     }
 }
 
-/// An interface as seen from the calling thread's network namespace.
-#[derive(Clone, Debug)]
-pub struct Interface {
-    /// Name.
-    pub name: String,
-    /// Index.
-    pub index: i32,
-    /// MTU (the largest IP packet).
-    pub mtu: u32,
-}
-
-impl Interface {
-    /// Looks `name` up (index and MTU through ioctls, which see this thread's namespace; sysfs may not).
-    pub fn lookup(name: &str) -> Result<Interface, GenError> {
-        let cname = std::ffi::CString::new(name)
-            .map_err(|_| GenError::Options(format!("bad interface name {name:?}")))?;
-        if name.len() >= libc::IFNAMSIZ {
-            return Err(GenError::Options(format!(
-                "interface name {name:?} is longer than 15 bytes"
-            )));
-        }
-        // SAFETY: valid C string.
-        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) } as i32;
-        if index == 0 {
-            return Err(GenError::Options(format!(
-                "no interface {name:?} in this network namespace: check `ip link` (or run inside the right netns)"
-            )));
-        }
-        // SAFETY: plain socket call.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(os_err(
-                "socket(AF_INET)",
-                io::Error::last_os_error(),
-                "cannot query the MTU",
-            ));
-        }
-        // SAFETY: fd was just created and is owned here.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: zeroed ifreq is valid; the name fits (checked above).
-        let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
-            *d = s as libc::c_char;
-        }
-        // SAFETY: SIOCGIFMTU fills ifru_mtu of a valid ifreq.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } != 0 {
-            return Err(os_err(
-                "SIOCGIFMTU",
-                io::Error::last_os_error(),
-                "cannot read the interface MTU",
-            ));
-        }
-        // SAFETY: the ioctl set the mtu member.
-        let mtu = unsafe { req.ifr_ifru.ifru_mtu } as u32;
-        Ok(Interface {
-            name: name.to_string(),
-            index,
-            mtu,
-        })
-    }
+/// Looks the interface up, with the error saying what to do.
+pub fn lookup_interface(name: &str) -> Result<Interface, GenError> {
+    Interface::lookup(name).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound if name.len() >= libc::IFNAMSIZ => GenError::Options(format!(
+            "interface name {name:?} is longer than 15 bytes"
+        )),
+        io::ErrorKind::NotFound => GenError::Options(format!(
+            "no interface {name:?} in this network namespace: check `ip link` (or run inside the right netns)"
+        )),
+        _ => os_err("SIOCGIFMTU", e, "cannot read the interface MTU"),
+    })
 }
 
 /// Opens an AF_PACKET SOCK_RAW socket for sending: protocol 0 (it receives nothing), qdisc bypassed,
 /// optional send buffer size. Bind it with [`bind_socket`].
 pub fn open_socket(sndbuf: Option<usize>) -> Result<OwnedFd, GenError> {
-    // SAFETY: plain socket call.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(os_err(
+    let fd = sys::packet_socket().map_err(|e| {
+        os_err(
             "socket(AF_PACKET)",
             e,
             "packet sockets need root or CAP_NET_RAW",
-        ));
-    }
-    // SAFETY: fd was just created and is owned here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        )
+    })?;
     let raw = fd.as_raw_fd();
     setsockopt(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32).map_err(|e| {
         os_err(
@@ -638,11 +586,11 @@ impl Tx for RingTx {
         let never = AtomicBool::new(false);
         self.push_out(errors, &never)?;
         // Every frame returns to AVAILABLE once its skb is freed; on veth that is immediate.
-        let deadline = crate::pace::now_ns() + 5_000_000_000;
+        let deadline = sys::monotonic_ns() + 5_000_000_000;
         for i in 0..self.frames {
             while self.status(i).load(Ordering::Acquire) != TP_STATUS_AVAILABLE {
                 self.check_wrong_format(i)?;
-                if crate::pace::now_ns() > deadline {
+                if sys::monotonic_ns() > deadline {
                     return Err(GenError::Io {
                         context: "TX_RING: frames still in flight 5 s after the last send".into(),
                         source: io::Error::from_raw_os_error(libc::ETIMEDOUT),

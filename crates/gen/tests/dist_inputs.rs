@@ -2,10 +2,11 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use wire::LinkType;
 
 use gen::sizes::{
-    count_frame, frame_ip_size, linktype, read_files, write_dist, DistError, FrameSize, Histogram,
-    InputKind, ReadOptions, TraceStats,
+    count_frame, frame_ip_size, read_files, write_dist, DistError, FrameSize, Histogram, InputKind,
+    ReadOptions, TraceStats,
 };
 
 struct TempDir(PathBuf);
@@ -188,48 +189,48 @@ fn eth_ipv4(ip_len: u16, vlan: bool) -> Vec<u8> {
 #[test]
 fn frame_sizes_as_createdist_counts_them() {
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &eth_ipv4(46, false)),
+        frame_ip_size(LinkType::Ethernet.pcap(), &eth_ipv4(46, false)),
         Some(FrameSize::Ip(46))
     );
     // The length comes from the IP header, so a short snap length does not change it.
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &eth_ipv4(1500, false)[..20]),
+        frame_ip_size(LinkType::Ethernet.pcap(), &eth_ipv4(1500, false)[..20]),
         Some(FrameSize::Ip(1500))
     );
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &eth_ipv4(100, true)),
+        frame_ip_size(LinkType::Ethernet.pcap(), &eth_ipv4(100, true)),
         Some(FrameSize::Ip(100))
     );
     // ARP is not IP.
     let mut arp = eth_ipv4(0, false);
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &arp),
+        frame_ip_size(LinkType::Ethernet.pcap(), &arp),
         Some(FrameSize::NonIp)
     );
     // IPv6: payload length 60 → 100 bytes.
     let mut v6 = vec![0u8; 12];
     v6.extend([0x86, 0xdd, 0x60, 0, 0, 0, 0, 60, 17, 64]);
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &v6),
+        frame_ip_size(LinkType::Ethernet.pcap(), &v6),
         Some(FrameSize::Ip(100))
     );
     // Malformed: total length below the header length; truncated before the length.
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &eth_ipv4(10, false)),
+        frame_ip_size(LinkType::Ethernet.pcap(), &eth_ipv4(10, false)),
         Some(FrameSize::BadIp)
     );
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &eth_ipv4(46, false)[..15]),
+        frame_ip_size(LinkType::Ethernet.pcap(), &eth_ipv4(46, false)[..15]),
         Some(FrameSize::BadIp)
     );
     assert_eq!(
-        frame_ip_size(linktype::ETHERNET, &[1, 2, 3]),
+        frame_ip_size(LinkType::Ethernet.pcap(), &[1, 2, 3]),
         Some(FrameSize::NonIp)
     );
     // Raw IP and an unknown link type.
     assert_eq!(
-        frame_ip_size(linktype::RAW, &eth_ipv4(77, false)[14..]),
+        frame_ip_size(LinkType::Raw.pcap(), &eth_ipv4(77, false)[14..]),
         Some(FrameSize::Ip(77))
     );
     assert_eq!(frame_ip_size(147, &[0u8; 40]), None);
@@ -242,7 +243,7 @@ fn frame_sizes_as_createdist_counts_them() {
         eth_ipv4(2000, false),
         arp.clone(),
     ] {
-        count_frame(linktype::ETHERNET, &f, 1500, &mut h, &mut st).unwrap();
+        count_frame(LinkType::Ethernet.pcap(), &f, 1500, &mut h, &mut st).unwrap();
     }
     assert_eq!(h, Histogram::from_pairs([(46, 1), (1500, 1)]));
     assert_eq!(

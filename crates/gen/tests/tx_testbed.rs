@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use gen::frames::{Order, Payload, Vlan};
+use gen::frames::{Order, Payload};
 use gen::pace::Burst;
 use gen::sizes::{Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
 use gen::{Control, FixedSize, GenOptions, GenReport, ReplayOptions, Sizes};
 use lab::testbed::{Side, Testbed, TestbedOptions};
+use wire::Vlan;
 
 /// One test at a time: they measure timing and rates, and two CPUs shared by top-speed senders, tcpdump
 /// and tshark would make those numbers about the machine, not the generator.
@@ -210,12 +211,12 @@ fn checksums_are_good_for_ipv4_and_ipv6_with_every_payload() {
     let (mmsg, ring) = (Backend::Sendmmsg, Backend::TxRing);
     let cases = [
         (false, Payload::Random, None, mmsg),
-        (false, Payload::Half, Some(Vlan { id: 7, prio: 3 }), mmsg),
+        (false, Payload::Half, Some(Vlan::dot1q(3, 7)), mmsg),
         (false, Payload::Half, None, ring),
         (false, Payload::File(payload_file.clone()), None, ring),
         (true, Payload::Random, None, mmsg),
         (true, Payload::Random, None, ring),
-        (true, Payload::Zero, Some(Vlan { id: 4000, prio: 0 }), mmsg),
+        (true, Payload::Zero, Some(Vlan::dot1q(0, 4000)), mmsg),
     ];
     for (i, (v6, payload, vlan, backend)) in cases.into_iter().enumerate() {
         let n = 3000;

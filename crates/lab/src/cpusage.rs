@@ -754,7 +754,7 @@ softirq 757165362 0 179139 1804 756066186 169600 0 325 229772 23145 495391
         let own_before = crate::proc_cpu::read(std::process::id()).unwrap();
         let before = read_proc_stat().unwrap();
         std::thread::spawn(move || {
-            crate::testbed::pin_current_thread(cpu).unwrap();
+            sys::pin_thread(cpu).unwrap();
             let t = Instant::now();
             let mut x = 1u64;
             while t.elapsed() < Duration::from_secs(1) {

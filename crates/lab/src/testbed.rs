@@ -281,25 +281,6 @@ pub fn enter_netns(ns: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Pin the calling thread to one CPU.
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays in bounds for cpu < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("no CPU {cpu}"),
-            ));
-        }
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// Number of CPUs online.
 pub fn cpu_count() -> usize {
     std::thread::available_parallelism()
@@ -333,14 +314,10 @@ mod tests {
             assert_eq!(tb.rx_packets(), before);
             // A thread inside the Rx namespace sees the Rx interface.
             // (sysfs keeps showing the old namespace after setns, so ask the kernel by name.)
-            let idx = tb.run_in(Side::Rx, || unsafe {
-                libc::if_nametoindex(c"veth-rx".as_ptr())
-            });
-            assert_ne!(idx, 0);
-            let idx = tb.run_in(Side::Tx, || unsafe {
-                libc::if_nametoindex(c"veth-rx".as_ptr())
-            });
-            assert_eq!(idx, 0);
+            let rx = tb.run_in(Side::Rx, || sys::Interface::lookup("veth-rx"));
+            assert!(rx.expect("veth-rx in the Rx namespace").up);
+            let tx = tb.run_in(Side::Tx, || sys::Interface::lookup("veth-rx"));
+            assert_eq!(tx.unwrap_err().kind(), std::io::ErrorKind::NotFound);
         }
         assert!(!Path::new(&format!("/run/netns/{}", names.0)).exists());
         assert!(!Path::new(&format!("/run/netns/{}", names.1)).exists());

@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use capture::{BatchSource, CaptureError, Fanout, Source, SourceConfig};
 use session::sinks::{CountSink, LoadSink, PrintSink, RecordSink, WriterSink};
 use session::{Options, Session, Sink, Stop};
-use store::{CaptureWriter, CompressMode, FilePlan, Format, WriterOptions};
+use store::{CaptureWriter, CompressMode, FilePlan, WriterOptions};
 
 use crate::capture_stats::{StatsPrinter, Summary};
 use crate::cli::CaptureArgs;
@@ -157,7 +157,7 @@ fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
     }
     let expr = a.filter.join(" ");
     if !expr.trim().is_empty() {
-        let prog = capture::compile_filter(&expr, capture::LINKTYPE_ETHERNET, cfg.snaplen)
+        let prog = capture::compile_filter(&expr, wire::LinkType::Ethernet, cfg.snaplen)
             .map_err(|e| Fatal::usage(anyhow!(e)))?;
         cfg.filter = Some(prog);
     }

@@ -66,7 +66,7 @@ impl StatsPrinter {
         if self.json {
             let mut v = serde_json::json!({
                 "type": "stats",
-                "time_ns": now_ns(),
+                "time_ns": sys::now_ns(),
                 "pps": pps,
                 "bits_per_sec": bps * 8.0,
                 "captured": w.map_or(packets, |w| w.packets),
@@ -305,10 +305,4 @@ fn print_records(r: &records::probe::ProbeStats) {
             c.dest, c.sent, c.resent, c.acked, c.dropped, c.unacked, c.failures
         );
     }
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -222,7 +222,7 @@ fn count_live(ifname: &str, how_long: Duration, max: u16) -> Result<Histogram, F
     while Instant::now() < end {
         src.for_each_batch(Duration::from_millis(100), |p| {
             sizes::count_frame(
-                sizes::linktype::ETHERNET,
+                wire::LinkType::Ethernet.pcap(),
                 p.data,
                 max,
                 &mut hist,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use gen::frames::{AddrRange, FrameOptions, Mac, Order, Payload, PortRange, Vlan};
+use gen::frames::{AddrRange, FrameOptions, Mac, Order, Payload, PortRange};
 use gen::pace::{Burst, RateBasis};
 use gen::sizes::{self, Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
@@ -106,10 +106,10 @@ pub struct GenArgs {
     #[arg(long = "payload", default_value = "zero")]
     pub payload: Payload,
     /// Add an 802.1Q tag with this VLAN id.
-    #[arg(long = "vlan", value_name = "ID")]
+    #[arg(long = "vlan", value_name = "ID", value_parser = clap::value_parser!(u16).range(0..=4095))]
     pub vlan: Option<u16>,
     /// Priority of the VLAN tag (0-7).
-    #[arg(long = "vlan-prio", default_value_t = 0, requires = "vlan")]
+    #[arg(long = "vlan-prio", default_value_t = 0, requires = "vlan", value_parser = clap::value_parser!(u8).range(0..=7))]
     pub vlan_prio: u8,
     #[command(flatten)]
     pub json: crate::cli::Json,
@@ -178,10 +178,7 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
             src_port_order: a.src_port_order,
             dst_port_order: a.dst_port_order,
             payload: a.payload.clone(),
-            vlan: a.vlan.map(|id| Vlan {
-                id,
-                prio: a.vlan_prio,
-            }),
+            vlan: a.vlan.map(|id| wire::Vlan::dot1q(a.vlan_prio, id)),
         },
         ..GenOptions::default()
     };

@@ -90,7 +90,7 @@ impl Session {
             stop,
         } = self;
         let started = Instant::now();
-        let start_ns = wall_ns();
+        let start_ns = sys::now_ns();
         let taken = Arc::new(AtomicU64::new(0));
         // Every lane exists before any thread captures (a writer decides file headers by its producers).
         let mut lanes = Vec::with_capacity(sources.len());
@@ -115,7 +115,7 @@ impl Session {
                 .name(format!("ringcap-cap{i}"))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
-                        capture::pin_thread(cpu)
+                        sys::pin_thread(cpu)
                             .map_err(|e| anyhow!("cannot pin capture thread to CPU {cpu}: {e}"))?;
                     }
                     capture_loop(src, lanes, ctx)
@@ -154,7 +154,7 @@ impl Session {
             kernel,
             delivered: source.packets,
             start_ns,
-            end_ns: wall_ns(),
+            end_ns: sys::now_ns(),
         };
         let mut reports = Vec::with_capacity(sinks.len());
         let mut sink_errors = Vec::new();
@@ -250,11 +250,4 @@ fn feed(
             return Ok(());
         }
     }
-}
-
-/// Wall clock, ns since the Unix epoch.
-pub(crate) fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

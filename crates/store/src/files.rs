@@ -20,7 +20,6 @@ use crate::format::{walk_own_records, Format};
 use crate::output::Output;
 use crate::pool::OutBuf;
 use crate::stats::WriterCounters;
-use crate::writer::now_ns;
 
 /// How long a full directory is left alone before writing to it is tried again.
 const FULL_RETRY: Duration = Duration::from_secs(1);
@@ -379,7 +378,7 @@ impl FileSink {
                 if !self.compressed && !fresh {
                     from = from.max(buf.first_boundary); // a record's tail cannot begin a file
                 }
-                if !self.open_file(buf.new_file.filter(|_| fresh).unwrap_or_else(now_ns)) {
+                if !self.open_file(buf.new_file.filter(|_| fresh).unwrap_or_else(sys::now_ns)) {
                     return kept;
                 }
                 if !fresh {

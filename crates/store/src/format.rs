@@ -2,6 +2,8 @@
 //!
 //! Files are written in the host's byte order (as libpcap does); readers handle both orders.
 
+use wire::{reinsert_tag, reinsert_tag_len, Vlan};
+
 /// pcap magic for microsecond timestamps.
 pub const PCAP_MAGIC_US: u32 = 0xa1b2_c3d4;
 /// pcap magic for nanosecond timestamps.
@@ -30,10 +32,6 @@ pub const PCAP_HEADER_LEN: usize = 24;
 pub const PCAP_RECORD_LEN: usize = 16;
 /// Fixed part of an EPB: type, length, interface, ts high, ts low, caplen, origlen.
 pub const EPB_HEADER_LEN: usize = 28;
-/// Length of the VLAN tag put back into frames.
-pub const VLAN_TAG_LEN: usize = 4;
-/// Bytes of the two MAC addresses, after which the VLAN tag goes.
-const MACS_LEN: usize = 12;
 
 /// Output file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,15 +40,6 @@ pub enum Format {
     Pcap { nanos: bool },
     /// pcapng with one interface (if_tsresol = 9, i.e. nanoseconds).
     PcapNg,
-}
-
-/// An 802.1Q tag the kernel stripped from the frame (from the ring metadata).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VlanTag {
-    /// Tag protocol identifier, usually 0x8100 (or 0x88a8).
-    pub tpid: u16,
-    /// Tag control information: priority, DEI, VLAN id.
-    pub tci: u16,
 }
 
 /// Interface statistics written in the pcapng Interface Statistics Block at close.
@@ -107,10 +96,10 @@ pub struct Encoder {
 }
 
 impl Encoder {
-    /// Captured length of a frame of `data_len` bytes, with the tag if any, after snaplen.
+    /// Captured length of a frame of `data_len` bytes, with the tag if it is re-inserted, after snaplen.
     #[inline(always)]
     pub fn caplen(&self, data_len: usize, vlan: bool) -> usize {
-        let full = data_len + if vlan { VLAN_TAG_LEN } else { 0 };
+        let full = data_len + reinsert_tag_len(data_len, vlan);
         full.min(self.snaplen as usize)
     }
 
@@ -132,15 +121,11 @@ impl Encoder {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
         caplen: usize,
         rec_len: usize,
     ) {
-        let wire = wire_len.saturating_add(if vlan.is_some() {
-            VLAN_TAG_LEN as u32
-        } else {
-            0
-        });
+        let wire = wire_len.saturating_add(reinsert_tag_len(data.len(), vlan.is_some()) as u32);
         match self.format {
             Format::Pcap { nanos } => {
                 let sec = (ts_ns / 1_000_000_000) as u32;
@@ -251,25 +236,16 @@ impl Encoder {
     }
 }
 
-/// Copies a frame, putting the VLAN tag back after the MAC addresses, cut at `caplen`.
+/// Copies a frame with its VLAN tag put back (see [`wire::reinsert_tag`]), cut at `caplen`.
 #[inline(always)]
-fn emit_frame<E: Emit>(out: &mut E, data: &[u8], vlan: Option<VlanTag>, caplen: usize) {
-    match vlan {
-        None => out.put(&data[..caplen]),
-        Some(t) => {
-            let macs = data.len().min(MACS_LEN);
-            let mut left = caplen;
-            let a = macs.min(left);
-            out.put(&data[..a]);
-            left -= a;
-            let mut tag = [0u8; VLAN_TAG_LEN];
-            tag[..2].copy_from_slice(&t.tpid.to_be_bytes());
-            tag[2..].copy_from_slice(&t.tci.to_be_bytes());
-            let b = VLAN_TAG_LEN.min(left);
-            out.put(&tag[..b]);
-            left -= b;
-            out.put(&data[macs..macs + left]);
-        }
+fn emit_frame<E: Emit>(out: &mut E, data: &[u8], vlan: Option<Vlan>, caplen: usize) {
+    let (head, tag, tail) = reinsert_tag(data, vlan);
+    let tag = tag.as_ref().map_or(&[][..], |t| &t[..]);
+    let mut left = caplen;
+    for part in [head, tag, tail] {
+        let n = part.len().min(left);
+        out.put(&part[..n]);
+        left -= n;
     }
 }
 
@@ -345,7 +321,7 @@ mod tests {
             format: Format::Pcap { nanos: true },
             snaplen: 14,
         };
-        let tag = Some(VlanTag {
+        let tag = Some(Vlan {
             tpid: 0x8100,
             tci: 0x0123,
         });

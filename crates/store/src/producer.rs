@@ -7,10 +7,10 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::format::{Emit, Encoder, SliceEmit, VlanTag};
+use crate::format::{Emit, Encoder, SliceEmit};
 use crate::pool::OutBuf;
 use crate::stats::{ProducerCounters, WriterCounters};
-use crate::writer::now_ns;
+use wire::Vlan;
 
 /// What every producer of one writer shares.
 pub(crate) struct Shared {
@@ -169,7 +169,7 @@ impl Producer {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
     ) -> bool {
         let caplen = self.enc.caplen(data.len(), vlan.is_some());
         let rec_len = self.enc.record_len(caplen);
@@ -201,7 +201,7 @@ impl Producer {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
         caplen: usize,
         rec_len: usize,
     ) -> bool {
@@ -219,7 +219,7 @@ impl Producer {
         if rec_len >= room && room < physical {
             // The soft limit (`-C`) stops us, not the buffer. A file takes at least one packet.
             let empty_file = self.accepted == self.file_first;
-            if !empty_file && !self.rotate(now_ns(), |h, mine| h.file == mine) {
+            if !empty_file && !self.rotate(sys::now_ns(), |h, mine| h.file == mine) {
                 return self.refuse();
             }
             // A new file's first buffer is empty: any record fits physically.
@@ -268,7 +268,7 @@ impl Producer {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
         caplen: usize,
         rec_len: usize,
     ) {
@@ -340,7 +340,7 @@ impl Producer {
     /// Starts a new file now (a rotation request). False when not in file mode or no buffer is
     /// free (then call again later).
     pub(crate) fn rotate_now(&mut self) -> bool {
-        self.shared.files && !self.dead && self.rotate(now_ns(), |_, _| true)
+        self.shared.files && !self.dead && self.rotate(sys::now_ns(), |_, _| true)
     }
 
     /// `-G` without traffic: starts the next file once the wall clock passes the interval end.
@@ -559,7 +559,7 @@ impl Producer {
                 && buf.packets > 0
                 && h.file_packets > 0
             {
-                h.next_file = Some(now_ns());
+                h.next_file = Some(sys::now_ns());
                 h.file += 1;
             }
         }

@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 use crate::compress::{run_compressor, CompressMode};
 use crate::error::StoreError;
 use crate::files::{FilePlan, FileSink};
-use crate::format::{Encoder, Format, IfStats, VlanTag, MAX_SNAPLEN};
+use crate::format::{Encoder, Format, IfStats, MAX_SNAPLEN};
 use crate::output::{Output, WriterThread};
 use crate::pool::{OutBuf, ALIGN};
 use crate::producer::{Hand, Producer, Shared};
 use crate::stats::{WriterCounters, WriterStats};
+use wire::Vlan;
 
 /// Smallest buffer accepted: must hold several maximal records so each buffer has a record boundary.
 pub const MIN_BUFFER_SIZE: usize = 1 << 20;
@@ -129,7 +130,7 @@ impl CaptureWriter {
             ));
         }
         let compress = plan.compression != CompressMode::None;
-        let (shared, filled_rx, empty_tx) = prepare(&opts, Some(&plan), now_ns());
+        let (shared, filled_rx, empty_tx) = prepare(&opts, Some(&plan), sys::now_ns());
         let counters = shared.counters.clone();
         let mut sink = FileSink::new(plan.clone(), opts.format, opts.direct_io, counters.clone())?;
         sink.set_header(shared.header.clone());
@@ -196,7 +197,7 @@ impl CaptureWriter {
         ts_ns: u64,
         wire_len: u32,
         data: &[u8],
-        vlan: Option<VlanTag>,
+        vlan: Option<Vlan>,
     ) -> bool {
         self.own().write_packet(ts_ns, wire_len, data, vlan)
     }
@@ -336,13 +337,6 @@ fn prepare(
         interval_ns,
     };
     (Arc::new(shared), filled_rx, empty_tx)
-}
-
-/// Wall-clock time in ns since the epoch (file names, `-G`).
-pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn validate(mut o: WriterOptions) -> Result<WriterOptions, StoreError> {

@@ -386,7 +386,7 @@ fn read_input(
         chunk_hour = hour;
         if p.linktype != last_dlt {
             last_dlt = p.linktype;
-            link = LinkType::from_dlt(p.linktype);
+            link = LinkType::from_pcap(p.linktype);
         }
         let h = match link {
             Some(lt) => wire::parse(p.data, lt),

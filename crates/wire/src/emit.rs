@@ -16,16 +16,7 @@ use crate::ip_proto;
 use crate::ipv4::{Ipv4Packet, IPV4_HDR};
 use crate::ipv6::{Ipv6Packet, IPV6_HDR};
 use crate::udp::{UdpPacket, UDP_HDR};
-use crate::vlan::{VlanTag, VLAN_TAG_LEN};
-
-/// One VLAN tag to insert after the MACs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VlanSpec {
-    /// Tag protocol id: 0x8100 (802.1Q) or 0x88a8 (802.1ad).
-    pub tpid: u16,
-    /// Tag control information (see [`crate::vlan::tci`]).
-    pub tci: u16,
-}
+use crate::vlan::{Vlan, VlanHeader, VLAN_TAG_LEN};
 
 /// Source and destination of one IP family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +58,7 @@ pub struct UdpFrameSpec {
     /// Destination MAC.
     pub dst_mac: MacAddr,
     /// Optional VLAN tag.
-    pub vlan: Option<VlanSpec>,
+    pub vlan: Option<Vlan>,
     /// Addresses (decides IPv4 or IPv6).
     pub ip: IpPair,
     /// UDP source port.
@@ -180,7 +171,7 @@ impl UdpFrameSpec {
         match self.vlan {
             Some(v) => {
                 eth.set_ethertype(v.tpid);
-                let mut tag = VlanTag::new_unchecked(&mut buf[ETH_HDR..ETH_HDR + VLAN_TAG_LEN]);
+                let mut tag = VlanHeader::new_unchecked(&mut buf[ETH_HDR..ETH_HDR + VLAN_TAG_LEN]);
                 tag.set_tci(v.tci);
                 tag.set_ethertype(ip_type);
             }

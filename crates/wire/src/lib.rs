@@ -2,12 +2,17 @@
 //! frame building. No I/O.
 //!
 //! # Views
-//! Each header type ([`EthernetFrame`], [`VlanTag`], [`Ipv4Packet`], [`Ipv6Packet`], [`TcpPacket`],
+//! Each header type ([`EthernetFrame`], [`VlanHeader`], [`Ipv4Packet`], [`Ipv6Packet`], [`TcpPacket`],
 //! [`UdpPacket`], [`IcmpPacket`], [`ArpPacket`]) wraps any `T: AsRef<[u8]>` (smoltcp style): build it
 //! from untrusted bytes with `new_checked`, after which no accessor panics; `new_unchecked` skips the
 //! check (for buffers you built). Getters need `AsRef`, setters `AsMut`; `payload()` borrows from the
 //! buffer, not from the view. IP and UDP views accept buffers cut short by a snap length: their
 //! `payload()` is what is present, never past the length field (so Ethernet padding is excluded).
+//!
+//! # VLAN tags
+//! [`Vlan`] is the tag as a value (TPID + TCI), used by every crate; [`VlanHeader`] is the view of one in a
+//! frame. [`Vlan::from_meta`] and [`Vlan::reinsert`] are libpcap's rules for a tag the kernel moved into
+//! packet metadata (VLAN offload) and that writers put back into the frame.
 //!
 //! # Summary parser
 //! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
@@ -55,7 +60,7 @@ pub mod udp;
 pub mod vlan;
 
 pub use arp::{ArpPacket, ARP_ETH_IPV4_LEN};
-pub use emit::{IpPair, UdpFrameSpec, VlanSpec};
+pub use emit::{IpPair, UdpFrameSpec};
 pub use error::{Error, Result};
 pub use ethernet::{ethertype, EthernetFrame, MacAddr, ETH_HDR};
 pub use format::{format_headers, format_line, Line, TimeOfDay};
@@ -66,7 +71,7 @@ pub use parse::{parse, Headers, IpVersion, LinkType};
 pub use record::{Record, RecordError};
 pub use tcp::{TcpFlags, TcpOption, TcpOptions, TcpPacket, TCP_HDR};
 pub use udp::{UdpPacket, UDP_HDR};
-pub use vlan::{VlanTag, VLAN_TAG_LEN};
+pub use vlan::{reinsert_tag, reinsert_tag_len, Vlan, VlanHeader, VLAN_TAG_LEN};
 
 /// Smallest Ethernet frame on the wire, without the 4-byte FCS.
 pub const ETH_MIN_FRAME: usize = 60;

@@ -35,8 +35,8 @@ pub enum LinkType {
 
 impl LinkType {
     /// The link type for a pcap/pcapng link-type number, or `None` if this crate cannot decode it.
-    pub const fn from_dlt(dlt: u32) -> Option<LinkType> {
-        Some(match dlt {
+    pub const fn from_pcap(linktype: u32) -> Option<LinkType> {
+        Some(match linktype {
             1 => LinkType::Ethernet,
             101 | 12 => LinkType::Raw,
             228 => LinkType::Ipv4,
@@ -50,7 +50,7 @@ impl LinkType {
     }
 
     /// The LINKTYPE_* number written to pcap/pcapng files.
-    pub const fn dlt(self) -> u32 {
+    pub const fn pcap(self) -> u32 {
         match self {
             LinkType::Ethernet => 1,
             LinkType::Raw => 101,

@@ -322,11 +322,12 @@ impl Iterator for Records<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emit::{IpPair, UdpFrameSpec, VlanSpec};
+    use crate::emit::{IpPair, UdpFrameSpec};
     use crate::ethernet::MacAddr;
     use crate::icmp::IcmpPacket;
     use crate::ipv4::Ipv4Packet;
     use crate::tcp::{TcpFlags, TcpPacket};
+    use crate::vlan::Vlan;
 
     const SRC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
     const DST: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
@@ -524,7 +525,7 @@ mod tests {
     #[test]
     fn vlan_keeps_the_whole_tci() {
         let spec = UdpFrameSpec {
-            vlan: Some(VlanSpec {
+            vlan: Some(Vlan {
                 tpid: 0x8100,
                 tci: (5 << 13) | 100,
             }),

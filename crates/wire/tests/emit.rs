@@ -33,7 +33,7 @@ fn spec_v4() -> UdpFrameSpec {
 
 fn spec_v6_vlan() -> UdpFrameSpec {
     UdpFrameSpec {
-        vlan: Some(VlanSpec {
+        vlan: Some(Vlan {
             tpid: ethertype::VLAN,
             tci: vlan::tci(5, false, 42),
         }),

@@ -307,13 +307,13 @@ fn link_type_numbers() {
         (0, LinkType::Null),
         (108, LinkType::Loop),
     ] {
-        assert_eq!(LinkType::from_dlt(dlt), Some(lt));
+        assert_eq!(LinkType::from_pcap(dlt), Some(lt));
         if dlt != 12 {
-            assert_eq!(lt.dlt(), dlt);
+            assert_eq!(lt.pcap(), dlt);
         }
     }
-    assert_eq!(LinkType::from_dlt(105), None); // 802.11
-    assert_eq!(LinkType::from_dlt(u32::MAX), None);
+    assert_eq!(LinkType::from_pcap(105), None); // 802.11
+    assert_eq!(LinkType::from_pcap(u32::MAX), None);
 }
 
 #[test]

@@ -200,7 +200,7 @@ fn arp_short_or_odd_sizes() {
 fn vlan_single_tag() {
     let eth = EthernetFrame::new_checked(VLAN_ICMP).unwrap();
     assert_eq!(eth.ethertype(), ethertype::VLAN);
-    let tag = VlanTag::new_checked(eth.payload()).unwrap();
+    let tag = VlanHeader::new_checked(eth.payload()).unwrap();
     assert_eq!(tag.tci(), 0x6064);
     assert_eq!(tag.pcp(), 3);
     assert!(!tag.dei());
@@ -215,10 +215,10 @@ fn vlan_single_tag() {
 fn vlan_stacked_qinq() {
     let eth = EthernetFrame::new_checked(QINQ_ICMP).unwrap();
     assert_eq!(eth.ethertype(), ethertype::QINQ);
-    let outer = VlanTag::new_checked(eth.payload()).unwrap();
+    let outer = VlanHeader::new_checked(eth.payload()).unwrap();
     assert_eq!(outer.vid(), 200);
     assert_eq!(outer.ethertype(), ethertype::VLAN);
-    let inner = VlanTag::new_checked(outer.payload()).unwrap();
+    let inner = VlanHeader::new_checked(outer.payload()).unwrap();
     assert_eq!(inner.vid(), 300);
     assert_eq!(inner.ethertype(), ethertype::IPV4);
     let ip = Ipv4Packet::new_checked(inner.payload()).unwrap();
@@ -438,7 +438,7 @@ fn every_view_rejects_every_short_prefix() {
         assert!(EthernetFrame::new_checked(&UDP4[..n]).is_err());
     }
     for n in 0..4 {
-        assert!(VlanTag::new_checked(&VLAN_ICMP[14..14 + n]).is_err());
+        assert!(VlanHeader::new_checked(&VLAN_ICMP[14..14 + n]).is_err());
     }
     for n in 0..40 {
         assert!(Ipv6Packet::new_checked(&UDP6[14..14 + n]).is_err());

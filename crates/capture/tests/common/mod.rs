@@ -6,7 +6,8 @@ use std::ffi::CString;
 use std::mem::{size_of, zeroed};
 use std::time::{Duration, Instant};
 
-use capture::{Packet, Source, Vlan};
+use capture::{Packet, Source};
+use wire::Vlan;
 
 /// Non-local destination: with the capture socket promiscuous the kernel does no IP work on these.
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];

@@ -8,6 +8,8 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 use std::str::FromStr;
 
+use wire::{ethertype, LinkType};
+
 use super::createdist::DEFAULT_MAX_SIZE;
 use super::error::{DistError, Result};
 use super::histogram::Histogram;
@@ -293,22 +295,6 @@ fn for_each_line<R: BufRead>(
     }
 }
 
-/// Link types we find IP packets in (pcap LINKTYPE_* numbers).
-pub mod linktype {
-    /// Ethernet II, optionally with 802.1Q / 802.1ad tags.
-    pub const ETHERNET: u32 = 1;
-    /// Raw IP (version from the first nibble).
-    pub const RAW: u32 = 101;
-    /// Raw IPv4.
-    pub const IPV4: u32 = 228;
-    /// Raw IPv6.
-    pub const IPV6: u32 = 229;
-    /// Linux cooked capture v1 (`tcpdump -i any`).
-    pub const LINUX_SLL: u32 = 113;
-    /// Linux cooked capture v2.
-    pub const LINUX_SLL2: u32 = 276;
-}
-
 /// What a captured frame holds, as far as the size model cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameSize {
@@ -320,62 +306,29 @@ pub enum FrameSize {
     BadIp,
 }
 
-const ETH_P_IP: u16 = 0x0800;
-const ETH_P_IPV6: u16 = 0x86dd;
-const ETH_P_8021Q: u16 = 0x8100;
-const ETH_P_8021AD: u16 = 0x88a8;
-
 /// The IP length of a captured frame, or `None` for a link type we do not know.
 ///
 /// The length is read from the IP header, as createDist does (A.1.2: "the length of the IP
 /// packet"), so a snap length shorter than the packet does not change it. createDist counted
-/// IPv4 only (EtherType 0x0800); we count IPv6 too, as `payload length + 40`.
+/// IPv4 only (EtherType 0x0800); we count IPv6 too, as `payload length + 40`. [`wire::parse`] finds
+/// the IP header (link header, VLAN tags); the length is read here because `parse` wants the whole
+/// fixed header and a short snap length may cut it.
 pub fn frame_ip_size(linktype: u32, frame: &[u8]) -> Option<FrameSize> {
-    let be16 = |b: &[u8], at: usize| b.get(at..at + 2).map(|x| u16::from_be_bytes([x[0], x[1]]));
-    Some(match linktype {
-        linktype::ETHERNET => {
-            let mut at = 12;
-            let mut ethertype = match be16(frame, at) {
-                Some(t) => t,
-                None => return Some(FrameSize::NonIp),
-            };
-            // Up to two VLAN tags (QinQ).
-            for _ in 0..2 {
-                if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
-                    at += 4;
-                    ethertype = match be16(frame, at) {
-                        Some(t) => t,
-                        None => return Some(FrameSize::NonIp),
-                    };
-                }
-            }
-            ip_by_ethertype(ethertype, &frame[at + 2..])
-        }
-        linktype::RAW => match frame.first().map(|b| b >> 4) {
-            Some(4) => ipv4_size(frame),
-            Some(6) => ipv6_size(frame),
+    let link = LinkType::from_pcap(linktype)?;
+    let h = wire::parse(frame, link);
+    let Some(l3) = h.l3_offset.and_then(|at| frame.get(at as usize..)) else {
+        return Some(FrameSize::NonIp);
+    };
+    Some(match (link, h.ethertype) {
+        (_, Some(ethertype::IPV4)) | (LinkType::Ipv4, _) => ipv4_size(l3),
+        (_, Some(ethertype::IPV6)) | (LinkType::Ipv6, _) => ipv6_size(l3),
+        (LinkType::Raw, _) => match l3.first().map(|b| b >> 4) {
+            Some(4) => ipv4_size(l3),
+            Some(6) => ipv6_size(l3),
             _ => FrameSize::NonIp,
         },
-        linktype::IPV4 => ipv4_size(frame),
-        linktype::IPV6 => ipv6_size(frame),
-        linktype::LINUX_SLL => match be16(frame, 14) {
-            Some(t) => ip_by_ethertype(t, &frame[16..]),
-            None => FrameSize::NonIp,
-        },
-        linktype::LINUX_SLL2 => match be16(frame, 0) {
-            Some(t) if frame.len() >= 20 => ip_by_ethertype(t, &frame[20..]),
-            _ => FrameSize::NonIp,
-        },
-        _ => return None,
-    })
-}
-
-fn ip_by_ethertype(ethertype: u16, l3: &[u8]) -> FrameSize {
-    match ethertype {
-        ETH_P_IP => ipv4_size(l3),
-        ETH_P_IPV6 => ipv6_size(l3),
         _ => FrameSize::NonIp,
-    }
+    })
 }
 
 fn ipv4_size(l3: &[u8]) -> FrameSize {
@@ -451,7 +404,7 @@ pub fn read_trace(path: &Path, opts: &ReadOptions, hist: &mut Histogram) -> Resu
         .is_none()
         {
             return Err(trace_err(format!(
-                "link type {} is not supported for size counting (supported: Ethernet 1, raw IP 101/228/229, Linux cooked 113/276)",
+                "link type {} is not supported for size counting (supported: Ethernet 1, raw IP 101/228/229, Linux cooked 113/276, loopback 0/108)",
                 packet.linktype
             )));
         }

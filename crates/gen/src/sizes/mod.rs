@@ -37,7 +37,7 @@ pub use error::{DistError, Result};
 pub use fidelity::{histogram_tv, plot_svg, sample_histogram, sampled_tv, tv_distance};
 pub use histogram::{Histogram, SIZE_SLOTS};
 pub use input::{
-    count_frame, frame_ip_size, linktype, read_dist, read_file, read_files, read_sizes, read_text,
+    count_frame, frame_ip_size, read_dist, read_file, read_files, read_sizes, read_text,
     read_trace, FrameSize, InputKind, InputReport, ReadOptions, TraceStats,
 };
 pub use model::{Mode, SizeModel};

@@ -44,16 +44,9 @@ pub fn spawn(
         .stderr(Stdio::from(err))
         .process_group(0);
     if let Some(cpu) = cpu {
-        // SAFETY: sched_setaffinity is async-signal-safe; the set is built on the stack.
+        // SAFETY: sys::pin_thread allocates nothing and calls only sched_setaffinity (async-signal-safe).
         unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || sys::pin_thread(cpu));
         }
     }
     let child = cmd.spawn()?;

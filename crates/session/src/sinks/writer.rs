@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use capture::Batch;
-use store::{CaptureWriter, IfStats, Producer, VlanTag, WriterCounters};
+use store::{CaptureWriter, IfStats, Producer, WriterCounters};
 
 use crate::sink::{Lane, Sink, SinkReport, Totals};
 
@@ -69,16 +69,12 @@ impl Lane for WriterLane {
     #[inline]
     fn batch(&mut self, batch: &Batch<'_>) {
         for p in batch.packets() {
-            let vlan = p.vlan.map(|v| VlanTag {
-                tpid: v.tpid,
-                tci: v.tci,
-            });
-            self.0.write_packet(p.ts_ns, p.wire_len, p.data, vlan);
+            self.0.write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
         }
     }
 
     fn tick(&mut self, now: Instant) {
-        self.0.tick(now, crate::run::wall_ns());
+        self.0.tick(now, sys::now_ns());
     }
 
     fn finish(self: Box<Self>) {

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use store::{CaptureReader, CaptureWriter, VlanTag, WriterOptions};
+use store::{CaptureReader, CaptureWriter, WriterOptions};
+use wire::Vlan;
 
 /// A directory removed on drop (also on panic).
 pub struct TempDir(pub PathBuf);
@@ -42,7 +43,7 @@ pub struct TestPacket {
     pub ts_ns: u64,
     pub wire_len: u32,
     pub data: Vec<u8>,
-    pub vlan: Option<VlanTag>,
+    pub vlan: Option<Vlan>,
 }
 
 /// Deterministic packets of varied sizes (14..=1514 bytes), every byte depending on the index,
@@ -62,7 +63,7 @@ pub fn packets(n: usize, vlan: bool) -> Vec<TestPacket> {
                 ts_ns: 1_700_000_000_000_000_000 + i as u64 * 1_234_567 + (state % 1000),
                 wire_len: len as u32 + (i % 4) as u32, // sometimes longer on the wire than captured
                 data,
-                vlan: (vlan && i % 3 == 0).then_some(VlanTag {
+                vlan: (vlan && i % 3 == 0).then_some(Vlan {
                     tpid: 0x8100,
                     tci: (i % 4096) as u16,
                 }),
@@ -74,8 +75,9 @@ pub fn packets(n: usize, vlan: bool) -> Vec<TestPacket> {
 /// What a reader must return for `p` (computed here, independently of the writer).
 pub fn expected_bytes(p: &TestPacket, snaplen: usize) -> Vec<u8> {
     let mut v = p.data.clone();
-    if let Some(t) = p.vlan {
-        let at = v.len().min(12);
+    // libpcap's rule: the tag goes after the two MACs, and a capture too short to hold them stays untagged.
+    if let Some(t) = p.vlan.filter(|_| v.len() >= 12) {
+        let at = 12;
         let tag = [
             (t.tpid >> 8) as u8,
             t.tpid as u8,

@@ -1,0 +1,204 @@
+//! The Linux plumbing ringcap's crates share: packet sockets, interface lookup, thread pinning, clocks.
+//! Thin wrappers that return `io::Error`; callers add what the failure means for them.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// Opens an AF_PACKET SOCK_RAW socket with protocol 0: it receives nothing until it is bound to a
+/// protocol, so no packet reaches it before its filter and ring are in place (needs CAP_NET_RAW).
+pub fn packet_socket() -> io::Result<OwnedFd> {
+    socket(libc::AF_PACKET, libc::SOCK_RAW)
+}
+
+fn socket(domain: libc::c_int, ty: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2).
+    let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An interface as seen from the calling thread's network namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Name.
+    pub name: String,
+    /// Index (`sll_ifindex`).
+    pub index: i32,
+    /// MTU (the largest IP packet).
+    pub mtu: u32,
+    /// Administratively up (IFF_UP).
+    pub up: bool,
+    /// Hardware type (`ARPHRD_*`: 1 Ethernet, 772 loopback...).
+    pub hw_type: u16,
+}
+
+impl Interface {
+    /// Looks `name` up through ioctls, which see this thread's namespace (sysfs may not). A name that
+    /// does not exist (or cannot, being empty or too long) gives `ErrorKind::NotFound`.
+    pub fn lookup(name: &str) -> io::Result<Interface> {
+        let not_found =
+            || io::Error::new(io::ErrorKind::NotFound, format!("no interface {name:?}"));
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            return Err(not_found());
+        }
+        let cname = CString::new(name).map_err(|_| not_found())?;
+        // SAFETY: cname is NUL-terminated.
+        let index = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        if index == 0 {
+            return Err(not_found());
+        }
+        let fd = socket(libc::AF_INET, libc::SOCK_DGRAM)?;
+        let ioctl = |request| -> io::Result<libc::ifreq> {
+            // SAFETY: a zeroed ifreq is valid; the name fits (checked above) and stays NUL-terminated.
+            let mut req: libc::ifreq = unsafe { zeroed() };
+            for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+                *d = s as libc::c_char;
+            }
+            // SAFETY: the SIOCGIF* requests used here fill one member of a valid ifreq.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut req) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(req)
+        };
+        // SAFETY: each ioctl set the member read.
+        let (mtu, flags, hw_type) = unsafe {
+            (
+                ioctl(libc::SIOCGIFMTU)?.ifr_ifru.ifru_mtu,
+                ioctl(libc::SIOCGIFFLAGS)?.ifr_ifru.ifru_flags,
+                ioctl(libc::SIOCGIFHWADDR)?.ifr_ifru.ifru_hwaddr.sa_family,
+            )
+        };
+        Ok(Interface {
+            name: name.to_string(),
+            index: index as i32,
+            mtu: mtu as u32,
+            up: flags & libc::IFF_UP as libc::c_short != 0,
+            hw_type,
+        })
+    }
+}
+
+/// Names of the interfaces in the caller's network namespace.
+pub fn interface_names() -> Vec<String> {
+    let mut names = Vec::new();
+    // SAFETY: if_nameindex returns an array terminated by a zero entry, freed with if_freenameindex.
+    unsafe {
+        let list = libc::if_nameindex();
+        if list.is_null() {
+            return names;
+        }
+        let mut p = list;
+        while (*p).if_index != 0 && !(*p).if_name.is_null() {
+            names.push(CStr::from_ptr((*p).if_name).to_string_lossy().into_owned());
+            p = p.add(1);
+        }
+        libc::if_freenameindex(list);
+    }
+    names
+}
+
+/// Pins the calling thread to one CPU (sched_setaffinity). Allocates nothing, so a child may call it
+/// between fork and exec.
+pub fn pin_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: a zeroed cpu_set_t is valid; cpu is in range.
+    unsafe {
+        let mut set: libc::cpu_set_t = zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec; both clocks used here always exist (vDSO: no system call).
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Wall clock (CLOCK_REALTIME), nanoseconds since the Unix epoch: packet timestamps, file names.
+#[inline]
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: deadlines and durations (never jumps with the wall clock).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_found_up_with_its_hardware_type() {
+        let lo = Interface::lookup("lo").unwrap();
+        assert_eq!(
+            (lo.index, lo.up, lo.hw_type),
+            (1, true, libc::ARPHRD_LOOPBACK)
+        );
+        assert_eq!(
+            lo.mtu,
+            std::fs::read_to_string("/sys/class/net/lo/mtu")
+                .unwrap()
+                .trim()
+                .parse::<u32>()
+                .unwrap()
+        );
+        assert!(interface_names().contains(&"lo".to_string()));
+        for bad in ["", "no-such-if0", "a-name-longer-than-15"] {
+            assert_eq!(
+                Interface::lookup(bad).unwrap_err().kind(),
+                io::ErrorKind::NotFound,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn clocks_agree_with_std() {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        assert!(now_ns().abs_diff(wall) < 1_000_000_000);
+        let t0 = std::time::Instant::now();
+        let m0 = monotonic_ns();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (m1, el) = (monotonic_ns(), t0.elapsed().as_nanos() as u64);
+        assert!(
+            m1 - m0 >= 20_000_000 && m1 - m0 <= el + 1_000_000,
+            "{} vs {el}",
+            m1 - m0
+        );
+    }
+
+    #[test]
+    fn pins_to_cpu_0_and_refuses_impossible_cpus() {
+        std::thread::spawn(|| pin_thread(0).unwrap())
+            .join()
+            .unwrap();
+        assert!(pin_thread(libc::CPU_SETSIZE as usize).is_err());
+    }
+
+    #[test]
+    fn packet_socket_opens_as_root() {
+        // The suite runs as root (the testbeds need it), so the socket must open.
+        assert!(packet_socket().is_ok());
+    }
+}
