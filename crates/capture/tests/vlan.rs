@@ -5,7 +5,7 @@ mod common;
 
 use capture::{Source, SourceConfig, SourceKind, Vlan};
 use common::*;
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 
 fn tags_come_back(kind: SourceKind) {
     let tb = Testbed::new(TestbedOptions::default()).expect("testbed");

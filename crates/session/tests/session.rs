@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use capture::{BatchSource, Frame, MemorySource, Source, SourceConfig};
 use common::{frame, send_frames, seq_of, Spec};
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 use session::sinks::{CountSink, LoadSink, LoadSpec, WriterSink};
 use session::{Options, Report, Session, Sink, SinkReport, Stop};
 use store::{CaptureWriter, WriterOptions};

@@ -15,8 +15,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use crate::plan::{Output, Overrides, Placement, Plan, Run};
-use crate::testbed::{Testbed, TestbedOptions};
 pub use results::Row;
+use testbed::{Testbed, TestbedOptions};
 
 /// How to run a plan.
 pub struct Options<'a> {
