@@ -8,7 +8,6 @@ use capture::Counters;
 use session::{Report, SinkReport};
 use store::{Level, WriterCounters, WriterStats};
 
-
 /// Prints one stats line per interval on stderr.
 pub struct StatsPrinter {
     json: bool,
