@@ -1,5 +1,5 @@
 # Shared by the demo and benchmark scripts: a throwaway pair of network namespaces joined by a veth pair.
-# (The Rust tests use lab::testbed, which does the same; this copy exists so the scripts read as plain commands.)
+# (The Rust tests use the testbed crate, which does the same; this copy exists so the scripts read as plain commands.)
 # Usage: source scripts/testbed.sh; testbed_up [rps_cpu]; ... ; testbed_down (also run on EXIT).
 
 TB_ID="rcs$$"

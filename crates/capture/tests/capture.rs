@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use capture::{Source, SourceConfig, SourceKind};
 use common::*;
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 
 const N: u32 = 10_000;
 

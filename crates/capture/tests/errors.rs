@@ -1,7 +1,7 @@
 //! Set-up errors name the problem and the fix.
 
 use capture::{CaptureError, Source, SourceConfig, SourceKind};
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 
 #[test]
 fn missing_interface_lists_the_ones_that_exist() {

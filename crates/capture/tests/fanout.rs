@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use capture::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
 use common::*;
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 
 const N: u32 = 6_000;
 

@@ -11,7 +11,7 @@ use capture::{
     SourceKind, MAX_SNAPLEN,
 };
 use common::*;
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 use wire::LinkType;
 
 /// Figure 6.5 with one address of the 20 `ip dst` lines given as `dst11`.

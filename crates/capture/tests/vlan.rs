@@ -5,7 +5,7 @@ mod common;
 
 use capture::{Source, SourceConfig, SourceKind};
 use common::*;
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 use wire::Vlan;
 
 fn tags_come_back(kind: SourceKind) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use gen::tx::Backend;
 use gen::{Control, FixedSize, GenOptions};
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 
 /// A 60-byte UDP/IPv4 frame, 00:00:00:00:00:01 → 02:00:00:00:00:02, 10.0.0.1:9 → 10.0.0.2:9, zero payload,
 /// checksums filled in (the same bytes ringcap sends).

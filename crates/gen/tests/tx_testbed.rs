@@ -11,7 +11,7 @@ use gen::pace::Burst;
 use gen::sizes::{Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
 use gen::{Control, FixedSize, GenOptions, GenReport, ReplayOptions, Sizes};
-use lab::testbed::{Side, Testbed, TestbedOptions};
+use testbed::{Side, Testbed, TestbedOptions};
 use wire::Vlan;
 
 /// One test at a time: they measure timing and rates, and two CPUs shared by top-speed senders, tcpdump

@@ -749,7 +749,7 @@ softirq 757165362 0 179139 1804 756066186 169600 0 325 229772 23145 495391
     /// processes may share the CPU, so the process's own CPU time must also have grown by most of the second.
     #[test]
     fn live_busy_loop_shows_up_as_user_time_on_its_cpu() {
-        let cpus = crate::testbed::cpu_count();
+        let cpus = testbed::cpu_count();
         let cpu = if cpus > 1 { 1 } else { 0 };
         let own_before = crate::proc_cpu::read(std::process::id()).unwrap();
         let before = read_proc_stat().unwrap();

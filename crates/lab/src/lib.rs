@@ -1,4 +1,5 @@
-//! The measurement lab: throwaway testbeds, CPU accounting, and (later) plans, statistics and reports.
+//! The measurement lab: CPU accounting, plans, the measurement cycle, statistics and reports (the testbed it
+//! runs benches on is the `testbed` crate).
 
 pub mod anova;
 pub mod bench;
@@ -8,4 +9,3 @@ pub mod plan;
 pub mod plot;
 pub mod proc_cpu;
 pub mod report;
-pub mod testbed;

@@ -283,7 +283,7 @@ fn online_cpus() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testbed::{Side, Testbed, TestbedOptions};
+    use testbed::{Side, Testbed, TestbedOptions};
 
     #[test]
     fn probe_reads_this_machine() {

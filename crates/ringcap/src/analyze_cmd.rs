@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use trace::{AnalyzeOptions, TraceError};
 
-use crate::{units, Fatal};
+use crate::Fatal;
 
 #[derive(Args, Debug)]
 #[command(

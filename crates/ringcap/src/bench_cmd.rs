@@ -215,6 +215,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
     let outcome = outcome.map_err(|e| match e {
         bench::BenchError::Refused(_) => Fatal::usage(anyhow::anyhow!("{e}")),
         bench::BenchError::Io { .. } => Fatal::runtime(anyhow::anyhow!("{e}")),
+        bench::BenchError::Report(e) => report_error(e),
     })?;
     let took =
         humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()));
@@ -233,7 +234,9 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
         out.join("results.csv").display()
     );
     // The report (summary.csv, plots, report.html) of what was measured.
-    write_report(&out)?;
+    if let Some(report) = &outcome.report {
+        print_report_summary(report);
+    }
     Ok(())
 }
 
@@ -248,13 +251,6 @@ pub fn run_report(a: ReportArgs) -> Result<(), Fatal> {
         print_report_summary(&summary);
     }
     Ok(())
-}
-
-/// Write the report of a bench output directory and say where it is (for `ringcap bench` at the end).
-pub fn write_report(dir: &std::path::Path) -> Result<lab::report::ReportSummary, Fatal> {
-    let summary = lab::report::write(dir).map_err(report_error)?;
-    print_report_summary(&summary);
-    Ok(summary)
 }
 
 fn print_report_summary(s: &lab::report::ReportSummary) {

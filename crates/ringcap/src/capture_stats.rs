@@ -8,8 +8,6 @@ use capture::Counters;
 use session::{Report, SinkReport};
 use store::{Level, WriterCounters, WriterStats};
 
-use crate::units;
-
 /// Prints one stats line per interval on stderr.
 pub struct StatsPrinter {
     json: bool,

@@ -264,7 +264,7 @@ pub struct CaptureArgs {
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
-    crate::units::parse_size(s)
+    units::parse_size(s)
 }
 
 /// tcpdump's -C: a plain number is millions of bytes; with a unit, the unit.
@@ -275,7 +275,7 @@ fn parse_file_size(s: &str) -> Result<u64, String> {
             .map_err(|e| format!("`{s}`: {e}"))?
             .saturating_mul(1_000_000)
     } else {
-        crate::units::parse_size(t)?
+        units::parse_size(t)?
     };
     if n == 0 {
         return Err(format!("`{s}`: the file size must be above 0"));
@@ -288,7 +288,7 @@ fn parse_compress(s: &str) -> Result<store::CompressMode, String> {
 }
 
 fn parse_budget(s: &str) -> Result<store::Budget, String> {
-    store::Budget::parse(s, crate::units::parse_size)
+    store::Budget::parse(s, units::parse_size)
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {

@@ -30,7 +30,7 @@ pub struct CollectArgs {
     #[arg(long = "rotate-seconds", value_name = "N", default_value_t = 60)]
     pub rotate_seconds: u64,
     /// Start a new output file when the spool reaches this size (e.g. 256MiB).
-    #[arg(long = "rotate-size", value_name = "SIZE", default_value = "256MiB", value_parser = crate::units::parse_size)]
+    #[arg(long = "rotate-size", value_name = "SIZE", default_value = "256MiB", value_parser = units::parse_size)]
     pub rotate_size: u64,
     /// Seconds between live summary lines on stderr (0: none).
     #[arg(long = "stats-interval", value_name = "S", default_value_t = 1.0)]

@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use trace::{ConvertOptions, ConvertReport, Progress, TraceError};
 
-use crate::{units, Fatal};
+use crate::Fatal;
 
 #[derive(Args, Debug)]
 #[command(

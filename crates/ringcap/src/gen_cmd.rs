@@ -14,7 +14,6 @@ use gen::tx::Backend;
 use gen::{Control, GenError, GenOptions, GenReport, Progress, ReplayOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::units;
 use crate::Fatal;
 use session::Stop;
 

@@ -13,7 +13,6 @@ mod dist_cmd;
 mod gen_cmd;
 mod generate_cmd;
 mod repair_cmd;
-mod units;
 
 use clap::Parser;
 use std::process::ExitCode;

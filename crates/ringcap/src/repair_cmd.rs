@@ -5,7 +5,6 @@ use anyhow::anyhow;
 use clap::Args;
 use std::path::PathBuf;
 
-use crate::units;
 use crate::Fatal;
 
 #[derive(Args, Debug, Clone)]

@@ -213,7 +213,7 @@ fn missing_interface_is_a_usage_error_that_names_it() {
 fn interface_down_says_how_to_bring_it_up() {
     let tb = testbed();
     let st = tb
-        .command(lab::testbed::Side::Rx, "ip")
+        .command(testbed::Side::Rx, "ip")
         .args(["link", "set", &tb.rx_if, "down"])
         .status()
         .unwrap();

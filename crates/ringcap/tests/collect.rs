@@ -651,12 +651,12 @@ fn probe_on_the_testbed_stripes_to_two_collectors_and_every_packet_is_stored_onc
     let dir = temp_dir("collect-probe");
     let k = key_file(&dir);
     let lo = tb
-        .command(lab::testbed::Side::Rx, "ip")
+        .command(testbed::Side::Rx, "ip")
         .args(["link", "set", "lo", "up"])
         .status()
         .unwrap();
     assert!(lo.success());
-    let rx = |_| tb.command(lab::testbed::Side::Rx, ringcap().to_str().unwrap());
+    let rx = |_| tb.command(testbed::Side::Rx, ringcap().to_str().unwrap());
     let (da, db) = (dir.join("a"), dir.join("b"));
     let (a, b) = (
         start_with(rx(0), &da, &k, &[]),

@@ -152,7 +152,7 @@ impl Drop for Tmpfs {
     }
 }
 
-fn capture(tb: &lab::testbed::Testbed, extra: &[&str]) -> std::process::Child {
+fn capture(tb: &testbed::Testbed, extra: &[&str]) -> std::process::Child {
     let mut args = vec!["capture", "-i", tb.rx_if.as_str()];
     args.extend_from_slice(extra);
     spawn_capture(tb, &args)

@@ -2,10 +2,10 @@
 
 mod common;
 use common::*;
-use lab::testbed::Side;
 use std::process::Command;
+use testbed::Side;
 
-fn gen_tx(tb: &lab::testbed::Testbed, args: &[&str]) -> std::process::Output {
+fn gen_tx(tb: &testbed::Testbed, args: &[&str]) -> std::process::Output {
     let mut c = tb.command(Side::Tx, ringcap().to_str().unwrap());
     c.args(["gen", "-i", &tb.tx_if, "-q"]).args(args);
     c.output().unwrap()

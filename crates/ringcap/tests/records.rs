@@ -12,8 +12,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::*;
-use lab::testbed::{Side, Testbed};
 use records::batch::{self, Key, HEADER_LEN};
+use testbed::{Side, Testbed};
 use wire::record::Record;
 
 const KEY: &[u8] = b"ringcap-records-e2e-test-key\n";
@@ -38,7 +38,7 @@ impl Collector {
         let stop = Arc::new(AtomicBool::new(false));
         let st = Arc::clone(&stop);
         let handle = std::thread::spawn(move || {
-            lab::testbed::enter_netns(&ns).expect("enter rx netns");
+            testbed::enter_netns(&ns).expect("enter rx netns");
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             l.set_nonblocking(true).unwrap();
             tx.send(l.local_addr().unwrap()).unwrap();

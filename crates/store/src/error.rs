@@ -18,7 +18,7 @@ pub enum StoreError {
     #[error(
         "disk full on {path} after {} written ({packets} packets kept, file cut after the last whole packet): \
          free space or use --disk-budget",
-        human_bytes(*written)
+        units::bytes(*written)
     )]
     DiskFull {
         path: PathBuf,
@@ -29,7 +29,7 @@ pub enum StoreError {
     /// Any other write error; the file was cut after its last whole packet where possible.
     #[error(
         "write to {path} failed after {}: {source} ({packets} packets kept){hint}",
-        human_bytes(*written)
+        units::bytes(*written)
     )]
     Write {
         path: PathBuf,
@@ -55,32 +55,5 @@ impl StoreError {
             path: path.to_path_buf(),
             reason: reason.into(),
         }
-    }
-}
-
-/// Formats a byte count as "12.3 MiB" for messages.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_bytes_picks_one_unit() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(12 * 1024 * 1024 + 300 * 1024), "12.3 MiB");
     }
 }

@@ -18,7 +18,7 @@ mod stats;
 mod writer;
 
 pub use compress::{zstd_stored_frame, CompressMode, Level};
-pub use error::{human_bytes, StoreError};
+pub use error::StoreError;
 pub use files::{extension, parse_name, utc_stamp, Budget, EventFn, FilePlan};
 pub use format::{Format, IfStats, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US};
 pub use producer::Producer;

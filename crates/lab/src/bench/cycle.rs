@@ -14,7 +14,7 @@ use super::process::{self, Proc};
 use super::results::Row;
 use crate::cpusage::{self, Profiler, Usage};
 use crate::plan::{Count, Output, Plan, Rate, Run};
-use crate::testbed::{Side, Testbed};
+use testbed::{Side, Testbed};
 
 /// Interrupted by the user (Ctrl-C): the run in flight is abandoned.
 #[derive(Debug)]
@@ -262,10 +262,10 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
     let logs = env.out_dir.join("logs");
     let _ = fs::create_dir_all(&logs);
     let cpu = s.placement.capture_cpu();
-    if cpu >= crate::testbed::cpu_count() {
+    if cpu >= testbed::cpu_count() {
         return Ok(fail_all(format!(
             "placement needs CPU {cpu}, this machine has {}",
-            crate::testbed::cpu_count()
+            testbed::cpu_count()
         )));
     }
     let ext = methods::extension(&s.method, env.plan);

@@ -1,8 +1,9 @@
 //! The bench runner: run every run of a plan through the measurement cycle and write the output directory
-//! (bench-contract.md): `plan.toml`, `meta.json`, `results.csv` (appended per run), `results.parquet`,
-//! `cpusage/<run>.txt`, and logs of failed runs in `logs/`.
+//! (bench-contract.md): `plan.toml`, `meta.json`, `cpusage/<run>.txt`, logs of failed runs in `logs/`, and the
+//! results through the [`export`]ers: `results.csv`, `results.parquet` and the report.
 
 pub mod cycle;
+pub mod export;
 pub mod methods;
 pub mod process;
 pub mod results;
@@ -15,8 +16,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use crate::plan::{Output, Overrides, Placement, Plan, Run};
-use crate::testbed::{Testbed, TestbedOptions};
+use crate::report::{ReportError, ReportSummary};
+use export::Exporter;
 pub use results::Row;
+use testbed::{Testbed, TestbedOptions};
 
 /// How to run a plan.
 pub struct Options<'a> {
@@ -64,6 +67,8 @@ pub struct Outcome {
     pub runs_failed: usize,
     pub skipped: Vec<Skipped>,
     pub interrupted: bool,
+    /// The report, written when the plan was not interrupted.
+    pub report: Option<ReportSummary>,
 }
 
 /// Why a plan could not run at all.
@@ -73,6 +78,8 @@ pub enum BenchError {
     Refused(String),
     #[error("{what}: {err}")]
     Io { what: String, err: io::Error },
+    #[error("{0}")]
+    Report(ReportError),
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> BenchError {
@@ -232,7 +239,10 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         runs_failed: 0,
         skipped: skipped.clone(),
         interrupted: false,
+        report: None,
     };
+    let mut html = export::Html::default();
+    let mut exporters: [&mut dyn Exporter; 3] = [&mut export::Csv, &mut export::Parquet, &mut html];
     for run in todo {
         on(Event::RunStarted(run));
         let t0 = Instant::now();
@@ -265,7 +275,9 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                 break;
             }
         };
-        results::append(&csv, &rows).map_err(io_err("cannot append to results.csv"))?;
+        for e in exporters.iter_mut() {
+            e.run_finished(dir, &rows)?;
+        }
         outcome.runs_done += 1;
         if rows.iter().any(|r| r.status != "ok") {
             outcome.runs_failed += 1;
@@ -279,10 +291,13 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
     drop(testbed);
 
     if !outcome.interrupted {
-        results::write_parquet(&csv, &dir.join("results.parquet"))
-            .map_err(io_err("cannot write results.parquet"))?;
+        // meta.json first: the report reads from it whether the plan is complete.
         meta["finished"] = now_rfc3339().into();
         write_meta(&meta)?;
+        for e in exporters.iter_mut() {
+            e.plan_finished(dir)?;
+        }
+        outcome.report = html.summary;
     }
     Ok(outcome)
 }

@@ -1,5 +1,5 @@
 //! results.csv: one row per (run, app), appended and fsynced as each run finishes, so a crash loses at most
-//! the run in flight; read back for `--resume`; converted to results.parquet at the end.
+//! the run in flight; read back for `--resume`; converted to results.parquet after each run (bench::export).
 
 use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};

@@ -114,7 +114,7 @@ fn how(p: &Page) -> String {
     gen.sort_by(f64::total_cmp);
     let packets = gen
         .get(gen.len() / 2)
-        .map(|g| format!("about {} packets", si(*g, "")))
+        .map(|g| format!("about {} packets", units::si(*g, "")))
         .unwrap_or_else(|| "packets".into());
     let varying: Vec<String> = p
         .layout
@@ -325,10 +325,10 @@ fn summary_table(h: &mut String, p: &Page) {
             (Some(m), Some(pp)) => format!(
                 "{}<span class=\"sub\">{}</span>",
                 mbit(m.avg),
-                si(pp.avg, "pps")
+                units::si(pp.avg, "pps")
             ),
             (Some(m), None) => mbit(m.avg),
-            (None, Some(pp)) => si(pp.avg, "pps"),
+            (None, Some(pp)) => units::si(pp.avg, "pps"),
             _ => "–".into(),
         };
         let _ = write!(h, "<td>{offered}</td>");
@@ -352,7 +352,7 @@ fn summary_table(h: &mut String, p: &Page) {
                 .iter()
                 .filter_map(|m| {
                     let st = s.metrics.get(*m)?;
-                    Some(format!("{} {}", &m[5..], si(st.avg, "")))
+                    Some(format!("{} {}", &m[5..], units::si(st.avg, "")))
                 })
                 .collect();
             let _ = write!(
@@ -370,7 +370,7 @@ fn summary_table(h: &mut String, p: &Page) {
             "<td>{}</td>",
             cell(
                 s.metrics.get("app_ns_per_pkt"),
-                &|v| format!("{} ns/pkt", sig(v)),
+                &|v| format!("{} ns/pkt", units::sig(v)),
                 false
             )
         );
@@ -657,41 +657,8 @@ pub fn pct100(v: f64) -> String {
 /// Mbit/s with the right prefix: "412 Mb/s", "1.23 Gb/s".
 pub fn mbit(v: f64) -> String {
     if v >= 1000.0 {
-        format!("{} Gb/s", sig(v / 1000.0))
+        format!("{} Gb/s", units::sig(v / 1000.0))
     } else {
-        format!("{} Mb/s", sig(v))
-    }
-}
-
-/// A count with an SI prefix: 858000 → "858 k" + unit.
-pub fn si(v: f64, unit: &str) -> String {
-    let (d, p) = if v.abs() >= 1e9 {
-        (1e9, "G")
-    } else if v.abs() >= 1e6 {
-        (1e6, "M")
-    } else if v.abs() >= 1e3 {
-        (1e3, "k")
-    } else {
-        (1.0, "")
-    };
-    let space = if unit.is_empty() && p.is_empty() {
-        ""
-    } else {
-        " "
-    };
-    format!("{}{space}{p}{unit}", sig(v / d))
-}
-
-/// Three significant digits, without trailing zeros: 412.3 → "412", 1.234 → "1.23", 0 → "0".
-pub fn sig(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let digits = (3 - 1 - v.abs().log10().floor() as i32).max(0) as usize;
-    let s = format!("{v:.digits$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
+        format!("{} Mb/s", units::sig(v))
     }
 }

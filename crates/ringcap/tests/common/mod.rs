@@ -2,11 +2,11 @@
 //! real frames from the other one.
 #![allow(dead_code)]
 
-use lab::testbed::{Side, Testbed, TestbedOptions};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use testbed::{Side, Testbed, TestbedOptions};
 
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 pub const SRC_MAC: [u8; 6] = [0, 0, 0, 0, 0, 0x01];

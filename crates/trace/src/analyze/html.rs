@@ -13,15 +13,6 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn si(v: f64) -> String {
-    match v.abs() {
-        x if x >= 1e9 => format!("{:.2} G", v / 1e9),
-        x if x >= 1e6 => format!("{:.2} M", v / 1e6),
-        x if x >= 1e3 => format!("{:.2} k", v / 1e3),
-        _ => format!("{v:.1} "),
-    }
-}
-
 fn share_table(out: &mut String, title: &str, rows: &[Share]) {
     let _ = write!(
         out,
@@ -54,12 +45,12 @@ pub fn page(a: &Analysis) -> String {
     );
     let _ = write!(
         o,
-        "<h1>Trace analysis</h1><p>{} ({} files): {} packets, {}B on the wire, {} → {} UTC ({:.3} s).<br>\
+        "<h1>Trace analysis</h1><p>{} ({} files): {} packets, {} on the wire, {} → {} UTC ({:.3} s).<br>\
          {} flows. Rates pass: {:.1} M rows/s; sizes and flows pass: {:.1} M rows/s.</p>",
         esc(&a.input),
         a.files.len(),
         a.packets,
-        si(a.bytes as f64),
+        units::si(a.bytes as f64, "B"),
         ns_to_utc(a.first_ns),
         ns_to_utc(a.last_ns),
         a.duration_s,
@@ -75,9 +66,9 @@ pub fn page(a: &Analysis) -> String {
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td></tr>",
             ns_to_utc(h.start_ns),
             h.minutes,
-            si(h.min_pps),
-            si(h.avg_pps),
-            si(h.max_pps),
+            units::si(h.min_pps, ""),
+            units::si(h.avg_pps, ""),
+            units::si(h.max_pps, ""),
             h.min_mbps,
             h.avg_mbps,
             h.max_mbps
@@ -97,12 +88,12 @@ pub fn page(a: &Analysis) -> String {
             b.window_s, b.windows, b.empty
         );
         for v in &b.pps {
-            let _ = write!(o, "<td>{}</td>", si(*v));
+            let _ = write!(o, "<td>{}</td>", units::si(*v, ""));
         }
         let _ = write!(
             o,
             "<td>{}</td><td>{:.2}</td></tr>",
-            si(b.mean_pps),
+            units::si(b.mean_pps, ""),
             b.mbps.last().copied().unwrap_or(0.0)
         );
     }

@@ -1,4 +1,8 @@
-//! Human units in and out: sizes like `4MiB` or `1.5G`, rates as pps and Mb/s.
+//! Human units in and out: sizes like `4MiB` or `1.5G`, rates as pps and b/s, for every crate of the workspace
+//! (terminal lines, error messages, reports). It depends on nothing, so even `store` can use it.
+//!
+//! Two renderings share one prefix rule: terminal lines keep two decimals (`1.50 Mpps`) so that a changing figure
+//! does not change width, reports use three significant digits without trailing zeros (`1.5 Mpps`).
 
 /// Parse a byte size: plain bytes, or with a suffix k/K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB.
 /// Decimal suffixes (KB, MB) are powers of 1000, binary ones (KiB, k, M, G) powers of 1024, as tcpdump's -C is
@@ -41,21 +45,49 @@ pub fn bits_per_sec(bytes_per_sec: f64) -> String {
     scaled(bytes_per_sec * 8.0, "b/s")
 }
 
+/// The SI prefix for `v`: its divisor and letter (none below 1000).
+fn prefix(v: f64) -> (f64, &'static str) {
+    match v.abs() {
+        x if x >= 1e9 => (1e9, "G"),
+        x if x >= 1e6 => (1e6, "M"),
+        x if x >= 1e3 => (1e3, "k"),
+        _ => (1.0, ""),
+    }
+}
+
+/// Terminal rendering: two decimals below 100, none above or without a prefix.
 fn scaled(v: f64, unit: &str) -> String {
-    let (d, p) = if v >= 1e9 {
-        (1e9, "G")
-    } else if v >= 1e6 {
-        (1e6, "M")
-    } else if v >= 1e3 {
-        (1e3, "k")
-    } else {
-        (1.0, "")
-    };
+    let (d, p) = prefix(v);
     let x = v / d;
     if x >= 100.0 || p.is_empty() {
         format!("{x:.0} {p}{unit}")
     } else {
         format!("{x:.2} {p}{unit}")
+    }
+}
+
+/// Report rendering, three significant digits: 858000 → "858 k" + unit, 12 with no unit → "12".
+pub fn si(v: f64, unit: &str) -> String {
+    let (d, p) = prefix(v);
+    let space = if unit.is_empty() && p.is_empty() {
+        ""
+    } else {
+        " "
+    };
+    format!("{}{space}{p}{unit}", sig(v / d))
+}
+
+/// Three significant digits, without trailing zeros: 412.3 → "412", 1.234 → "1.23", 0 → "0".
+pub fn sig(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let digits = (3 - 1 - v.abs().log10().floor() as i32).max(0) as usize;
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
@@ -103,5 +135,17 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(3 * 1024), "3.0 KiB");
         assert_eq!(bytes(1536 << 20), "1.5 GiB");
+        assert_eq!(bytes(12 * 1024 * 1024 + 300 * 1024), "12.3 MiB");
+    }
+
+    #[test]
+    fn reports_use_three_significant_digits() {
+        assert_eq!(sig(412.34), "412");
+        assert_eq!(sig(1.2345), "1.23");
+        assert_eq!(sig(0.5), "0.5");
+        assert_eq!(si(858_000.0, "pps"), "858 kpps");
+        assert_eq!(si(1_250_000.0, "pps"), "1.25 Mpps");
+        assert_eq!(si(12.0, ""), "12");
+        assert_eq!(si(1_500_000.0, ""), "1.5 M");
     }
 }
