@@ -20,6 +20,7 @@
 #
 # Environment: RUNS (3), PACKETS (5000000), TOOLS, SINKS ("disk null"), MODES ("dual single"),
 #   BENCH_DISK_DIR (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP (path to the ringcap binary),
+#   RINGCAP_BEFORE (an older ringcap binary for the before-* tools, to measure a change in the same run),
 #   PROGRESS=1 for one line per run on stderr.
 # Output: bench-out/capture-YYYYmmdd-HHMMSS.csv (raw, one row per run, written as runs finish) and Markdown on
 #   stdout, ready to paste into BENCHMARKS.md.
@@ -48,11 +49,14 @@ capture_cmd() {
   local tool="$1" out="$2" cpu="$3"
   case "$tool" in
     ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
+    # Two fanout threads into one file (both pinned to the capturer's CPU, so only the hand-over differs).
+    ringcap-ring2) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
+    before-ring2) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
     ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source copy --cpus "$cpu" -q); READY="listening on" ;;
     tcpdump) CMD=(tcpdump -B 262144 -i "$RX_IF" -w "$out"); READY="listening on" ;;
     netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$out" -s); READY="Running!" ;;
     dumpcap) CMD=(dumpcap -B 256 -i "$RX_IF" -w "$out"); READY="Capturing on" ;;
-    *) die "unknown tool $tool (known: ringcap-ring ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
+    *) die "unknown tool $tool (known: ringcap-ring ringcap-ring2 before-ring2 ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
   esac
 }
 
@@ -63,7 +67,7 @@ file_ext() { case "$1" in dumpcap) echo pcapng ;; *) echo pcap ;; esac; }
 parse_summary() {
   local tool="$1" log="$2"
   case "$tool" in
-    ringcap-*)
+    ringcap-*|before-*)
       # tcpdump's three lines, then "ringcap: ... drops by stage: kernel 0, storage 0": drops = sum of the stages.
       awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
            /drops by stage:/ { st = $0; sub(/.*drops by stage: */, "", st); n = split(st, kv, /, */); sum = 0
@@ -94,7 +98,7 @@ for t in trafgen capinfos taskset ip; do have "$t" || die "$t is missing: run 'm
 SELECTED=()
 for tool in $TOOLS; do
   case "$tool" in
-    ringcap-*)
+    ringcap-*|before-*)
       if ringcap_has capture; then SELECTED+=("$tool"); else say "ringcap capture not available yet ($RINGCAP capture --help failed): skipping $tool"; fi ;;
     *) if have "$tool"; then SELECTED+=("$tool"); else say "$tool is not installed: skipping it (make deps installs it)"; fi ;;
   esac

@@ -10,7 +10,6 @@
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,17 +93,14 @@ impl RingConfig {
 /// A mapped TPACKET_V3 receive ring on a packet socket.
 pub struct RingSource {
     fd: OwnedFd,
-    map: NonNull<u8>,
-    map_len: usize,
+    /// The mapped blocks (unmapped on drop, after Drop reads the final counters).
+    map: ::sys::RingMap,
     block_size: usize,
     block_count: usize,
     next: usize,
     snaplen: u32,
     counters: Arc<Counters>,
 }
-
-// SAFETY: the mapping belongs to this value alone; moving it to another thread is fine.
-unsafe impl Send for RingSource {}
 
 impl RingSource {
     /// Ask for a TPACKET_V3 ring on `fd` (before bind) and map it.
@@ -143,33 +139,20 @@ impl RingSource {
                 _ => CaptureError::from_io("setsockopt(PACKET_RX_RING)", e),
             });
         }
-        // SAFETY: mapping the ring the kernel just allocated for this socket, at its exact size.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                raw,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::ENOMEM) {
+        let map = ::sys::RingMap::new(raw, map_len).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOMEM) {
                 CaptureError::RingAlloc {
                     bytes: map_len as u64,
                     source: e,
                 }
             } else {
                 CaptureError::from_io("mmap(packet ring)", e)
-            });
-        }
+            }
+        })?;
         let counters = Arc::new(Counters::new(raw));
         Ok(RingSource {
             fd,
-            map: NonNull::new(ptr as *mut u8).expect("mmap returned a non-null mapping"),
-            map_len,
+            map,
             block_size,
             block_count,
             next: 0,
@@ -260,10 +243,6 @@ impl RingSource {
 impl Drop for RingSource {
     fn drop(&mut self) {
         self.counters.close();
-        // SAFETY: unmapping exactly what create() mapped; no Block can outlive self.
-        unsafe {
-            libc::munmap(self.map.as_ptr() as *mut libc::c_void, self.map_len);
-        }
     }
 }
 

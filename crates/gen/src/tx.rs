@@ -370,8 +370,7 @@ const TP2_DATA: usize = 32;
 /// A TPACKET_V2 TX_RING.
 pub struct RingTx {
     fd: OwnedFd,
-    map: *mut u8,
-    map_len: usize,
+    map: sys::RingMap,
     frame_size: usize,
     frames: usize,
     head: usize,
@@ -380,9 +379,6 @@ pub struct RingTx {
     last: Option<usize>,
     pending: usize,
 }
-
-// SAFETY: the mapping is owned by this value alone and used from one thread at a time.
-unsafe impl Send for RingTx {}
 
 impl RingTx {
     /// Sets up a ring of at least `frames` frames for frames up to `max_frame` bytes on an unbound socket,
@@ -417,28 +413,11 @@ impl RingTx {
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)
             .map_err(|e| os_err("PACKET_TX_RING", e, "choose fewer ring frames"))?;
         let map_len = block_size * blocks;
-        // SAFETY: mapping the ring the kernel just allocated for this socket.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                raw,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(os_err(
-                "mmap of the TX_RING",
-                io::Error::last_os_error(),
-                "choose fewer ring frames",
-            ));
-        }
+        let map = sys::RingMap::new(raw, map_len)
+            .map_err(|e| os_err("mmap of the TX_RING", e, "choose fewer ring frames"))?;
         let tx = RingTx {
             fd,
-            map: map as *mut u8,
-            map_len,
+            map,
             frame_size,
             frames,
             head: 0,
@@ -454,7 +433,7 @@ impl RingTx {
     fn frame(&self, i: usize) -> *mut u8 {
         // Blocks hold whole frames back to back (block size is a multiple of the frame size).
         // SAFETY: i < frames, so the offset is inside the mapping.
-        unsafe { self.map.add(i * self.frame_size) }
+        unsafe { self.map.as_ptr().add(i * self.frame_size) }
     }
 
     /// The data area of frame i (frame_size - 32 bytes).
@@ -515,13 +494,6 @@ impl RingTx {
                 return Ok(());
             }
         }
-    }
-}
-
-impl Drop for RingTx {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping once.
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
 }
 

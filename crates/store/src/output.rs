@@ -217,6 +217,11 @@ impl WriterThread {
     }
 
     fn write_buffer(&mut self, buf: &OutBuf) {
+        if !self.output.is_direct() && self.counters.direct_io.load(Relaxed) {
+            // O_DIRECT was given up for an unaligned buffer that was not the last (several producers'
+            // buffers end anywhere): say so, and let producers flush partly filled buffers again.
+            self.counters.direct_io.store(false, Relaxed);
+        }
         let data = buf.filled();
         let mut off = 0;
         while off < data.len() {

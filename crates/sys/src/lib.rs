@@ -141,6 +141,65 @@ pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 
+/// A packet ring (PACKET_RX_RING or PACKET_TX_RING) mapped into the process, shared with the kernel;
+/// unmapped when dropped.
+pub struct RingMap {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; who may touch which part is the ring
+// protocol's business (status words), not the thread's.
+unsafe impl Send for RingMap {}
+
+impl RingMap {
+    /// Maps the `len` bytes of the ring the kernel allocated for socket `fd` (set up with
+    /// PACKET_RX_RING/PACKET_TX_RING just before).
+    pub fn new(fd: std::os::fd::RawFd, len: usize) -> io::Result<RingMap> {
+        // SAFETY: a fresh shared mapping of the socket's ring at its exact size; nothing else aliases it yet.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(ptr as *mut u8)
+            .ok_or_else(|| io::Error::other("mmap returned a null mapping"))?;
+        Ok(RingMap { ptr, len })
+    }
+
+    /// The first byte of the ring.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty mapping (never: the kernel refuses empty rings).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for RingMap {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what new() mapped, once; borrows of it end with the owner's.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
