@@ -51,12 +51,13 @@ capture_cmd() {
     ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
     # Two fanout threads into one file (both pinned to the capturer's CPU, so only the hand-over differs).
     ringcap-ring2) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
+    before-ring) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
     before-ring2) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
     ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source copy --cpus "$cpu" -q); READY="listening on" ;;
     tcpdump) CMD=(tcpdump -B 262144 -i "$RX_IF" -w "$out"); READY="listening on" ;;
     netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$out" -s); READY="Running!" ;;
     dumpcap) CMD=(dumpcap -B 256 -i "$RX_IF" -w "$out"); READY="Capturing on" ;;
-    *) die "unknown tool $tool (known: ringcap-ring ringcap-ring2 before-ring2 ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
+    *) die "unknown tool $tool (known: ringcap-ring ringcap-ring2 before-ring before-ring2 ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
   esac
 }
 
