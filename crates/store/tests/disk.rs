@@ -33,7 +33,7 @@ fn opts(format: Format) -> WriterOptions {
 fn real_disk_uses_o_direct_and_the_file_is_whole() {
     let dir = TempDir::new("direct");
     if fs_type(&dir.0) != EXT4_SUPER_MAGIC {
-        eprintln!("SKIP: /var/tmp is not ext4 here, O_DIRECT expectation unknown");
+        skip("/var/tmp is not ext2/3/4 here: O_DIRECT expectation unknown");
         return;
     }
     for format in [Format::Pcap { nanos: true }, Format::PcapNg] {
@@ -95,7 +95,7 @@ impl SmallFs {
             .status()
             .is_ok_and(|s| s.success());
         if !ok {
-            eprintln!("SKIP: cannot mount a tmpfs (needs root): disk-full test skipped");
+            skip("cannot mount a tmpfs (needs root): disk-full test skipped");
             return None;
         }
         Some(SmallFs { dir })
