@@ -1,4 +1,4 @@
-//! Fuzz the capture reader: any bytes (plain, zstd or lz4) must give whole packets and issues,
+//! Fuzz the capture reader: any bytes (plain, gzip, zstd or lz4) must give whole packets and issues,
 //! never a panic, hang or runaway allocation.
 #![no_main]
 

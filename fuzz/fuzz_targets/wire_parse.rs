@@ -38,7 +38,7 @@ fn views(d: &[u8]) {
     if let Ok(p) = EthernetFrame::new_checked(d) {
         let _ = (p.dst_addr(), p.src_addr(), p.ethertype(), p.payload());
     }
-    if let Ok(p) = VlanTag::new_checked(d) {
+    if let Ok(p) = VlanHeader::new_checked(d) {
         let _ = (p.tci(), p.pcp(), p.dei(), p.vid(), p.ethertype(), p.payload());
     }
     if let Ok(p) = Ipv4Packet::new_checked(d) {
