@@ -239,6 +239,11 @@ fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
     plan.compressors = a.compress_threads;
     plan.max_write_rate = a.max_write_rate.map(|r| (r * 1e6).max(1.0) as u64);
     plan.events = Some(Arc::new(|m: &str| eprintln!("ringcap: {m}")));
+    if !a.no_index {
+        plan.indexer = Some(Arc::new(|| {
+            Box::new(index::LiveIndexer::default()) as Box<dyn store::FileIndexer>
+        }));
+    }
     Ok(Some(plan))
 }
 

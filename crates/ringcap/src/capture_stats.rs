@@ -81,6 +81,9 @@ impl StatsPrinter {
                     v["compression"] =
                         serde_json::json!({ "ratio": w.ratio(), "level": current_level(&w) });
                 }
+                if w.indexing {
+                    v["index"] = serde_json::json!({ "files": w.files_indexed, "unindexed": w.files_unindexed });
+                }
             }
             eprintln!("{v}");
         } else {
@@ -94,8 +97,18 @@ impl StatsPrinter {
                 } else {
                     String::new()
                 };
+                let index = if w.indexing {
+                    format!(" | indexed {}", w.files_indexed)
+                        + &if w.files_unindexed > 0 {
+                            format!(" ({} unindexed)", w.files_unindexed)
+                        } else {
+                            String::new()
+                        }
+                } else {
+                    String::new()
+                };
                 format!(
-                    " | wrote {:.1} MB/s{zip} | backlog {}/{}",
+                    " | wrote {:.1} MB/s{zip} | backlog {}/{}{index}",
                     write_rate / 1e6,
                     w.buffers_filled,
                     w.buffers_total
@@ -208,6 +221,11 @@ impl Summary {
                     "deleted": w.files_deleted,
                     "bytes_deleted": w.bytes_deleted,
                     "disk_full_events": w.disk_full_events,
+                    "indexed": w.files_indexed,
+                    "unindexed": w.files_unindexed,
+                    "buffers_not_indexed": w.index_skipped,
+                    "indexer_cpu_ns": w.index_cpu_ns,
+                    "indexer_packets": w.index_packets,
                 });
                 if w.compressing {
                     let levels: serde_json::Map<String, serde_json::Value> = self
@@ -271,6 +289,21 @@ impl Summary {
                 w.disk_full_events,
                 if w.disk_full_events == 1 { "" } else { "s" }
             );
+            if w.indexing {
+                let behind = if w.files_unindexed > 0 {
+                    format!(
+                        ", {} left unindexed (the indexer fell behind or a write failed: run `ringcap index` on them)",
+                        w.files_unindexed
+                    )
+                } else {
+                    String::new()
+                };
+                let per_packet = w.index_cpu_ns as f64 / w.index_packets.max(1) as f64;
+                eprintln!(
+                    "ringcap: index: {} files indexed{behind}; indexer CPU {:.0} ns per packet",
+                    w.files_indexed, per_packet
+                );
+            }
             if w.compressing {
                 let levels: Vec<String> = self
                     .levels

@@ -48,6 +48,10 @@ pub enum Command {
     Collect(crate::collect_cmd::CollectArgs),
     /// Merge collector outputs of overlapping probes and remove duplicate records.
     Dedup(crate::collect_cmd::DedupArgs),
+    /// Index capture files (any tool's pcap/pcapng, plain or compressed) so queries read only what they need.
+    Index(crate::index_cmd::IndexArgs),
+    /// The packets of a store matching a tcpdump expression and a time window, as tcpdump -r would give them.
+    Query(crate::query_cmd::QueryArgs),
     /// Write man pages or shell completions generated from these definitions (used by `make install`).
     #[command(hide = true, subcommand)]
     Generate(crate::generate_cmd::GenerateWhat),
@@ -200,6 +204,11 @@ pub struct CaptureArgs {
     /// Compressor threads (with --compress).
     #[arg(long = "compress-threads", value_name = "N", default_value_t = 2)]
     pub compress_threads: usize,
+
+    /// Do not index the files as they are written (file mode indexes each completed file, off the
+    /// capture's path, at idle priority, for `ringcap query`; `ringcap index` catches up later).
+    #[arg(long = "no-index")]
+    pub no_index: bool,
 
     /// Output directory (repeatable): files go round robin over the directories, skipping full ones.
     #[arg(long = "out-dir", value_name = "DIR")]

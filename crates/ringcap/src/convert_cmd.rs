@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use trace::{ConvertOptions, ConvertReport, Progress, TraceError};
 
 use crate::Fatal;
@@ -93,17 +92,7 @@ pub fn run(a: ConvertArgs) -> Result<(), Fatal> {
     opts.zstd_level = a.zstd_level;
     keep_freed_memory();
     let progress = Progress::default();
-    let bar = if a.quiet.on || a.json.on {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(total_size(&files))
-    };
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} {msg} (eta {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::progress::bytes_bar(total_size(&files), a.quiet.on || a.json.on, "");
     let done = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         s.spawn(|| {

@@ -12,6 +12,9 @@ mod cpusage_cmd;
 mod dist_cmd;
 mod gen_cmd;
 mod generate_cmd;
+mod index_cmd;
+mod progress;
+mod query_cmd;
 mod repair_cmd;
 
 use clap::Parser;
@@ -57,6 +60,8 @@ fn main() -> ExitCode {
         cli::Command::Report(a) => bench_cmd::run_report(a),
         cli::Command::Collect(a) => collect_cmd::run_collect(a),
         cli::Command::Dedup(a) => collect_cmd::run_dedup(a),
+        cli::Command::Index(a) => index_cmd::run(a),
+        cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Generate(w) => generate_cmd::run(w),
     };
     match result {

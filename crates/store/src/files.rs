@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::compress::{zstd_stored_frame, CompressMode};
 use crate::error::StoreError;
 use crate::format::{walk_own_records, Format};
+use crate::indexing::{Feed, FileIndexer, IndexerFactory};
 use crate::output::Output;
 use crate::pool::OutBuf;
 use crate::stats::WriterCounters;
@@ -84,6 +85,8 @@ pub struct FilePlan {
     pub max_write_rate: Option<u64>,
     /// Receives user-visible events.
     pub events: Option<EventFn>,
+    /// Makes the packet indexer that follows the files (off the hot path; see `indexing`).
+    pub indexer: Option<IndexerFactory>,
 }
 
 impl FilePlan {
@@ -100,6 +103,7 @@ impl FilePlan {
             compressors: 2,
             max_write_rate: None,
             events: None,
+            indexer: None,
         }
     }
 }
@@ -128,6 +132,13 @@ pub fn utc_stamp(ns: u64) -> String {
 
 /// Sort key of a complete file of this capture: (start stamp, sequence number).
 type FileKey = (String, u64);
+
+/// Where the packet index of a capture file lives: next to it, the name plus `.idx`.
+pub fn index_path(capture: &Path) -> PathBuf {
+    let mut name = capture.file_name().unwrap_or_default().to_os_string();
+    name.push(".idx");
+    capture.with_file_name(name)
+}
 
 /// Parses `<base>-<stamp>-<seq><ext>` for a known ringcap extension.
 pub fn parse_name(base: &str, name: &str) -> Option<FileKey> {
@@ -206,6 +217,11 @@ pub(crate) struct FileSink {
     events: Option<EventFn>,
     /// A failure that is not about space: ends the output.
     error: Option<StoreError>,
+    /// The packet indexer, when on.
+    feed: Option<Feed>,
+    /// Where the last buffer went whole: (first byte written, file offset, bytes in the file,
+    /// file header bytes at the start of the written part).
+    placed: Option<(usize, u64, u64, usize)>,
 }
 
 impl FileSink {
@@ -281,6 +297,8 @@ impl FileSink {
             pace: Instant::now(),
             events: plan.events,
             error: None,
+            feed: None,
+            placed: None,
         })
     }
 
@@ -295,6 +313,18 @@ impl FileSink {
         frame.truncate(n);
         self.header_frame = frame;
         self.header = header;
+    }
+
+    /// Hands every buffer written whole to `indexer` on its own thread, which returns the buffers
+    /// to `empty`.
+    pub fn attach_indexer(
+        &mut self,
+        indexer: Box<dyn FileIndexer>,
+        empty: Sender<OutBuf>,
+    ) -> io::Result<()> {
+        let feed = Feed::start(indexer, self.format, empty, self.counters.clone())?;
+        self.feed = Some(feed);
+        Ok(())
     }
 
     fn event(&self, msg: &str) {
@@ -328,10 +358,13 @@ impl FileSink {
             self.handle(b, &empty); // only if a compressor died; keep what we have
         }
         self.close_file(false);
+        if let Some(f) = self.feed.as_mut() {
+            f.finish(); // every index written before the capture reports
+        }
         self.error.map_or(Ok(()), Err)
     }
 
-    fn handle(&mut self, mut buf: OutBuf, empty: &Sender<OutBuf>) {
+    fn handle(&mut self, buf: OutBuf, empty: &Sender<OutBuf>) {
         if buf.new_file.is_some() {
             self.close_file(false);
         }
@@ -343,12 +376,29 @@ impl FileSink {
         self.counters
             .lost
             .fetch_add(buf.packets.saturating_sub(kept), Relaxed);
-        if buf.ends_file {
+        let ends = buf.ends_file;
+        let placed = self.placed.take();
+        let back = match (self.feed.as_mut(), placed) {
+            (Some(feed), Some((from, off, len, skip))) => {
+                feed.offer(buf, from, off, len, self.compressed, skip)
+            }
+            (Some(feed), None) => {
+                feed.gap();
+                Some(buf)
+            }
+            (None, _) => Some(buf),
+        };
+        if ends {
             self.close_file(false);
         }
         self.counters.backlog.fetch_sub(1, Relaxed);
-        buf.reset(0);
-        let _ = empty.send(buf);
+        if let Some(mut buf) = back {
+            if self.feed.is_some() {
+                self.counters.index_skipped.fetch_add(1, Relaxed);
+            }
+            buf.reset(0);
+            let _ = empty.send(buf);
+        }
     }
 
     /// Writes one buffer, moving to another directory when a disk is full. Returns the packets
@@ -363,7 +413,13 @@ impl FileSink {
         // a plain buffer that continues the open file).
         let mut from = 0usize;
         let mut kept = 0u64;
-        for _attempt in 0..=self.dirs.len() {
+        // The header sits at the start of a buffer that begins a file (in its frame when compressed).
+        let header_len = if buf.new_file.is_some() {
+            self.header.len()
+        } else {
+            0
+        };
+        for attempt in 0..=self.dirs.len() {
             if self.cur.is_none() {
                 // A buffer starting a file carries the header (plain: at 0; compressed: in its frame).
                 let fresh = buf.new_file.is_some() && from == 0;
@@ -374,6 +430,9 @@ impl FileSink {
                     return kept;
                 }
                 if !fresh {
+                    if let Some(f) = self.feed.as_mut() {
+                        f.gap(); // a header written apart from the records: not worth following
+                    }
                     let h = if self.compressed {
                         std::mem::take(&mut self.header_frame)
                     } else {
@@ -414,6 +473,11 @@ impl FileSink {
                     } else {
                         len_before + (buf.last_boundary.max(start) - start) as u64
                     };
+                    if attempt == 0 {
+                        let file_off = len_before;
+                        let skip = if start == 0 { header_len } else { 0 };
+                        self.placed = Some((start, file_off, (data.len() - start) as u64, skip));
+                    }
                     self.after_write(data.len() - start);
                     return kept;
                 }
@@ -529,6 +593,9 @@ impl FileSink {
         match Output::open(&partial, self.direct_io && !self.compressed) {
             Ok(out) => {
                 self.counters.direct_io.store(out.is_direct(), Relaxed);
+                if let Some(f) = self.feed.as_mut() {
+                    f.begin(&final_path, Arc::new(self.header.clone()));
+                }
                 self.cur = Some(OpenFile {
                     out,
                     partial,
@@ -662,6 +729,8 @@ impl FileSink {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => self.event(&format!("cannot delete {}: {e}", f.path.display())),
         }
+        // Its index goes with it (absent when the file was never indexed).
+        let _ = fs::remove_file(index_path(&f.path));
         self.dirs[f.dir].done_bytes = self.dirs[f.dir].done_bytes.saturating_sub(f.bytes);
         self.counters.files_deleted.fetch_add(1, Relaxed);
         self.counters.bytes_deleted.fetch_add(f.bytes, Relaxed);
@@ -671,13 +740,21 @@ impl FileSink {
     /// Syncs, closes and renames the open file into place. After a failure (`failed`) a file
     /// without a single packet is removed instead: it would only be noise.
     fn close_file(&mut self, failed: bool) {
-        let Some(mut c) = self.cur.take() else {
+        let Some(c) = self.cur.take() else {
             return;
         };
+        let placed = self.place(c, failed);
+        if let Some(f) = self.feed.as_mut() {
+            f.end(placed);
+        }
+    }
+
+    /// Closes `c` and renames it into place; whether it is there now.
+    fn place(&mut self, mut c: OpenFile, failed: bool) -> bool {
         if failed && c.packets == 0 {
             drop(c.out);
             let _ = fs::remove_file(&c.partial);
-            return;
+            return false;
         }
         if let Err(e) = c.out.sync() {
             self.event(&format!("fsync of {} failed: {e}", c.partial.display()));
@@ -688,7 +765,7 @@ impl FileSink {
                 "cannot rename {} into place: {e} (run `ringcap repair` on it)",
                 c.partial.display()
             ));
-            return;
+            return false;
         }
         sync_dir(&self.dirs[c.dir].path);
         self.counters.files_done.fetch_add(1, Relaxed);
@@ -709,6 +786,7 @@ impl FileSink {
                 },
             );
         }
+        true
     }
 }
 

@@ -266,6 +266,66 @@ fn push_block(v: &mut Vec<u8>, block_type: u32, body: &[u8]) {
     v.extend_from_slice(&total.to_ne_bytes());
 }
 
+/// One record this crate wrote (host byte order), as the indexer reads it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnRecord {
+    /// Whole record length.
+    pub len: usize,
+    /// For a packet: timestamp (ns), wire length, and where its captured bytes lie in the record.
+    pub packet: Option<(u64, u32, std::ops::Range<usize>)>,
+}
+
+/// Length of the fixed record header: what must be present to learn a record's length.
+pub fn own_header_len(format: Format) -> usize {
+    match format {
+        Format::Pcap { .. } => PCAP_RECORD_LEN,
+        Format::PcapNg => 8,
+    }
+}
+
+/// Decodes the record at the start of `rest`; `None` if `rest` does not hold the whole record
+/// (or its length is impossible: `Some` with `len == 0` is never returned).
+pub fn own_record(format: Format, rest: &[u8]) -> Option<OwnRecord> {
+    let u32_at = |at: usize| u32::from_ne_bytes(rest[at..at + 4].try_into().unwrap());
+    match format {
+        Format::Pcap { nanos } => {
+            if rest.len() < PCAP_RECORD_LEN {
+                return None;
+            }
+            let caplen = u32_at(8) as usize;
+            let len = PCAP_RECORD_LEN + caplen;
+            if len > rest.len() {
+                return None;
+            }
+            let sub = u64::from(u32_at(4));
+            let ts = u64::from(u32_at(0)) * 1_000_000_000 + if nanos { sub } else { sub * 1000 };
+            Some(OwnRecord {
+                len,
+                packet: Some((ts, u32_at(12), PCAP_RECORD_LEN..len)),
+            })
+        }
+        Format::PcapNg => {
+            if rest.len() < 8 {
+                return None;
+            }
+            let (ty, len) = (u32_at(0), u32_at(4) as usize);
+            if len < 12 || len > rest.len() {
+                return None;
+            }
+            if ty != BT_EPB || len < EPB_HEADER_LEN + 4 {
+                return Some(OwnRecord { len, packet: None });
+            }
+            // if_tsresol is 9 in every file this crate writes: the 64-bit stamp is in ns.
+            let ts = (u64::from(u32_at(12)) << 32) | u64::from(u32_at(16));
+            let caplen = (u32_at(20) as usize).min(len - EPB_HEADER_LEN - 4);
+            Some(OwnRecord {
+                len,
+                packet: Some((ts, u32_at(24), EPB_HEADER_LEN..EPB_HEADER_LEN + caplen)),
+            })
+        }
+    }
+}
+
 /// Walks records this crate wrote (host byte order) in `bytes[start..]`, stopping at the first
 /// record that does not end inside `bytes`. Returns (end of the last whole record, packets).
 /// Used after a failed write to find where the file can be cut.

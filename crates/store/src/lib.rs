@@ -9,6 +9,7 @@ mod compress;
 mod error;
 mod files;
 mod format;
+mod indexing;
 mod output;
 mod pool;
 mod producer;
@@ -19,8 +20,11 @@ mod writer;
 
 pub use compress::{zstd_stored_frame, CompressMode, Level};
 pub use error::StoreError;
-pub use files::{extension, parse_name, utc_stamp, Budget, EventFn, FilePlan};
-pub use format::{Format, IfStats, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US};
+pub use files::{extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan};
+pub use format::{
+    own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US,
+};
+pub use indexing::{FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
 pub use repair::{repair, repair_truncate, RepairReport};

@@ -33,6 +33,13 @@ pub struct WriterCounters {
     pub(crate) bytes_deleted: AtomicU64,
     pub(crate) disk_full_events: AtomicU64,
     pub(crate) dirs_full: AtomicU64,
+    // Indexer thread (once per file) and file writer (once per buffer it could not hand on).
+    pub(crate) indexing: AtomicBool,
+    pub(crate) files_indexed: AtomicU64,
+    pub(crate) files_unindexed: AtomicU64,
+    pub(crate) index_skipped: AtomicU64,
+    pub(crate) index_packets: AtomicU64,
+    pub(crate) index_cpu_ns: AtomicU64,
 }
 
 /// Counters of one [`crate::Producer`], written only by its thread (plain stores of its local
@@ -134,6 +141,17 @@ pub struct WriterStats {
     /// Times an output directory was found full; directories full right now.
     pub disk_full_events: u64,
     pub dirs_full: u64,
+    /// A packet indexer follows the files (file mode with an index).
+    pub indexing: bool,
+    /// Files whose index was written; files left without one (the indexer fell behind or a
+    /// write failed: `ringcap index` catches up).
+    pub files_indexed: u64,
+    pub files_unindexed: u64,
+    /// Buffers written while the indexer was busy (their file is left unindexed).
+    pub index_skipped: u64,
+    /// Packets handed to the indexer, and its thread's CPU time (set when it ends).
+    pub index_packets: u64,
+    pub index_cpu_ns: u64,
 }
 
 impl WriterStats {
@@ -172,6 +190,12 @@ impl WriterCounters {
             bytes_deleted: self.bytes_deleted.load(Relaxed),
             disk_full_events: self.disk_full_events.load(Relaxed),
             dirs_full: self.dirs_full.load(Relaxed),
+            indexing: self.indexing.load(Relaxed),
+            files_indexed: self.files_indexed.load(Relaxed),
+            files_unindexed: self.files_unindexed.load(Relaxed),
+            index_skipped: self.index_skipped.load(Relaxed),
+            index_packets: self.index_packets.load(Relaxed),
+            index_cpu_ns: self.index_cpu_ns.load(Relaxed),
         }
     }
 }

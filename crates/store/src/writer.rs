@@ -21,6 +21,7 @@ use crate::compress::{run_compressor, CompressMode};
 use crate::error::StoreError;
 use crate::files::{FilePlan, FileSink};
 use crate::format::{Encoder, Format, IfStats, MAX_SNAPLEN};
+use crate::indexing::IN_FLIGHT;
 use crate::output::{Output, WriterThread};
 use crate::pool::{OutBuf, ALIGN};
 use crate::producer::{Hand, Producer, Shared};
@@ -134,6 +135,14 @@ impl CaptureWriter {
         let counters = shared.counters.clone();
         let mut sink = FileSink::new(plan.clone(), opts.format, opts.direct_io, counters.clone())?;
         sink.set_header(shared.header.clone());
+        if let Some(make) = &plan.indexer {
+            // The indexer holds up to IN_FLIGHT buffers: the pool gets that many more.
+            for _ in 0..IN_FLIGHT {
+                let _ = empty_tx.send(OutBuf::new(opts.buffer_size));
+            }
+            sink.attach_indexer(make(), empty_tx.clone())
+                .map_err(|e| StoreError::Config(format!("cannot start the indexer thread: {e}")))?;
+        }
         let mut helpers = Vec::new();
         let rx = if compress {
             counters.compressing.store(true, Relaxed);

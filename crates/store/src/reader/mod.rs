@@ -176,9 +176,16 @@ impl CaptureReader {
     }
 
     /// Reads from any byte stream; `label` names it in messages.
-    pub fn from_reader(
+    pub fn from_reader(r: Box<dyn Read + Send>, label: &Path) -> Result<CaptureReader, StoreError> {
+        Self::from_reader_sized(r, label, READ_BUFFER)
+    }
+
+    /// As [`Self::from_reader`] with a read buffer of `capacity` bytes to begin with (it grows for
+    /// larger records): for reading many small pieces of a file, as a query does.
+    pub fn from_reader_sized(
         mut r: Box<dyn Read + Send>,
         label: &Path,
+        capacity: usize,
     ) -> Result<CaptureReader, StoreError> {
         let path = label.to_path_buf();
         let read_err = |source| StoreError::Read {
@@ -216,7 +223,7 @@ impl CaptureReader {
             ),
             _ => (Box::new(raw), Compression::None),
         };
-        let mut src = Source::new(inner, READ_BUFFER);
+        let mut src = Source::new(inner, capacity.max(64));
         let kind = match src.fill(4) {
             Ok(true) => {
                 let magic = src.peek(4);

@@ -1,0 +1,507 @@
+//! The index file: layout, checks, and the look-ups a query needs. The layout is in
+//! `docs/index.md`; every number is little-endian.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::Path;
+
+use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
+
+pub(crate) const MAGIC: &[u8; 8] = b"RCINDEX\x01";
+/// Bumped on any change of layout or meaning; an index of another version is rebuilt.
+pub const VERSION: u32 = 1;
+pub(crate) const HEADER_LEN: usize = 128;
+pub(crate) const FRAME_LEN: usize = 64;
+pub(crate) const FLOW_LEN: usize = 28;
+/// CRC-32 of everything before it, then the first four bytes of the magic.
+pub(crate) const TRAILER_LEN: usize = 8;
+/// Largest body believed (a damaged length must not allocate without bound).
+const MAX_BODY: u64 = 4 << 30;
+/// Bytes of the capture file checked at each end to tell it is the file that was indexed.
+const ID_SPAN: u64 = 4096;
+
+/// Compression of the capture file, as the index records it.
+pub struct Compression;
+impl Compression {
+    pub const NONE: u8 = 0;
+    pub const ZSTD: u8 = 1;
+    pub const LZ4: u8 = 2;
+    pub const GZIP: u8 = 3;
+}
+
+/// What ties an index to its capture file: the size and a CRC-32 of the first and of the last
+/// 4 KiB of the indexed part. A file replaced, cut or rewritten fails the check.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub size: u64,
+    pub head_crc: u32,
+    pub tail_crc: u32,
+}
+
+impl Identity {
+    /// Reads the identity of `path`, as indexed up to `covered` bytes.
+    pub fn of(path: &Path, covered: u64) -> io::Result<Identity> {
+        let mut f = File::open(path)?;
+        let size = f.metadata()?.len();
+        let head = read_at(&mut f, 0, ID_SPAN.min(covered))?;
+        let from = covered.saturating_sub(ID_SPAN);
+        let tail = read_at(&mut f, from, covered - from)?;
+        Ok(Identity {
+            size,
+            head_crc: crc32fast::hash(&head),
+            tail_crc: crc32fast::hash(&tail),
+        })
+    }
+}
+
+fn read_at(f: &mut File, off: u64, len: u64) -> io::Result<Vec<u8>> {
+    f.seek(SeekFrom::Start(off))?;
+    let mut v = vec![0; len as usize];
+    f.read_exact(&mut v)?;
+    Ok(v)
+}
+
+/// The fixed header after the magic and version.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    pub identity: Identity,
+    /// File bytes the frames cover.
+    pub covered: u64,
+    /// The frames cover the whole file (else a limit stopped the index: scan from `covered`).
+    pub complete: bool,
+    pub compression: u8,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub packets: u64,
+    pub frames: u32,
+    pub flows: u32,
+    pub addrs: u32,
+    pub prelude_len: u32,
+    pub postings_len: u64,
+}
+
+impl Header {
+    /// Writes the header; `body_len` is the uncompressed body's length.
+    pub(crate) fn write(&self, out: &mut Vec<u8>, body_len: u64) {
+        let start = out.len();
+        for v in [self.identity.size, self.covered] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&self.identity.head_crc.to_le_bytes());
+        out.extend_from_slice(&self.identity.tail_crc.to_le_bytes());
+        for v in [self.first_ts, self.last_ts, self.packets, self.postings_len] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [self.frames, self.flows, self.addrs, self.prelude_len] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.push(u8::from(self.complete));
+        out.push(self.compression);
+        out.resize(start + 80, 0);
+        out.extend_from_slice(&body_len.to_le_bytes());
+        out.resize(start + HEADER_LEN - 12, 0);
+    }
+
+    /// The header and the uncompressed body's length.
+    fn read(b: &[u8]) -> (Header, u64) {
+        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let h = Header {
+            identity: Identity {
+                size: u64_at(0),
+                head_crc: u32_at(16),
+                tail_crc: u32_at(20),
+            },
+            covered: u64_at(8),
+            first_ts: u64_at(24),
+            last_ts: u64_at(32),
+            packets: u64_at(40),
+            postings_len: u64_at(48),
+            frames: u32_at(56),
+            flows: u32_at(60),
+            addrs: u32_at(64),
+            prelude_len: u32_at(68),
+            complete: b[72] != 0,
+            compression: b[73],
+        };
+        (h, u64_at(80))
+    }
+}
+
+/// One frame: an independently decodable piece of the file (a compressed frame; for plain
+/// files, the bytes one writer buffer held).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    pub file_off: u64,
+    pub file_len: u64,
+    /// Where the frame's bytes lie in the uncompressed stream.
+    pub raw_start: u64,
+    pub raw_len: u64,
+    /// Offset of the first record that starts in the frame (plain files: a record may spill in
+    /// from the previous frame).
+    pub rec_start: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub packets: u64,
+}
+
+impl Frame {
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        for v in [
+            self.file_off,
+            self.file_len,
+            self.raw_start,
+            self.raw_len,
+            self.rec_start,
+            self.first_ts,
+            self.last_ts,
+            self.packets,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    fn read(b: &[u8]) -> Frame {
+        let v = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        Frame {
+            file_off: v(0),
+            file_len: v(1),
+            raw_start: v(2),
+            raw_len: v(3),
+            rec_start: v(4),
+            first_ts: v(5),
+            last_ts: v(6),
+            packets: v(7),
+        }
+    }
+
+    /// Whether any packet of the frame lies in `[after, before)`.
+    pub fn overlaps(&self, after: u64, before: u64) -> bool {
+        self.packets > 0 && self.last_ts >= after && self.first_ts < before
+    }
+}
+
+/// One flow as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRow {
+    pub a: u32,
+    pub b: u32,
+    pub port_a: u16,
+    pub port_b: u16,
+    pub proto: u8,
+    pub kind: u8,
+    pub vlan: u16,
+    pub packets: u32,
+    pub postings: u64,
+}
+
+/// Why an index cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("cannot read the index {0}: {1}")]
+    Io(String, io::Error),
+    #[error("{0} is not a ringcap index (bad magic)")]
+    Magic(String),
+    #[error("{0} is index version {1}, this ringcap reads version {VERSION}: run `ringcap index` to rebuild it")]
+    Version(String, u32),
+    #[error("{0} is damaged (checksum or sizes do not match): run `ringcap index` to rebuild it")]
+    Corrupt(String),
+    #[error("{0} does not belong to the capture file as it is now (the file changed): run `ringcap index` to rebuild it")]
+    Stale(String),
+}
+
+/// An index read into memory and checked.
+pub struct IndexFile {
+    /// The uncompressed body.
+    bytes: Vec<u8>,
+    stored_len: usize,
+    pub header: Header,
+    frames_at: usize,
+    addrs_at: usize,
+    flows_at: usize,
+    by_b_at: usize,
+    postings_at: usize,
+}
+
+impl IndexFile {
+    /// Reads and checks `index`, made for `capture`: magic, version, checksum, section sizes,
+    /// and that the capture file is still the one indexed.
+    pub fn open(index: &Path, capture: &Path) -> Result<IndexFile, IndexError> {
+        let name = index.display().to_string();
+        let bytes = std::fs::read(index).map_err(|e| IndexError::Io(name.clone(), e))?;
+        let ix = IndexFile::parse(bytes, &name)?;
+        let now = Identity::of(capture, ix.header.covered)
+            .map_err(|e| IndexError::Io(capture.display().to_string(), e))?;
+        let id = ix.header.identity;
+        let same = now.head_crc == id.head_crc
+            && now.tail_crc == id.tail_crc
+            && (now.size == id.size || (!ix.header.complete && now.size >= ix.header.covered));
+        if !same {
+            return Err(IndexError::Stale(name));
+        }
+        Ok(ix)
+    }
+
+    /// Checks an index's bytes (no capture file needed).
+    pub fn parse(bytes: Vec<u8>, name: &str) -> Result<IndexFile, IndexError> {
+        let corrupt = || IndexError::Corrupt(name.to_string());
+        let stored_len = bytes.len();
+        if bytes.len() < HEADER_LEN + TRAILER_LEN || bytes[..7] != MAGIC[..7] {
+            return Err(IndexError::Magic(name.to_string()));
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        if version != VERSION || bytes[7] != MAGIC[7] {
+            return Err(IndexError::Version(name.to_string(), version));
+        }
+        let end = bytes.len() - TRAILER_LEN;
+        let crc = u32::from_le_bytes(bytes[end..end + 4].try_into().unwrap());
+        if crc != crc32fast::hash(&bytes[..end]) || bytes[end + 4..] != MAGIC[..4] {
+            return Err(corrupt());
+        }
+        let (header, body_len) = Header::read(&bytes[12..HEADER_LEN]);
+        if body_len > MAX_BODY {
+            return Err(corrupt());
+        }
+        let bytes = zstd::bulk::decompress(&bytes[HEADER_LEN..end], body_len as usize)
+            .map_err(|_| corrupt())?;
+        let prelude_end = header.prelude_len as usize;
+        let frames_at = prelude_end.div_ceil(8) * 8;
+        let addrs_at = frames_at + header.frames as usize * FRAME_LEN;
+        let flows_at = addrs_at + header.addrs as usize * 16;
+        let by_b_at = flows_at + header.flows as usize * FLOW_LEN;
+        let postings_at = by_b_at + header.flows as usize * 4;
+        if postings_at as u64 + header.postings_len != bytes.len() as u64 {
+            return Err(corrupt());
+        }
+        let ix = IndexFile {
+            bytes,
+            stored_len,
+            header,
+            frames_at,
+            addrs_at,
+            flows_at,
+            by_b_at,
+            postings_at,
+        };
+        // Ids and posting offsets must stay inside their sections, whatever the bytes say.
+        for i in 0..header.flows {
+            let f = ix.flow(i);
+            let addr_ok = |x: u32| (f.kind & KIND_IP == 0) || x < header.addrs;
+            if !addr_ok(f.a) || !addr_ok(f.b) || f.postings > header.postings_len {
+                return Err(corrupt());
+            }
+            if ix.by_b(i) >= header.flows {
+                return Err(corrupt());
+            }
+        }
+        Ok(ix)
+    }
+
+    /// Bytes of the index file (compressed, as stored).
+    pub fn len(&self) -> usize {
+        self.stored_len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stored_len == 0
+    }
+
+    /// The capture file's header bytes (uncompressed).
+    pub fn prelude(&self) -> &[u8] {
+        &self.bytes[..self.header.prelude_len as usize]
+    }
+
+    pub fn frame(&self, i: usize) -> Frame {
+        let at = self.frames_at + i * FRAME_LEN;
+        Frame::read(&self.bytes[at..at + FRAME_LEN])
+    }
+
+    pub fn frames(&self) -> impl Iterator<Item = Frame> + '_ {
+        (0..self.header.frames as usize).map(|i| self.frame(i))
+    }
+
+    fn addr(&self, i: u32) -> &[u8] {
+        let at = self.addrs_at + i as usize * 16;
+        &self.bytes[at..at + 16]
+    }
+
+    pub fn flow(&self, i: u32) -> FlowRow {
+        let at = self.flows_at + i as usize * FLOW_LEN;
+        let b = &self.bytes[at..at + FLOW_LEN];
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+        let u16_at = |i: usize| u16::from_le_bytes(b[i..i + 2].try_into().unwrap());
+        FlowRow {
+            a: u32_at(0),
+            b: u32_at(4),
+            port_a: u16_at(8),
+            port_b: u16_at(10),
+            proto: b[12],
+            kind: b[13],
+            vlan: u16_at(14),
+            packets: u32_at(16),
+            postings: u64::from_le_bytes(b[20..28].try_into().unwrap()),
+        }
+    }
+
+    fn by_b(&self, i: u32) -> u32 {
+        let at = self.by_b_at + i as usize * 4;
+        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
+    }
+
+    /// Address ids in `[lo, hi]` (16-byte form): a contiguous range, addresses being sorted.
+    fn addr_ids(&self, lo: &[u8; 16], hi: &[u8; 16]) -> Range<u32> {
+        let n = self.header.addrs;
+        let first = partition(n, |i| self.addr(i) < &lo[..]);
+        let end = partition(n, |i| self.addr(i) <= &hi[..]);
+        first..end.max(first)
+    }
+
+    /// Flows with an endpoint whose address id is in `ids`, plus the flows without IP (always
+    /// candidates), sorted.
+    fn flows_with_addr(&self, ids: Range<u32>) -> Vec<u32> {
+        let n = self.header.flows;
+        let mut out = Vec::new();
+        if !ids.is_empty() {
+            // Flows are sorted by `a`; `by_b` lists them sorted by `b`.
+            let from = partition(n, |i| self.flow(i).a < ids.start);
+            let to = partition(n, |i| self.flow(i).a < ids.end);
+            out.extend(from..to);
+            let from = partition(n, |i| self.flow(self.by_b(i)).b < ids.start);
+            let to = partition(n, |i| self.flow(self.by_b(i)).b < ids.end);
+            out.extend((from..to).map(|i| self.by_b(i)));
+        }
+        out.extend(self.non_ip());
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Flows without an IP header (sorted last: their address id is u32::MAX).
+    fn non_ip(&self) -> Range<u32> {
+        let n = self.header.flows;
+        partition(n, |i| self.flow(i).a != u32::MAX)..n
+    }
+
+    fn flows_where(&self, keep: impl Fn(&FlowRow) -> bool) -> Vec<u32> {
+        (0..self.header.flows)
+            .filter(|&i| {
+                let f = self.flow(i);
+                f.kind & KIND_IP == 0 || keep(&f)
+            })
+            .collect()
+    }
+
+    /// The candidate flows of a narrowing (`None`: every packet is a candidate).
+    pub fn candidates(&self, n: &crate::expr::Narrow) -> Option<Vec<u32>> {
+        use crate::expr::Narrow;
+        Some(match n {
+            Narrow::All => return None,
+            Narrow::Host(ip) => {
+                let a = addr16(*ip);
+                self.flows_with_addr(self.addr_ids(&a, &a))
+            }
+            Narrow::Net { addr, prefix } => {
+                let (lo, hi) = net_range(*addr, *prefix);
+                self.flows_with_addr(self.addr_ids(&lo, &hi))
+            }
+            Narrow::Port(p) => {
+                self.flows_where(|f| f.kind & KIND_PORTS != 0 && (f.port_a == *p || f.port_b == *p))
+            }
+            Narrow::PortRange(lo, hi) => self.flows_where(|f| {
+                f.kind & KIND_PORTS != 0
+                    && ((*lo..=*hi).contains(&f.port_a) || (*lo..=*hi).contains(&f.port_b))
+            }),
+            Narrow::Proto(p) => self.flows_where(|f| f.proto == *p),
+            Narrow::Vlan(v) => self.flows_where(|f| f.kind & KIND_VLAN != 0 && f.vlan == *v),
+            Narrow::And(x, y) => match (self.candidates(x), self.candidates(y)) {
+                (None, c) | (c, None) => return c,
+                (Some(x), Some(y)) => intersect(&x, &y),
+            },
+            Narrow::Or(x, y) => match (self.candidates(x), self.candidates(y)) {
+                (None, _) | (_, None) => return None,
+                (Some(mut x), Some(y)) => {
+                    x.extend(y);
+                    x.sort_unstable();
+                    x.dedup();
+                    x
+                }
+            },
+        })
+    }
+
+    /// The record offsets of `flows`' packets, appended to `out` (each flow in file order).
+    pub fn postings(&self, flows: &[u32], out: &mut Vec<u64>) -> Result<(), IndexError> {
+        let end = self.postings_at + self.header.postings_len as usize;
+        for &i in flows {
+            let f = self.flow(i);
+            let mut at = self.postings_at + f.postings as usize;
+            let mut off = 0u64;
+            for _ in 0..f.packets {
+                let (delta, n) = varint(&self.bytes[at.min(end)..end])
+                    .ok_or_else(|| IndexError::Corrupt("postings".into()))?;
+                off += delta;
+                at += n;
+                out.push(off);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// First index in `0..n` where `before` turns false (it must be true, then false).
+fn partition(n: u32, before: impl Fn(u32) -> bool) -> u32 {
+    let (mut lo, mut hi) = (0u32, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+fn intersect(x: &[u32], y: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < x.len() && j < y.len() {
+        match x[i].cmp(&y[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(x[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The lowest and highest address of a network, in the index's 16-byte form.
+fn net_range(addr: std::net::IpAddr, prefix: u8) -> ([u8; 16], [u8; 16]) {
+    let base = addr16(addr);
+    let bits = match addr {
+        std::net::IpAddr::V4(_) => 96 + u32::from(prefix.min(32)),
+        std::net::IpAddr::V6(_) => u32::from(prefix.min(128)),
+    };
+    let v = u128::from_be_bytes(base);
+    let mask = if bits == 0 {
+        0
+    } else {
+        u128::MAX << (128 - bits)
+    };
+    ((v & mask).to_be_bytes(), (v | !mask).to_be_bytes())
+}
+
+fn varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &x) in b.iter().enumerate().take(10) {
+        v |= u64::from(x & 0x7f) << (7 * i);
+        if x & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}

@@ -1,0 +1,19 @@
+//! index: the time machine. A packet index next to every capture file (built off the hot path by
+//! the writer's indexer thread, or by `ringcap index` for any pcap/pcapng file), and queries in
+//! tcpdump syntax plus time that return exactly what `tcpdump -r` would, reading only the frames
+//! and records the index names. The layout and the bounds are in `docs/index.md`.
+
+pub mod build;
+pub mod expr;
+pub mod file;
+pub mod key;
+pub mod live;
+pub mod query;
+pub mod scan;
+
+pub use build::Builder;
+pub use expr::{parse_query, parse_time, Narrow, Query};
+pub use file::{IndexError, IndexFile};
+pub use live::{index_path, LiveIndexer};
+pub use query::{FileReport, Hit, QueryOptions};
+pub use scan::{index_file, Indexed};

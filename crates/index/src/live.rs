@@ -1,0 +1,101 @@
+//! The indexer that follows a capture (store's [`store::FileIndexer`]): one index per file the
+//! writer completes, written hidden and renamed into place.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use store::{FileIndexer, FrameSpan};
+use wire::LinkType;
+
+use crate::build::Builder;
+use crate::file::{Compression, Identity};
+
+/// The index of `capture`: next to it, `NAME.idx`.
+pub fn index_path(capture: &Path) -> PathBuf {
+    store::index_path(capture)
+}
+
+/// Writes `bytes` as the index of `capture`: first hidden (`.NAME.idx.partial`), then renamed,
+/// so a reader never sees half an index.
+pub fn write_index(capture: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let path = index_path(capture);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.partial"));
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o640)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    fs::rename(&tmp, &path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })?;
+    Ok(path)
+}
+
+/// Compression of a capture file from its name (ringcap's own files are named by it).
+pub fn compression_of_name(path: &Path) -> u8 {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("zst") => Compression::ZSTD,
+        Some("lz4") => Compression::LZ4,
+        Some("gz") => Compression::GZIP,
+        _ => Compression::NONE,
+    }
+}
+
+/// The link type a file header declares (pcap, or the first pcapng interface).
+pub fn prelude_linktype(prelude: &[u8]) -> Option<u32> {
+    let cursor = std::io::Cursor::new(prelude.to_vec());
+    let mut r =
+        store::CaptureReader::from_reader_sized(Box::new(cursor), Path::new("header"), 4096)
+            .ok()?;
+    while let Some(Ok(_)) = r.next_packet() {}
+    r.linktype()
+}
+
+/// Follows a capture's files.
+#[derive(Default)]
+pub struct LiveIndexer {
+    file: Option<(PathBuf, Builder, LinkType)>,
+}
+
+impl FileIndexer for LiveIndexer {
+    fn begin(&mut self, path: &Path, header: &[u8]) {
+        let linktype = prelude_linktype(header)
+            .and_then(LinkType::from_pcap)
+            .unwrap_or(LinkType::Ethernet);
+        let b = Builder::new(header.to_vec(), compression_of_name(path));
+        self.file = Some((path.to_path_buf(), b, linktype));
+    }
+
+    fn frame(&mut self, s: FrameSpan) {
+        if let Some((_, b, _)) = self.file.as_mut() {
+            b.frame(s.file_off, s.file_len, s.raw_start, s.raw_len);
+        }
+    }
+
+    #[inline]
+    fn packet(&mut self, raw_off: u64, ts_ns: u64, _wire_len: u32, data: &[u8]) {
+        if let Some((_, b, lt)) = self.file.as_mut() {
+            b.packet(raw_off, ts_ns, *lt, data);
+        }
+    }
+
+    fn end(&mut self, complete: bool) -> Result<bool, String> {
+        let Some((path, b, _)) = self.file.take() else {
+            return Ok(false);
+        };
+        if !complete {
+            return Ok(false);
+        }
+        let covered = b.covered();
+        let id = Identity::of(&path, covered).map_err(|e| e.to_string())?;
+        let bytes = b.finish(id);
+        write_index(&path, &bytes).map_err(|e| e.to_string())?;
+        Ok(true)
+    }
+}

@@ -1,0 +1,607 @@
+//! Running a query over capture files: time prunes files and frames, the index narrows to
+//! candidate packets, libpcap's compiled filter (tcpdump's) decides every candidate. Files are
+//! read by a few worker threads at low priority; results come back in time order across files
+//! (file order within a file, as `tcpdump -r` gives it) through bounded channels, so memory
+//! stays bounded whatever the store's size.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use libc::sock_filter;
+use wire::LinkType;
+
+use crate::expr::Query;
+use crate::file::{Compression, Frame, IndexFile};
+use crate::scan::decoder;
+
+/// Packets handed over per batch (and about this many bytes at most).
+const BATCH_PACKETS: usize = 4096;
+const BATCH_BYTES: usize = 1 << 20;
+/// Batches buffered per file between a worker and the merge.
+const BATCHES_AHEAD: usize = 2;
+/// Candidate records closer than this are read with one read.
+const COALESCE: u64 = 64 << 10;
+
+/// How a query runs.
+#[derive(Clone, Debug)]
+pub struct QueryOptions {
+    /// Files read at once.
+    pub jobs: usize,
+    /// Use the indexes (off: scan everything, as a check).
+    pub use_index: bool,
+}
+
+/// One matching packet.
+pub struct Hit<'a> {
+    pub ts_ns: u64,
+    pub wire_len: u32,
+    pub linktype: u32,
+    pub data: &'a [u8],
+}
+
+/// What the query did with one file (`--explain`).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FileReport {
+    pub path: PathBuf,
+    /// "index", "scan" or "skipped", and why.
+    pub how: String,
+    pub frames_total: u64,
+    pub frames_read: u64,
+    /// File bytes read (compressed, as stored).
+    pub bytes_read: u64,
+    /// Candidate packets the index named (None: no narrowing).
+    pub candidates: Option<u64>,
+    /// Packets decoded and given to the filter.
+    pub packets_tested: u64,
+    pub packets_matched: u64,
+    pub error: Option<String>,
+}
+
+#[derive(Default)]
+struct Batch {
+    /// (ts, wire_len, linktype, start, len) into `data`.
+    meta: Vec<(u64, u32, u32, usize, usize)>,
+    data: Vec<u8>,
+}
+
+impl Batch {
+    fn full(&self) -> bool {
+        self.meta.len() >= BATCH_PACKETS || self.data.len() >= BATCH_BYTES
+    }
+}
+
+/// Compiled filters per link type (compiled on first use).
+struct Filters {
+    expr: String,
+    by_linktype: HashMap<u32, Vec<sock_filter>>,
+}
+
+impl Filters {
+    fn accepts(&mut self, linktype: u32, data: &[u8], wire_len: u32) -> Result<bool, String> {
+        if self.expr.is_empty() {
+            return Ok(true);
+        }
+        if !self.by_linktype.contains_key(&linktype) {
+            let lt = LinkType::from_pcap(linktype).ok_or_else(|| {
+                format!("cannot filter packets of link type {linktype}: only Ethernet, raw IP, Linux cooked and loopback captures can be queried with a filter")
+            })?;
+            let insns = capture::compile_filter(&self.expr, lt, capture::MAX_SNAPLEN)
+                .map_err(|e| e.to_string())?;
+            self.by_linktype.insert(linktype, insns);
+        }
+        Ok(capture::run_filter(&self.by_linktype[&linktype], data, wire_len) != 0)
+    }
+}
+
+/// Checks the filter compiles (for Ethernet) before any file is read: a typo is reported at once.
+pub fn check_filter(expr: &str) -> Result<(), String> {
+    if expr.is_empty() {
+        return Ok(());
+    }
+    capture::compile_filter(expr, LinkType::Ethernet, capture::MAX_SNAPLEN)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// What one worker shares with the others.
+struct Job {
+    query: Arc<Query>,
+    stop: Arc<AtomicBool>,
+    use_index: bool,
+}
+
+struct Stream {
+    rx: Receiver<Batch>,
+    batch: Batch,
+    at: usize,
+    order: usize,
+    handle: Option<JoinHandle<FileReport>>,
+}
+
+impl Stream {
+    /// The head packet's time; refills from the worker; None at the end.
+    fn head(&mut self) -> Option<u64> {
+        while self.at >= self.batch.meta.len() {
+            self.batch = self.rx.recv().ok()?;
+            self.at = 0;
+        }
+        Some(self.batch.meta[self.at].0)
+    }
+}
+
+/// Runs `query` over `files`, calling `emit` for each matching packet in time order across files
+/// (within a file, in file order); `emit` returns false to stop (`--limit`). Returns what was
+/// done per file, in the order files were given.
+pub fn run(
+    files: &[PathBuf],
+    query: &Query,
+    opts: &QueryOptions,
+    mut emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
+) -> io::Result<Vec<FileReport>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let job = |_: usize| Job {
+        query: Arc::new(query.clone()),
+        stop: stop.clone(),
+        use_index: opts.use_index,
+    };
+    // Order files by their first packet (from the index, or by peeking).
+    let mut order: Vec<(u64, usize)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (first_ts(f), i))
+        .collect();
+    order.sort();
+    let jobs = opts.jobs.max(1);
+    let mut reports: Vec<Option<FileReport>> = vec![None; files.len()];
+    let mut next = 0usize; // next file (in `order`) to start
+    let mut streams: Vec<Stream> = Vec::new();
+    let start = |k: usize| -> Stream {
+        let i = order[k].1;
+        let (tx, rx) = sync_channel(BATCHES_AHEAD);
+        let path = files[i].clone();
+        let j = job(i);
+        let handle = std::thread::Builder::new()
+            .name("ringcap-query".into())
+            .spawn(move || {
+                sys::low_priority();
+                query_file(&path, &j, &tx)
+            })
+            .expect("spawn a query worker");
+        Stream {
+            rx,
+            batch: Batch::default(),
+            at: 0,
+            order: i,
+            handle: Some(handle),
+        }
+    };
+    // `live`: streams being merged; `ahead`: started, not merged yet (read in parallel).
+    let mut ahead: std::collections::VecDeque<(u64, Stream)> = Default::default();
+    let mut stopped = false;
+    loop {
+        while ahead.len() + streams.len() < jobs && next < order.len() {
+            ahead.push_back((order[next].0, start(next)));
+            next += 1;
+        }
+        // Merge in the next file when nothing is live or it may start before the live heads.
+        let min_head = streams.iter_mut().filter_map(|s| s.head()).min();
+        if let Some((t, _)) = ahead.front() {
+            if min_head.is_none_or(|m| *t <= m) {
+                let (_, s) = ahead.pop_front().expect("front");
+                streams.push(s);
+                continue;
+            }
+        }
+        // Drop finished streams, keeping their reports.
+        let mut i = 0;
+        while i < streams.len() {
+            if streams[i].head().is_none() {
+                let mut s = streams.remove(i);
+                if let Some(h) = s.handle.take() {
+                    reports[s.order] = Some(h.join().unwrap_or_default());
+                }
+            } else {
+                i += 1;
+            }
+        }
+        let Some(best) = (0..streams.len()).min_by_key(|&i| (streams[i].head(), streams[i].order))
+        else {
+            if ahead.is_empty() && next >= order.len() {
+                break;
+            }
+            continue;
+        };
+        if stopped {
+            break;
+        }
+        let s = &mut streams[best];
+        let (ts, wire_len, linktype, at, len) = s.batch.meta[s.at];
+        s.at += 1;
+        let hit = Hit {
+            ts_ns: ts,
+            wire_len,
+            linktype,
+            data: &s.batch.data[at..at + len],
+        };
+        if !emit(&hit)? {
+            stopped = true;
+        }
+    }
+    // Stop the workers still running and collect what they did.
+    stop.store(true, Relaxed);
+    for mut s in streams.into_iter().chain(ahead.into_iter().map(|(_, s)| s)) {
+        drop(std::mem::replace(&mut s.rx, sync_channel(0).1));
+        if let Some(h) = s.handle.take() {
+            reports[s.order] = Some(h.join().unwrap_or_default());
+        }
+    }
+    Ok(files
+        .iter()
+        .zip(reports)
+        .map(|(f, r)| {
+            r.unwrap_or_else(|| FileReport {
+                path: f.clone(),
+                how: "not read (the query stopped first)".into(),
+                ..Default::default()
+            })
+        })
+        .collect())
+}
+
+/// The time of a file's first packet: from its index, else by reading it (0 if unreadable).
+fn first_ts(path: &Path) -> u64 {
+    if let Ok(ix) = IndexFile::open(&crate::live::index_path(path), path) {
+        return ix.header.first_ts;
+    }
+    store::CaptureReader::open(path)
+        .ok()
+        .and_then(|mut r| r.next_packet().and_then(|p| p.ok()).map(|p| p.ts_ns))
+        .unwrap_or(0)
+}
+
+/// Reads one file and sends its matching packets; returns what it did.
+fn query_file(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
+    let mut r = FileReport {
+        path: path.to_path_buf(),
+        ..Default::default()
+    };
+    let mut out = Out {
+        tx,
+        batch: Batch::default(),
+        filters: Filters {
+            expr: job.query.filter.clone(),
+            by_linktype: HashMap::new(),
+        },
+        after: job.query.after_ns.unwrap_or(0),
+        before: job.query.before_ns.unwrap_or(u64::MAX),
+        stop: job.stop.clone(),
+    };
+    let result = if job.use_index {
+        match IndexFile::open(&crate::live::index_path(path), path) {
+            Ok(ix) => by_index(path, &ix, job, &mut out, &mut r),
+            Err(e) => {
+                r.how = format!("scan ({})", short_reason(&e));
+                scan_file(path, &mut out, &mut r)
+            }
+        }
+    } else {
+        r.how = "scan (--no-index)".into();
+        scan_file(path, &mut out, &mut r)
+    };
+    if let Err(e) = result.and_then(|_| out.flush()) {
+        if !job.stop.load(Relaxed) {
+            r.error = Some(e);
+        }
+    }
+    r
+}
+
+fn short_reason(e: &crate::file::IndexError) -> String {
+    use crate::file::IndexError::*;
+    match e {
+        Io(_, e) if e.kind() == io::ErrorKind::NotFound => "no index".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Collects matching packets into batches for the merge.
+struct Out<'a> {
+    tx: &'a SyncSender<Batch>,
+    batch: Batch,
+    filters: Filters,
+    after: u64,
+    before: u64,
+    stop: Arc<AtomicBool>,
+}
+
+impl Out<'_> {
+    fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), String> {
+        r.packets_tested += 1;
+        if p.ts_ns < self.after || p.ts_ns >= self.before {
+            return Ok(());
+        }
+        if !self.filters.accepts(p.linktype, p.data, p.wire_len)? {
+            return Ok(());
+        }
+        r.packets_matched += 1;
+        let start = self.batch.data.len();
+        self.batch.data.extend_from_slice(p.data);
+        self.batch
+            .meta
+            .push((p.ts_ns, p.wire_len, p.linktype, start, p.data.len()));
+        if self.batch.full() {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        if self.stop.load(Relaxed) {
+            return Err("stopped".into());
+        }
+        if self.batch.meta.is_empty() {
+            return Ok(());
+        }
+        let b = std::mem::take(&mut self.batch);
+        self.tx.send(b).map_err(|_| "stopped".to_string())
+    }
+}
+
+/// Reads every packet of a byte stream (the file header in front) through the filter.
+fn read_stream(
+    prelude: &[u8],
+    body: Box<dyn Read + Send>,
+    label: &Path,
+    out: &mut Out<'_>,
+    r: &mut FileReport,
+    capacity: usize,
+) -> Result<(), String> {
+    let stream = Cursor::new(prelude.to_vec()).chain(body);
+    let mut reader = store::CaptureReader::from_reader_sized(Box::new(stream), label, capacity)
+        .map_err(|e| e.to_string())?;
+    while let Some(p) = reader.next_packet() {
+        let p = p.map_err(|e| e.to_string())?;
+        out.offer(r, &p)?;
+    }
+    Ok(())
+}
+
+/// The whole file, as `tcpdump -r` would read it.
+fn scan_file(path: &Path, out: &mut Out<'_>, r: &mut FileReport) -> Result<(), String> {
+    r.bytes_read = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let mut reader = store::CaptureReader::open(path).map_err(|e| e.to_string())?;
+    while let Some(p) = reader.next_packet() {
+        let p = p.map_err(|e| e.to_string())?;
+        out.offer(r, &p)?;
+    }
+    Ok(())
+}
+
+/// A piece of a file, decompressed frame by frame.
+struct Frames {
+    file: File,
+    pieces: std::vec::IntoIter<(u64, u64)>,
+    compression: u8,
+    cur: Option<Box<dyn Read + Send>>,
+}
+
+impl Read for Frames {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.cur.is_none() {
+                let Some((off, len)) = self.pieces.next() else {
+                    return Ok(0);
+                };
+                let mut f = self.file.try_clone()?;
+                f.seek(SeekFrom::Start(off))?;
+                self.cur = Some(decoder(f.take(len), self.compression)?);
+            }
+            let n = self.cur.as_mut().expect("set").read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            self.cur = None;
+        }
+    }
+}
+
+fn by_index(
+    path: &Path,
+    ix: &IndexFile,
+    job: &Job,
+    out: &mut Out<'_>,
+    r: &mut FileReport,
+) -> Result<(), String> {
+    let h = ix.header;
+    let compressed = h.compression != Compression::NONE;
+    if !compressed && !h.complete {
+        // A plain file indexed only in part: records cross the edge; read it whole.
+        r.how = "scan (index covers part of a plain file)".into();
+        return scan_file(path, out, r);
+    }
+    r.how = "index".into();
+    r.frames_total = u64::from(h.frames);
+    let frames: Vec<Frame> = ix.frames().collect();
+    let in_time: Vec<bool> = frames
+        .iter()
+        .map(|f| f.overlaps(out.after, out.before))
+        .collect();
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let prelude = ix.prelude();
+    // Which frames to read, and (plain files) which records.
+    let mut wanted = vec![false; frames.len()];
+    let mut records: Vec<u64> = Vec::new();
+    match ix.candidates(&job.query.narrow) {
+        None => wanted.clone_from(&in_time),
+        Some(flows) => {
+            let mut offs = Vec::new();
+            ix.postings(&flows, &mut offs).map_err(|e| e.to_string())?;
+            r.candidates = Some(offs.len() as u64);
+            offs.sort_unstable();
+            for off in offs {
+                let k = frames
+                    .partition_point(|f| f.rec_start <= off)
+                    .saturating_sub(1);
+                if in_time.get(k) == Some(&true) {
+                    wanted[k] = true;
+                    records.push(off);
+                }
+            }
+        }
+    }
+    if compressed || r.candidates.is_none() {
+        // Runs of wanted frames, each read as one piece.
+        let mut k = 0;
+        while k < frames.len() {
+            if !wanted[k] {
+                k += 1;
+                continue;
+            }
+            let first = k;
+            while k < frames.len() && wanted[k] {
+                k += 1;
+            }
+            r.frames_read += (k - first) as u64;
+            if compressed {
+                let pieces: Vec<(u64, u64)> = frames[first..k]
+                    .iter()
+                    .map(|f| (f.file_off, f.file_len))
+                    .collect();
+                r.bytes_read += pieces.iter().map(|p| p.1).sum::<u64>();
+                let body = Frames {
+                    file: file.try_clone().map_err(|e| e.to_string())?,
+                    pieces: pieces.into_iter(),
+                    compression: h.compression,
+                    cur: None,
+                };
+                read_stream(prelude, Box::new(body), path, out, r, 1 << 20)?;
+            } else {
+                let from = frames[first].rec_start;
+                let to = frames.get(k).map_or(h.covered, |f| f.rec_start);
+                r.bytes_read += to - from;
+                let mut f = file.try_clone().map_err(|e| e.to_string())?;
+                f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+                read_stream(prelude, Box::new(f.take(to - from)), path, out, r, 1 << 20)?;
+            }
+        }
+    } else {
+        plain_records(&file, prelude, &records, path, out, r)?;
+        r.frames_read = wanted.iter().filter(|&&w| w).count() as u64;
+    }
+    if !h.complete {
+        // What the index does not cover (compressed: whole frames from `covered` on).
+        let size = file.metadata().map(|m| m.len()).unwrap_or(h.covered);
+        r.how = "index + scan of the part not indexed".into();
+        r.bytes_read += size - h.covered;
+        let body = Frames {
+            file: file.try_clone().map_err(|e| e.to_string())?,
+            pieces: vec![(h.covered, size - h.covered)].into_iter(),
+            compression: h.compression,
+            cur: None,
+        };
+        read_stream(prelude, Box::new(body), path, out, r, 1 << 20)?;
+    }
+    Ok(())
+}
+
+/// Reads the candidate records of a plain file, nearby ones together.
+fn plain_records(
+    file: &File,
+    prelude: &[u8],
+    offs: &[u64],
+    path: &Path,
+    out: &mut Out<'_>,
+    r: &mut FileReport,
+) -> Result<(), String> {
+    let layout = Layout::of(prelude)?;
+    let mut i = 0;
+    let mut buf = Vec::new();
+    while i < offs.len() {
+        let first = offs[i];
+        let mut last = first;
+        i += 1;
+        while i < offs.len() && offs[i] - last <= COALESCE {
+            last = offs[i];
+            i += 1;
+        }
+        let head = read_exact_at(file, last, layout.header_len())?;
+        let end = last + layout.record_len(&head)?;
+        buf.resize((end - first) as usize, 0);
+        file.read_exact_at(&mut buf, first)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        r.bytes_read += end - first;
+        let cap = prelude.len() + buf.len() + 64;
+        read_stream(
+            prelude,
+            Box::new(Cursor::new(std::mem::take(&mut buf))),
+            path,
+            out,
+            r,
+            cap,
+        )?;
+    }
+    Ok(())
+}
+
+fn read_exact_at(file: &File, off: u64, n: usize) -> Result<Vec<u8>, String> {
+    let mut b = vec![0; n];
+    file.read_exact_at(&mut b, off)
+        .map_err(|e| format!("reading a record at {off}: {e}"))?;
+    Ok(b)
+}
+
+/// How to find a record's length in a plain file.
+struct Layout {
+    pcapng: bool,
+    big_endian: bool,
+}
+
+impl Layout {
+    fn of(prelude: &[u8]) -> Result<Layout, String> {
+        let m = prelude.get(..4).ok_or("the index holds no file header")?;
+        let le = u32::from_le_bytes(m.try_into().unwrap());
+        let be = u32::from_be_bytes(m.try_into().unwrap());
+        let pcap = [store::PCAP_MAGIC_US, store::PCAP_MAGIC_NS];
+        if pcap.contains(&le) || pcap.contains(&be) {
+            return Ok(Layout {
+                pcapng: false,
+                big_endian: !pcap.contains(&le),
+            });
+        }
+        let bom = prelude.get(8..12).ok_or("short pcapng header")?;
+        Ok(Layout {
+            pcapng: true,
+            big_endian: bom == [0x1a, 0x2b, 0x3c, 0x4d],
+        })
+    }
+
+    fn header_len(&self) -> usize {
+        if self.pcapng {
+            8
+        } else {
+            16
+        }
+    }
+
+    fn record_len(&self, head: &[u8]) -> Result<u64, String> {
+        let at = if self.pcapng { 4 } else { 8 };
+        let b: [u8; 4] = head[at..at + 4].try_into().unwrap();
+        let v = if self.big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        };
+        let len = if self.pcapng { v } else { v + 16 };
+        if v > 1 << 24 {
+            return Err(format!("an impossible record length {v}: the index does not match the file; run `ringcap index`"));
+        }
+        Ok(u64::from(len))
+    }
+}

@@ -1,0 +1,326 @@
+//! Indexing a capture file that exists (`ringcap index`): any tool's pcap or pcapng, plain or
+//! compressed. zstd and lz4 files are walked frame by frame (frame headers and block sizes
+//! only), so a query decompresses only the frames it needs; a gzip file is one frame.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use wire::LinkType;
+
+use crate::build::Builder;
+use crate::file::{Compression, Identity};
+
+/// Frames of a plain file: fixed pieces of this size (records may cross their edges).
+pub const PLAIN_FRAME: u64 = 4 << 20;
+
+/// What indexing one file did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Indexed {
+    pub packets: u64,
+    pub frames: u64,
+    pub index_bytes: u64,
+    pub file_bytes: u64,
+    /// A limit or damage stopped the index before the end (queries scan the rest).
+    pub partial: bool,
+}
+
+/// The compression of a file from its first bytes.
+pub fn sniff(path: &Path) -> io::Result<u8> {
+    let mut m = [0u8; 4];
+    let n = File::open(path)?.read(&mut m)?;
+    Ok(match &m[..n] {
+        [0x28, 0xb5, 0x2f, 0xfd] => Compression::ZSTD,
+        [0x04, 0x22, 0x4d, 0x18] => Compression::LZ4,
+        [0x1f, 0x8b, ..] => Compression::GZIP,
+        _ => Compression::NONE,
+    })
+}
+
+/// Indexes `path` and writes its index next to it. `progress` counts file bytes read.
+pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> {
+    let compression = sniff(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .len();
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let spans = match compression {
+        Compression::NONE => (0..size.div_ceil(PLAIN_FRAME))
+            .map(|i| (i * PLAIN_FRAME, PLAIN_FRAME.min(size - i * PLAIN_FRAME)))
+            .collect(),
+        Compression::ZSTD => walk_frames(&file, size, zstd_frame_len),
+        Compression::LZ4 => walk_frames(&file, size, lz4_frame_len),
+        _ => vec![(0, size)],
+    };
+    let starts = Arc::new(Mutex::new(Vec::with_capacity(spans.len())));
+    let chain = FrameChain {
+        file,
+        spans: spans.clone(),
+        next: 0,
+        cur: None,
+        compression,
+        raw: 0,
+        starts: starts.clone(),
+        head: Vec::new(),
+        head_shared: Arc::new(Mutex::new(Vec::new())),
+    };
+    let head = chain.head_shared.clone();
+    let mut reader =
+        store::CaptureReader::from_reader(Box::new(chain), path).map_err(|e| e.to_string())?;
+    let mut builder: Option<Builder> = None;
+    let mut frame = usize::MAX;
+    let mut last_file_off = 0;
+    let mut packets = 0u64;
+    while let Some(p) = reader.next_packet() {
+        let p = p.map_err(|e| e.to_string())?;
+        let b = match builder.as_mut() {
+            Some(b) => b,
+            None => {
+                // The header is everything before the first packet.
+                let head = head.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(prelude) = head.get(..p.offset as usize) else {
+                    return Err(format!(
+                        "{}: the file header is longer than {} bytes; not indexed",
+                        path.display(),
+                        HEAD_KEEP
+                    ));
+                };
+                builder.insert(Builder::new(prelude.to_vec(), compression))
+            }
+        };
+        let starts_now = starts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let k = starts_now
+            .partition_point(|&s| s <= p.offset)
+            .saturating_sub(1);
+        while frame == usize::MAX || frame < k {
+            frame = frame.wrapping_add(1);
+            let (off, len) = spans[frame];
+            b.frame(off, len, starts_now[frame], 0);
+        }
+        let lt = LinkType::from_pcap(p.linktype).unwrap_or(LinkType::Ethernet);
+        b.packet(p.offset, p.ts_ns, lt, p.data);
+        packets += 1;
+        let done = spans[frame].0;
+        if done > last_file_off {
+            progress.fetch_add(done - last_file_off, Relaxed);
+            last_file_off = done;
+        }
+    }
+    progress.fetch_add(size - last_file_off, Relaxed);
+    let damaged = reader.damaged();
+    drop(reader);
+    let Some(mut b) = builder else {
+        return Err(format!("{}: no packets to index", path.display()));
+    };
+    let starts = starts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // Frames after the last packet (statistics blocks, empty frames) still belong to the file.
+    while frame + 1 < starts.len() {
+        frame += 1;
+        b.frame(spans[frame].0, spans[frame].1, starts[frame], 0);
+    }
+    b.set_raw_lens(&raw_lens(&starts, &spans, compression));
+    if damaged {
+        // Offsets after damage cannot be trusted to line up: queries scan such a file instead.
+        return Err(format!(
+            "{}: the file is damaged; not indexed (queries scan it; `ringcap repair` can fix it)",
+            path.display()
+        ));
+    }
+    let partial = b.is_full();
+    let covered = b.covered();
+    let frames = starts.len() as u64;
+    let id = Identity::of(path, covered).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = b.finish(id);
+    crate::live::write_index(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Indexed {
+        packets,
+        frames,
+        index_bytes: bytes.len() as u64,
+        file_bytes: size,
+        partial,
+    })
+}
+
+/// Uncompressed lengths of the frames from their starts (plain frames: their file length).
+fn raw_lens(starts: &[u64], spans: &[(u64, u64)], compression: u8) -> Vec<u64> {
+    if compression == Compression::NONE {
+        return spans.iter().map(|s| s.1).collect();
+    }
+    let mut v: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    v.push(0); // the last frame's length is not needed by queries (they stream it)
+    v
+}
+
+/// Bytes of the uncompressed stream kept to find the file header.
+const HEAD_KEEP: usize = 1 << 16;
+
+/// The uncompressed stream of a file, frame after frame, noting where each frame begins.
+struct FrameChain {
+    file: File,
+    spans: Vec<(u64, u64)>,
+    next: usize,
+    cur: Option<Box<dyn Read + Send>>,
+    compression: u8,
+    raw: u64,
+    starts: Arc<Mutex<Vec<u64>>>,
+    head: Vec<u8>,
+    head_shared: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Read for FrameChain {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.cur.is_none() {
+                let Some(&(off, len)) = self.spans.get(self.next) else {
+                    return Ok(0);
+                };
+                self.next += 1;
+                self.starts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(self.raw);
+                let mut f = self.file.try_clone()?;
+                f.seek(SeekFrom::Start(off))?;
+                self.cur = Some(decoder(f.take(len), self.compression)?);
+            }
+            let n = self.cur.as_mut().expect("set").read(buf)?;
+            if n == 0 {
+                self.cur = None;
+                continue;
+            }
+            if self.head.len() < HEAD_KEEP {
+                let k = n.min(HEAD_KEEP - self.head.len());
+                self.head.extend_from_slice(&buf[..k]);
+                *self.head_shared.lock().unwrap_or_else(|e| e.into_inner()) = self.head.clone();
+            }
+            self.raw += n as u64;
+            return Ok(n);
+        }
+    }
+}
+
+/// A reader of one frame's uncompressed bytes.
+pub(crate) fn decoder<R: Read + Send + 'static>(
+    r: R,
+    compression: u8,
+) -> io::Result<Box<dyn Read + Send>> {
+    Ok(match compression {
+        Compression::ZSTD => Box::new(zstd::stream::read::Decoder::new(r)?),
+        Compression::LZ4 => Box::new(lz4_flex::frame::FrameDecoder::new(
+            BufReader::with_capacity(1 << 16, r),
+        )),
+        Compression::GZIP => Box::new(flate2::bufread::MultiGzDecoder::new(
+            BufReader::with_capacity(1 << 16, r),
+        )),
+        _ => Box::new(r),
+    })
+}
+
+/// Splits a file into its frames with `frame_len` (which reads only headers). A file whose
+/// frames cannot be walked to the end keeps the frames found plus the rest as one piece.
+fn walk_frames(
+    file: &File,
+    size: u64,
+    frame_len: fn(&File, u64) -> Option<u64>,
+) -> Vec<(u64, u64)> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while at < size {
+        match frame_len(file, at).filter(|&n| n > 0 && at + n <= size) {
+            Some(n) => {
+                spans.push((at, n));
+                at += n;
+            }
+            None => {
+                spans.push((at, size - at));
+                break;
+            }
+        }
+    }
+    spans
+}
+
+fn read_at<const N: usize>(f: &File, off: u64) -> Option<[u8; N]> {
+    let mut b = [0u8; N];
+    f.read_exact_at(&mut b, off).ok()?;
+    Some(b)
+}
+
+/// Skippable frames (zstd and lz4 share them): magic 0x184D2A5?, then a 4-byte length.
+fn skippable_len(f: &File, at: u64, magic: u32) -> Option<u64> {
+    if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
+        let n = u32::from_le_bytes(read_at::<4>(f, at + 4)?);
+        return Some(8 + u64::from(n));
+    }
+    None
+}
+
+/// Length of the zstd frame at `at` (RFC 8878 §3.1.1), from its header and block headers.
+fn zstd_frame_len(f: &File, at: u64) -> Option<u64> {
+    let h: [u8; 5] = read_at(f, at)?;
+    let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
+    if let Some(n) = skippable_len(f, at, magic) {
+        return Some(n);
+    }
+    if magic != 0xFD2F_B528 {
+        return None;
+    }
+    let fhd = h[4];
+    let single = (fhd >> 5) & 1 == 1;
+    let fcs = match fhd >> 6 {
+        0 => usize::from(single),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    let dict = [0, 1, 2, 4][usize::from(fhd & 3)];
+    let mut pos = at + 5 + u64::from(!single) + dict as u64 + fcs as u64;
+    loop {
+        let b: [u8; 3] = read_at(f, pos)?;
+        let v = u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16;
+        let (last, kind, size) = (v & 1 == 1, (v >> 1) & 3, u64::from(v >> 3));
+        pos += 3 + match kind {
+            1 => 1, // RLE: one byte repeated `size` times
+            3 => return None,
+            _ => size,
+        };
+        if last {
+            break;
+        }
+    }
+    if (fhd >> 2) & 1 == 1 {
+        pos += 4;
+    }
+    Some(pos - at)
+}
+
+/// Length of the lz4 frame at `at` (lz4 frame format 1.6), from its header and block sizes.
+fn lz4_frame_len(f: &File, at: u64) -> Option<u64> {
+    let h: [u8; 6] = read_at(f, at)?;
+    let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
+    if let Some(n) = skippable_len(f, at, magic) {
+        return Some(n);
+    }
+    if magic != 0x184D_2204 {
+        return None;
+    }
+    let flg = h[4];
+    let mut pos =
+        at + 6 + if flg & 0x08 != 0 { 8 } else { 0 } + if flg & 0x01 != 0 { 4 } else { 0 } + 1;
+    let block_sum = if flg & 0x10 != 0 { 4 } else { 0 };
+    loop {
+        let n = u32::from_le_bytes(read_at::<4>(f, pos)?);
+        pos += 4;
+        if n == 0 {
+            break;
+        }
+        pos += u64::from(n & 0x7FFF_FFFF) + block_sum;
+    }
+    if flg & 0x04 != 0 {
+        pos += 4;
+    }
+    Some(pos - at)
+}

@@ -1,0 +1,222 @@
+//! `ringcap index`: index capture files that exist (any tool's), in parallel.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use clap::Args;
+
+use crate::Fatal;
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Each FILE gets an index next to it (FILE.idx). Directories are searched for capture files
+(.pcap, .pcapng, .cap, each plain or .gz/.zst/.lz4). A current index is left alone; a missing,
+stale (the file changed) or damaged index is (re)built. ringcap capture -w BASE writes indexes
+as it goes; this command catches up files it could not index and files of other tools.
+Examples:
+  ringcap index /data/cap-*.pcap.zst
+  ringcap index /data            # every capture file in /data")]
+pub struct IndexArgs {
+    /// Capture files, or directories of them.
+    #[arg(value_name = "PATH", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Rebuild even where the index is current.
+    #[arg(long)]
+    pub force: bool,
+    /// Files indexed at once (default: the number of CPUs).
+    #[arg(short = 'j', long, value_name = "N")]
+    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+}
+
+/// The capture files under `paths` (files as given, directories searched one level), sorted.
+pub fn capture_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Fatal> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p)
+            .map_err(|e| Fatal::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
+        if meta.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| Fatal::runtime(anyhow::anyhow!("{}: {e}", p.display())))?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|f| is_capture_name(f))
+                .collect();
+            v.sort();
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// A capture file by its name (hidden files, being written, are not).
+fn is_capture_name(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    if name.starts_with('.') {
+        return false;
+    }
+    let base = [".zst", ".lz4", ".gz"]
+        .iter()
+        .find_map(|c| name.strip_suffix(c))
+        .unwrap_or(name);
+    [".pcap", ".pcapng", ".cap"]
+        .iter()
+        .any(|e| base.ends_with(e))
+}
+
+#[derive(serde::Serialize)]
+struct FileResult {
+    path: PathBuf,
+    /// "indexed", "current" or "failed".
+    status: &'static str,
+    packets: u64,
+    index_bytes: u64,
+    file_bytes: u64,
+    partial: bool,
+    error: Option<String>,
+}
+
+pub fn run(a: IndexArgs) -> Result<(), Fatal> {
+    let files = capture_files(&a.paths)?;
+    if files.is_empty() {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "no capture files found in {}",
+            a.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, files.len());
+    let bar = crate::progress::bytes_bar(total, a.quiet.on || a.json.on, "indexing");
+    let done = AtomicU64::new(0);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<FileResult>>> =
+        Mutex::new((0..files.len()).map(|_| None).collect());
+    let started = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                sys::low_priority();
+                loop {
+                    let i = next.fetch_add(1, Relaxed);
+                    let Some(f) = files.get(i) else { break };
+                    let r = one(f, a.force, &done);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                }
+            });
+        }
+        while next.load(Relaxed) < files.len() + jobs
+            && results
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .any(|r| r.is_none())
+        {
+            bar.set_position(done.load(Relaxed));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+    bar.finish_and_clear();
+    let results: Vec<FileResult> = results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+        .collect();
+    let failed = results.iter().filter(|r| r.status == "failed").count();
+    if a.json.on {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).unwrap_or_default()
+        );
+    } else {
+        for r in &results {
+            match r.status {
+                "failed" => eprintln!("ringcap: {}", r.error.as_deref().unwrap_or("failed")),
+                "current" if !a.quiet.on => println!("{}: index is current", r.path.display()),
+                "indexed" if !a.quiet.on => println!(
+                    "{}: {} packets, index {} ({:.2} % of the file){}",
+                    r.path.display(),
+                    units::si(r.packets as f64, ""),
+                    units::bytes(r.index_bytes),
+                    100.0 * r.index_bytes as f64 / r.file_bytes.max(1) as f64,
+                    if r.partial {
+                        " (a size limit stopped it: queries scan the rest)"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => {}
+            }
+        }
+        if !a.quiet.on {
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "{} files, {} read in {:.1} s ({}/s); {} failed",
+                results.len(),
+                units::bytes(total),
+                secs,
+                units::bytes((total as f64 / secs.max(1e-9)) as u64),
+                failed
+            );
+        }
+    }
+    if failed > 0 {
+        return Err(Fatal::runtime(anyhow::anyhow!(
+            "{failed} of {} files could not be indexed (see above); queries scan them",
+            results.len()
+        )));
+    }
+    Ok(())
+}
+
+fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
+    let file_bytes = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+    let mut r = FileResult {
+        path: f.to_path_buf(),
+        status: "indexed",
+        packets: 0,
+        index_bytes: 0,
+        file_bytes,
+        partial: false,
+        error: None,
+    };
+    if !force {
+        if let Ok(ix) = index::IndexFile::open(&index::index_path(f), f) {
+            done.fetch_add(file_bytes, Relaxed);
+            r.status = "current";
+            r.packets = ix.header.packets;
+            r.index_bytes = ix.len() as u64;
+            return r;
+        }
+    }
+    match index::index_file(f, done) {
+        Ok(x) => {
+            r.packets = x.packets;
+            r.index_bytes = x.index_bytes;
+            r.partial = x.partial;
+        }
+        Err(e) => {
+            r.status = "failed";
+            r.error = Some(e);
+        }
+    }
+    r
+}

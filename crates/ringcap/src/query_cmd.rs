@@ -1,0 +1,322 @@
+//! `ringcap query`: the packets of a store that match a tcpdump expression and a time window.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use store::{CaptureWriter, Format, WriterOptions};
+
+use crate::Fatal;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum QueryFormat {
+    /// pcap, microsecond timestamps (what tcpdump -w writes).
+    Pcap,
+    /// pcap, nanosecond timestamps (default: nothing of the store's time is lost).
+    PcapNs,
+    /// pcapng, nanosecond timestamps.
+    Pcapng,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+STORE is a capture file or a directory of them (ringcap capture -w DIR/BASE writes one file per
+rotation and an index next to each). The words after the stores are the expression, in tcpdump
+syntax; `after T` and `before T` terms (stenographer's form) may begin or end it, joined by `and`.
+T is RFC 3339 (2026-11-23T14:02:00Z, to the nanosecond, any offset; no offset = UTC), a date
+(2026-11-23), `10m ago` (ns us ms s m h d), `@1700000000.5` (Unix seconds) or `now`.
+`after T` keeps packets at or after T, `before T` those strictly before.
+
+The result equals `tcpdump -r` of the same files with the same expression, packet for packet, in
+time order across files. Time picks files and frames first, the index narrows host/net/port/
+proto/vlan terms to candidate packets, and libpcap's compiled filter decides each candidate.
+Files without a current index are scanned (run `ringcap index` to index them).
+
+Examples:
+  ringcap query /data 'host 10.1.2.3 and after 2026-11-23T14:00:00Z and before 2026-11-23T14:05:00Z'
+  ringcap query /data 'tcp port 443 and after 10m ago' -w - | wireshark -k -i -
+  ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap")]
+pub struct QueryArgs {
+    /// Stores (files or directories), then the expression words.
+    #[arg(value_name = "STORE... EXPR", required = true, num_args = 1..)]
+    pub words: Vec<String>,
+    /// Packets at or after this time (as `after T`).
+    #[arg(long, value_name = "T")]
+    pub after: Option<String>,
+    /// Packets before this time (as `before T`).
+    #[arg(long, value_name = "T")]
+    pub before: Option<String>,
+    /// Write the packets to FILE ("-" for stdout, e.g. into `tcpdump -r -` or `wireshark -k -i -`)
+    /// instead of printing one line per packet.
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Format of -w.
+    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
+    pub format: QueryFormat,
+    /// Stop after N packets.
+    #[arg(short = 'c', long = "limit", value_name = "N")]
+    pub limit: Option<u64>,
+    /// Say which files, frames and bytes were read, and how (on stderr; with --json in the JSON).
+    #[arg(long)]
+    pub explain: bool,
+    /// Scan every file instead of using the indexes (a check, and a baseline).
+    #[arg(long)]
+    pub no_index: bool,
+    /// Files read at once.
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
+    pub jobs: usize,
+    #[command(flatten)]
+    pub json: crate::cli::Json,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
+}
+
+#[derive(serde::Serialize)]
+struct Summary {
+    packets: u64,
+    files: usize,
+    files_by_index: usize,
+    files_scanned: usize,
+    bytes_read: u64,
+    elapsed_ms: f64,
+    filter: String,
+    after_ns: Option<u64>,
+    before_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    explain: Option<Vec<index::FileReport>>,
+}
+
+/// Splits the words into stores (leading words that exist as paths) and the expression.
+fn split_words(words: &[String]) -> (Vec<PathBuf>, String) {
+    let n = words
+        .iter()
+        .take_while(|w| Path::new(w.as_str()).exists())
+        .count();
+    let stores = words[..n].iter().map(PathBuf::from).collect();
+    (stores, words[n..].join(" "))
+}
+
+pub fn run(a: QueryArgs) -> Result<(), Fatal> {
+    let (stores, expr) = split_words(&a.words);
+    if stores.is_empty() {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "`{}` is not a file or directory: give the store first, then the expression",
+            a.words[0]
+        )));
+    }
+    let now = sys::now_ns();
+    let mut q = index::parse_query(&expr, now).map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
+    let flag_time = |s: &Option<String>| -> Result<Option<u64>, Fatal> {
+        s.as_deref()
+            .map(|t| index::parse_time(t, now))
+            .transpose()
+            .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))
+    };
+    if let Some(t) = flag_time(&a.after)? {
+        q.after_ns = Some(q.after_ns.map_or(t, |x| x.max(t)));
+    }
+    if let Some(t) = flag_time(&a.before)? {
+        q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
+    }
+    index::query::check_filter(&q.filter).map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
+    let files = crate::index_cmd::capture_files(&stores)?;
+    if files.is_empty() {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "no capture files in the stores given"
+        )));
+    }
+    if let Some(w) = a
+        .write
+        .as_deref()
+        .and_then(|w| std::fs::canonicalize(w).ok())
+    {
+        if files
+            .iter()
+            .any(|f| std::fs::canonicalize(f).ok().as_deref() == Some(&w))
+        {
+            return Err(Fatal::usage(anyhow::anyhow!(
+                "-w {} is one of the files queried: write the result elsewhere",
+                w.display()
+            )));
+        }
+    }
+    if a.write.as_deref() == Some(Path::new("-")) && std::io::stdout().is_terminal() {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "-w - writes binary pcap to a terminal: pipe it (| tcpdump -r - or | wireshark -k -i -)"
+        )));
+    }
+    let opts = index::QueryOptions {
+        jobs: a.jobs.max(1),
+        use_index: !a.no_index,
+    };
+    let started = Instant::now();
+    let mut out = Output::new(&a)?;
+    let mut packets = 0u64;
+    let limit = a.limit.unwrap_or(u64::MAX);
+    let reports = if limit == 0 {
+        Vec::new()
+    } else {
+        index::query::run(&files, &q, &opts, |hit| {
+            out.packet(hit)?;
+            packets += 1;
+            Ok(packets < limit)
+        })
+        .map_err(|e| Fatal::runtime(anyhow::anyhow!("writing the result: {e}")))?
+    };
+    out.finish()?;
+    let elapsed = started.elapsed();
+    let errors: Vec<String> = reports
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{}: {e}", r.path.display()))
+        })
+        .collect();
+    let summary = Summary {
+        packets,
+        files: files.len(),
+        files_by_index: reports
+            .iter()
+            .filter(|r| r.how.starts_with("index"))
+            .count(),
+        files_scanned: reports.iter().filter(|r| r.how.starts_with("scan")).count(),
+        bytes_read: reports.iter().map(|r| r.bytes_read).sum(),
+        elapsed_ms: elapsed.as_secs_f64() * 1e3,
+        filter: q.filter.clone(),
+        after_ns: q.after_ns,
+        before_ns: q.before_ns,
+        explain: a.explain.then(|| reports.clone()),
+    };
+    if a.json.on {
+        let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
+        if a.write.as_deref() == Some(Path::new("-")) {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    } else {
+        if a.explain {
+            for r in &reports {
+                eprintln!(
+                    "{}: {}; frames {}/{}, read {}, candidates {}, tested {}, matched {}",
+                    r.path.display(),
+                    r.how,
+                    r.frames_read,
+                    r.frames_total,
+                    units::bytes(r.bytes_read),
+                    r.candidates.map_or("-".to_string(), |c| c.to_string()),
+                    r.packets_tested,
+                    r.packets_matched
+                );
+            }
+        }
+        if !a.quiet.on {
+            eprintln!(
+                "{} packets from {} files ({} by index, {} scanned) in {:.1} ms, {} read",
+                packets,
+                files.len(),
+                summary.files_by_index,
+                summary.files_scanned,
+                summary.elapsed_ms,
+                units::bytes(summary.bytes_read)
+            );
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Fatal::runtime(anyhow::anyhow!(
+            "{} file(s) could not be read whole; the result lacks their packets:\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        )));
+    }
+    Ok(())
+}
+
+/// Where matching packets go: a capture file (made at the first packet, which sets the link
+/// type) or lines on stdout.
+struct Output {
+    path: Option<PathBuf>,
+    format: Format,
+    writer: Option<(CaptureWriter, u32)>,
+    lines: Option<std::io::BufWriter<std::io::Stdout>>,
+}
+
+impl Output {
+    fn new(a: &QueryArgs) -> Result<Output, Fatal> {
+        let format = match a.format {
+            QueryFormat::Pcap => Format::Pcap { nanos: false },
+            QueryFormat::PcapNs => Format::Pcap { nanos: true },
+            QueryFormat::Pcapng => Format::PcapNg,
+        };
+        Ok(Output {
+            path: a.write.clone(),
+            format,
+            writer: None,
+            // With --json and no -w, stdout holds the JSON summary only.
+            lines: (a.write.is_none() && !a.json.on)
+                .then(|| std::io::BufWriter::new(std::io::stdout())),
+        })
+    }
+
+    fn open(&mut self, linktype: u32) -> std::io::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        let opts = WriterOptions {
+            format: self.format,
+            linktype,
+            direct_io: false,
+            buffer_size: 1 << 20,
+            ..Default::default()
+        };
+        let w = CaptureWriter::create(path, opts).map_err(std::io::Error::other)?;
+        self.writer = Some((w, linktype));
+        Ok(())
+    }
+
+    fn packet(&mut self, hit: &index::Hit<'_>) -> std::io::Result<()> {
+        if let Some(out) = self.lines.as_mut() {
+            let lt = wire::LinkType::from_pcap(hit.linktype).unwrap_or(wire::LinkType::Ethernet);
+            let mut line = String::new();
+            let _ = wire::format_line(&mut line, hit.ts_ns, hit.data, hit.wire_len, lt);
+            return writeln!(out, "{line}");
+        }
+        if self.writer.is_none() {
+            self.open(hit.linktype)?;
+        }
+        let (w, lt) = self.writer.as_mut().expect("opened");
+        if *lt != hit.linktype {
+            return Err(std::io::Error::other(format!(
+                "the result mixes link types {lt} and {}: one file cannot hold both; narrow the query to one kind of interface",
+                hit.linktype
+            )));
+        }
+        while !w.write_packet(hit.ts_ns, hit.wire_len, hit.data, None) {
+            if w.stats().failed {
+                return Err(std::io::Error::other("the output failed"));
+            }
+            // All buffers are with the writer thread: wait for one (a query may wait, a capture may not).
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), Fatal> {
+        if let Some(out) = self.lines.as_mut() {
+            out.flush()
+                .map_err(|e| Fatal::runtime(anyhow::anyhow!("stdout: {e}")))?;
+        }
+        if self.path.is_some() && self.writer.is_none() {
+            // No packet matched: still write a valid, empty file.
+            self.open(1)
+                .map_err(|e| Fatal::runtime(anyhow::anyhow!("{e}")))?;
+        }
+        if let Some((w, _)) = self.writer.take() {
+            w.finish(None)
+                .map_err(|e| Fatal::runtime(anyhow::anyhow!("{e}")))?;
+        }
+        Ok(())
+    }
+}
