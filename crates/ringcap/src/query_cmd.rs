@@ -4,20 +4,12 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+
+use crate::cli::OutputFormat;
 use store::{CaptureWriter, Format, WriterOptions};
 
 use crate::Fatal;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum QueryFormat {
-    /// pcap, microsecond timestamps (what tcpdump -w writes).
-    Pcap,
-    /// pcap, nanosecond timestamps (default: nothing of the store's time is lost).
-    PcapNs,
-    /// pcapng, nanosecond timestamps.
-    Pcapng,
-}
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
@@ -51,9 +43,9 @@ pub struct QueryArgs {
     /// instead of printing one line per packet.
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<PathBuf>,
-    /// Format of -w.
+    /// Format of -w (as capture's -F; pcap-ns by default, so no timestamp digit is lost).
     #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
-    pub format: QueryFormat,
+    pub format: OutputFormat,
     /// Stop after N packets.
     #[arg(short = 'c', long = "limit", value_name = "N")]
     pub limit: Option<u64>,
@@ -246,9 +238,9 @@ struct Output {
 impl Output {
     fn new(a: &QueryArgs) -> Result<Output, Fatal> {
         let format = match a.format {
-            QueryFormat::Pcap => Format::Pcap { nanos: false },
-            QueryFormat::PcapNs => Format::Pcap { nanos: true },
-            QueryFormat::Pcapng => Format::PcapNg,
+            OutputFormat::Pcap => Format::Pcap { nanos: false },
+            OutputFormat::PcapNs => Format::Pcap { nanos: true },
+            OutputFormat::Pcapng => Format::PcapNg,
         };
         Ok(Output {
             path: a.write.clone(),

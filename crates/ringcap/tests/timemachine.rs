@@ -1,0 +1,413 @@
+//! The time machine end to end: a real capture with rotation writes indexed stores (plain, zstd,
+//! lz4, pcapng); `ringcap query` must return what `tcpdump -r` of the same files returns, packet
+//! for packet and byte for byte (both decoded by tcpdump -xx). Also: files of other tools, a
+//! corrupt index, kill -9 of the capture and of `ringcap index`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+use testbed::{Side, Testbed};
+
+/// Runs a shell line; panics with its output on failure.
+fn sh(line: &str) -> String {
+    let out = Command::new("sh").args(["-c", line]).output().expect("sh");
+    assert!(
+        out.status.success(),
+        "{line}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn need(tool: &str) {
+    let ok = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "{tool} is needed by this test (make deps installs it)");
+}
+
+/// Sends `n` UDP frames from the Tx side with ringcap gen (many hosts and ports), `vlan` tagged.
+fn send_mix(tb: &Testbed, n: u32, seed: u32, vlan: Option<u16>) {
+    let n = n.to_string();
+    let seed = seed.to_string();
+    let mut args = vec![
+        "gen",
+        "-i",
+        &tb.tx_if,
+        "-n",
+        &n,
+        "--pps",
+        "40000",
+        "--seed",
+        &seed,
+        "-q",
+        "--src-ip",
+        "10.0.0.1-10.0.0.23",
+        "--dst-ip",
+        "10.1.0.1-10.1.0.5",
+        "--src-port",
+        "1000-1030",
+        "--dst-port",
+        "53-54",
+        "--payload",
+        "half",
+    ];
+    let v;
+    if let Some(id) = vlan {
+        v = id.to_string();
+        args.extend(["--vlan", &v]);
+    }
+    let st = tb
+        .command(Side::Tx, ringcap().to_str().unwrap())
+        .args(&args)
+        .status()
+        .expect("gen");
+    assert!(st.success(), "gen failed");
+}
+
+/// The capture files of a store, oldest first (the names sort by time).
+fn store_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            !n.starts_with('.') && !n.ends_with(".idx") && n.contains(".pcap")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A command that prints a capture file as a plain pcap stream on stdout.
+fn cat_cmd(f: &Path) -> String {
+    let p = f.display();
+    match f.extension().and_then(|e| e.to_str()) {
+        Some("zst") => format!("zstd -dc '{p}'"),
+        Some("lz4") => format!("lz4 -dc '{p}'"),
+        Some("gz") => format!("gzip -dc '{p}'"),
+        _ => format!("cat '{p}'"),
+    }
+}
+
+/// tcpdump's decode of packets: one string per packet (header line with the ns timestamp, then the
+/// hex of every byte), with the packet's time.
+fn decode(text: &str) -> Vec<(u64, String)> {
+    let mut out: Vec<(u64, String)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with(|c: char| c.is_ascii_digit()) {
+            let ts = line.split_whitespace().next().unwrap();
+            let (s, ns) = ts.split_once('.').unwrap();
+            let t = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+            out.push((t, format!("{line}\n")));
+        } else if let Some(last) = out.last_mut() {
+            last.1.push_str(line);
+            last.1.push('\n');
+        }
+    }
+    out
+}
+
+/// What tcpdump -r gives for `expr` over `files` in order, restricted to [after, before).
+fn expected(files: &[PathBuf], expr: &str, after: u64, before: u64) -> Vec<(u64, String)> {
+    let mut all = Vec::new();
+    for f in files {
+        let text = sh(&format!(
+            "{} | tcpdump -r - -nn --nano -tt -xx '{expr}' 2>/dev/null",
+            cat_cmd(f)
+        ));
+        all.extend(decode(&text));
+    }
+    all.retain(|(t, _)| *t >= after && *t < before);
+    all
+}
+
+/// What `ringcap query` gives, as tcpdump decodes it.
+fn queried(store: &Path, out_dir: &Path, query: &str, extra: &[&str]) -> Vec<(u64, String)> {
+    let out = out_dir.join("result.pcap");
+    let st = Command::new(ringcap())
+        .arg("query")
+        .arg(store)
+        .arg(query)
+        .args(["-w", out.to_str().unwrap(), "-q"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "query {query}: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    decode(&sh(&format!(
+        "tcpdump -r '{}' -nn --nano -tt -xx 2>/dev/null",
+        out.display()
+    )))
+}
+
+fn stamp(ns: u64) -> String {
+    format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// Compares query and tcpdump for every expression; returns how many packets matched in total.
+fn check_store(store: &Path, work: &Path) -> usize {
+    let files = store_files(store);
+    assert!(files.len() >= 3, "rotation made {} files", files.len());
+    let all = expected(&files, "", 0, u64::MAX);
+    assert!(all.len() > 1000, "only {} packets in the store", all.len());
+    let (t0, t1) = (all[all.len() / 3].0, all[2 * all.len() / 3].0);
+    let exprs = [
+        "host 10.0.0.7",
+        "src host 10.0.0.3 and dst port 53",
+        "net 10.1.0.0/30 and port 1001",
+        "udp and (port 1002 or port 1003)",
+        "ip proto 17 and not host 10.1.0.2",
+        "vlan 100 and host 10.0.0.9",
+        "host 10.0.0.11 or 10.0.0.12",
+        "udp[8:2] = 0x1234",
+        "udp[8] & 1 = 1",
+    ];
+    let mut total = 0;
+    for e in exprs {
+        let want = expected(&files, e, 0, u64::MAX);
+        let got = queried(store, work, e, &[]);
+        assert_eq!(got.len(), want.len(), "{e}: packet count");
+        assert!(got == want, "{e}: packets differ from tcpdump's");
+        total += got.len();
+    }
+    // A time window, as terms and as flags, with and without other terms.
+    let want = expected(&files, "host 10.0.0.5", t0, t1);
+    let q = format!(
+        "host 10.0.0.5 and after {} and before {}",
+        stamp(t0),
+        stamp(t1)
+    );
+    assert!(queried(store, work, &q, &[]) == want, "{q}");
+    let want = expected(&files, "", t0, t1);
+    let got = queried(
+        store,
+        work,
+        "",
+        &["--after", &stamp(t0), "--before", &stamp(t1)],
+    );
+    assert!(
+        got == want,
+        "time window alone: {} vs {}",
+        got.len(),
+        want.len()
+    );
+    // The scan path gives the same (the index is only a shortcut).
+    let got = queried(store, work, "port 1005", &["--no-index"]);
+    assert!(
+        got == expected(&files, "port 1005", 0, u64::MAX),
+        "--no-index"
+    );
+    total
+}
+
+/// Captures mixed traffic (some of it VLAN-tagged) with rotation into `dir/cap`.
+fn capture_store(tb: &Testbed, dir: &Path, extra: &[&str]) {
+    let base = dir.join("cap");
+    let mut args = vec![
+        "capture",
+        "-i",
+        &tb.rx_if,
+        "-w",
+        base.to_str().unwrap(),
+        "-C",
+        "1MB",
+    ];
+    args.extend(extra);
+    let cap = spawn_capture(tb, &args);
+    send_mix(tb, 6000, 1, None);
+    send_mix(tb, 2000, 2, Some(100));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = stop(cap, libc::SIGINT);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "capture: {err}");
+    assert!(err.contains("files indexed"), "no index line: {err}");
+    assert!(!err.contains("unindexed"), "files left unindexed: {err}");
+}
+
+#[test]
+fn query_equals_tcpdump_on_every_store_kind() {
+    for t in ["tcpdump", "zstd", "lz4"] {
+        need(t);
+    }
+    let work = tempdir("tm-kinds");
+    for (name, extra) in [
+        ("plain", vec![]),
+        ("zstd", vec!["--compress", "zstd"]),
+        ("lz4", vec!["--compress", "lz4"]),
+        ("pcapng", vec!["-F", "pcapng", "--compress", "auto"]),
+    ] {
+        let tb = testbed();
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        capture_store(&tb, &dir, &extra);
+        let n = check_store(&dir, &work);
+        assert!(n > 500, "{name}: the expressions matched only {n} packets");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn other_tools_files_corrupt_indexes_and_kill9() {
+    for t in ["tcpdump", "zstd", "lz4", "gzip"] {
+        need(t);
+    }
+    let work = tempdir("tm-hostile");
+    let tb = testbed();
+    let store = work.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    capture_store(&tb, &store, &["--compress", "zstd"]);
+
+    // A corrupt index is detected (the query scans that file instead) and rebuilt by `index`.
+    let files = store_files(&store);
+    let idx = store::index_path(&files[1]);
+    let mut bytes = std::fs::read(&idx).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&idx, &bytes).unwrap();
+    let explain = Command::new(ringcap())
+        .args([
+            "query",
+            store.to_str().unwrap(),
+            "host 10.0.0.7",
+            "--explain",
+            "-w",
+        ])
+        .arg(work.join("x.pcap"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&explain.stderr);
+    assert!(
+        text.contains("damaged"),
+        "corrupt index not reported: {text}"
+    );
+    check_store(&store, &work);
+    let out = sh(&format!(
+        "{} index {}",
+        ringcap().display(),
+        store.display()
+    ));
+    assert!(
+        out.contains("index is current") && out.contains("packets, index"),
+        "{out}"
+    );
+    assert!(
+        index::IndexFile::open(&idx, &files[1]).is_ok(),
+        "not rebuilt"
+    );
+
+    // Another tool's files: tcpdump's pcap, gzip'd, zstd'd in one frame, lz4'd; indexed by `index`.
+    let other = work.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let plain = other.join("tcpdump.pcap");
+    sh(&format!(
+        "{} | tcpdump -r - -w '{}' 2>/dev/null",
+        cat_cmd(&files[0]),
+        plain.display()
+    ));
+    for (f, how) in [
+        ("a.pcap.gz", "gzip -c"),
+        ("b.pcap.zst", "zstd -19 -c"),
+        ("c.pcap.lz4", "lz4 -c"),
+    ] {
+        sh(&format!(
+            "{how} '{}' > '{}'",
+            plain.display(),
+            other.join(f).display()
+        ));
+    }
+    let out = sh(&format!(
+        "{} index {}",
+        ringcap().display(),
+        other.display()
+    ));
+    assert!(out.contains("4 files"), "{out}");
+    for f in store_files(&other) {
+        let want = expected(std::slice::from_ref(&f), "host 10.0.0.4", 0, u64::MAX);
+        let got = queried(&f, &work, "host 10.0.0.4", &[]);
+        assert!(!want.is_empty() && got == want, "{}", f.display());
+    }
+
+    // kill -9 of the capture: the hidden partial file is not queried, finished files still answer
+    // exactly; `index` indexes what the dead capture did not.
+    let dead = work.join("dead");
+    std::fs::create_dir_all(&dead).unwrap();
+    let base = dead.join("cap");
+    let cap = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            base.to_str().unwrap(),
+            "-C",
+            "1MB",
+            "--compress",
+            "zstd",
+        ],
+    );
+    send_mix(&tb, 6000, 3, None);
+    let out = stop(cap, libc::SIGKILL);
+    assert!(!out.status.success());
+    let _ = sh(&format!(
+        "{} index {} -q",
+        ringcap().display(),
+        dead.display()
+    ));
+    check_store(&dead, &work);
+
+    // kill -9 of `ringcap index` mid-way: what it leaves is either absent, whole or rebuilt.
+    let big = work.join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    let all_plain = big.join("all.pcap");
+    let q = Command::new(ringcap())
+        .args([
+            "query",
+            store.to_str().unwrap(),
+            "",
+            "-F",
+            "pcap",
+            "-q",
+            "-w",
+        ])
+        .arg(&all_plain)
+        .status()
+        .unwrap();
+    assert!(q.success());
+    for _ in 0..5 {
+        let mut child = Command::new(ringcap())
+            .args(["index", "--force", "-q"])
+            .arg(&all_plain)
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let _ = child.kill();
+        let _ = child.wait();
+        let got = queried(&all_plain, &work, "host 10.0.0.6", &[]);
+        let want = expected(
+            std::slice::from_ref(&all_plain),
+            "host 10.0.0.6",
+            0,
+            u64::MAX,
+        );
+        assert!(got == want, "after kill -9 of index");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ringcap-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
