@@ -15,6 +15,9 @@ use crate::capture_stats::{StatsPrinter, Summary};
 use crate::cli::CaptureArgs;
 use crate::Fatal;
 
+/// The link type of captured frames (packet sockets of Ethernet interfaces), as written and as parsed.
+const LINKTYPE: wire::LinkType = wire::LinkType::Ethernet;
+
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let mut cfg = source_config(&a)?;
     if a.dump_filter {
@@ -28,6 +31,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     cfg.filter = None; // the compiled program now lives in the kernel
 
     let plan = file_plan(&a)?;
+    let cutoff = cutoff_config(&a, plan.is_some())?;
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     let mut writer_counters = None;
     if let Some(writer) = match (&plan, &a.write) {
@@ -39,7 +43,10 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             path.as_deref().unwrap_or(Path::new("-")),
         )?),
     } {
-        let w = WriterSink::new(writer);
+        let mut w = WriterSink::new(writer);
+        if let Some(cfg) = cutoff {
+            w = w.cutoff(cfg, LINKTYPE);
+        }
         w.rotate_on_sighup()
             .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
         writer_counters = Some(w.counters());
@@ -48,15 +55,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         // --records alone: the records are the output, no packet lines.
         sinks.push(Box::<CountSink>::default());
     } else {
-        sinks.push(Box::new(PrintSink::new(
-            wire::LinkType::Ethernet,
-            stop.clone(),
-        )));
+        sinks.push(Box::new(PrintSink::new(LINKTYPE, stop.clone())));
     }
     let probe = records_probe(&a)?;
     let probe_line = probe.as_ref().map(|p| records_destinations(&a, p));
     if let Some(p) = probe {
-        sinks.push(Box::new(RecordSink::new(p, wire::LinkType::Ethernet)));
+        sinks.push(Box::new(RecordSink::new(p, LINKTYPE)));
     }
     if let Some(spec) = a.load {
         sinks.push(Box::new(LoadSink::new(spec, capture::MAX_SNAPLEN as usize)));
@@ -157,11 +161,30 @@ fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
     }
     let expr = a.filter.join(" ");
     if !expr.trim().is_empty() {
-        let prog = capture::compile_filter(&expr, wire::LinkType::Ethernet, cfg.snaplen)
+        let prog = capture::compile_filter(&expr, LINKTYPE, cfg.snaplen)
             .map_err(|e| Fatal::usage(anyhow!(e)))?;
         cfg.filter = Some(prog);
     }
     Ok(cfg)
+}
+
+/// `--cutoff SIZE` (0 or absent: off); it cuts what is written, so it needs a file (`-w` or `--out-dir`).
+fn cutoff_config(a: &CaptureArgs, file_mode: bool) -> Result<Option<session::CutoffConfig>, Fatal> {
+    let Some(size) = a.cutoff.filter(|&s| s > 0) else {
+        return Ok(None);
+    };
+    if a.drop_all || (a.write.is_none() && !file_mode) {
+        return Err(Fatal::usage(anyhow!(
+            "--cutoff limits what is written to the capture file: it needs -w FILE (or --out-dir DIR)"
+        )));
+    }
+    if a.cutoff_flows == 0 {
+        return Err(Fatal::usage(anyhow!("--cutoff-flows must be at least 1")));
+    }
+    Ok(Some(session::CutoffConfig {
+        size,
+        flows: a.cutoff_flows,
+    }))
 }
 
 /// Configuration mistakes exit 2, everything else 1.
@@ -260,7 +283,7 @@ fn open_writer(
         } else {
             a.snaplen.min(store::MAX_SNAPLEN)
         },
-        linktype: 1,
+        linktype: LINKTYPE.pcap(),
         if_name: a.interface.clone(),
         direct_io: a.direct_io,
         ..WriterOptions::default()

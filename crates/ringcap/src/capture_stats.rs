@@ -152,6 +152,8 @@ pub struct Summary {
     drop_all: bool,
     /// `--records`: the probe's counters.
     records: Option<records::probe::ProbeStats>,
+    /// `--cutoff`: what it cut, summed over the threads.
+    cutoff: Option<session::CutoffStats>,
 }
 
 impl Summary {
@@ -160,11 +162,17 @@ impl Summary {
         let mut written = None;
         let mut levels = Vec::new();
         let mut records = None;
+        let mut cutoff = None;
         for s in &r.sinks {
             match s {
-                SinkReport::Written { stats, levels: l } => {
+                SinkReport::Written {
+                    stats,
+                    levels: l,
+                    cutoff: c,
+                } => {
                     written = Some(*stats);
                     levels = l.clone();
+                    cutoff = *c;
                 }
                 SinkReport::Records(p) => records = Some(p.clone()),
                 _ => {}
@@ -188,6 +196,7 @@ impl Summary {
             levels,
             drop_all,
             records,
+            cutoff,
         }
     }
 
@@ -214,6 +223,18 @@ impl Summary {
             if let Some(r) = &self.records {
                 v["drops"]["queue"] = r.queue_drops.into();
                 v["records"] = serde_json::to_value(r).unwrap_or_default();
+            }
+            if let Some(c) = &self.cutoff {
+                // Cut packets are their own stage, not drops.
+                v["cutoff"] = serde_json::json!({
+                    "size": c.size,
+                    "packets": c.packets,
+                    "bytes": c.bytes,
+                    "packets_cut": c.packets_cut,
+                    "bytes_cut": c.bytes_cut,
+                    "connections": c.connections,
+                    "evictions": c.evictions,
+                });
             }
             if let Some(w) = &self.writer {
                 v["files"] = serde_json::json!({
@@ -269,6 +290,9 @@ impl Summary {
         if let Some(r) = &self.records {
             print_records(r);
         }
+        if let Some(c) = &self.cutoff {
+            eprintln!("ringcap: {}", cutoff_line(c));
+        }
         if let Some(b) = self.bytes_written {
             eprintln!(
                 "ringcap: wrote {} ({})",
@@ -322,6 +346,40 @@ impl Summary {
     }
 }
 
+/// `cutoff 64 KiB: cut 1 234 567 packets (850 MiB, 91 % of the bytes) of 3 400 connections; 12 entries evicted`.
+fn cutoff_line(c: &session::CutoffStats) -> String {
+    let pct = if c.bytes == 0 {
+        0.0
+    } else {
+        100.0 * c.bytes_cut as f64 / c.bytes as f64
+    };
+    format!(
+        "cutoff {}: cut {} packet{} ({}, {} % of the bytes) of {} connection{}; {} entr{} evicted",
+        units::bytes(c.size),
+        grouped(c.packets_cut),
+        if c.packets_cut == 1 { "" } else { "s" },
+        units::bytes(c.bytes_cut),
+        units::sig(pct),
+        grouped(c.connections),
+        if c.connections == 1 { "" } else { "s" },
+        grouped(c.evictions),
+        if c.evictions == 1 { "y" } else { "ies" },
+    )
+}
+
+/// Digits in groups of three: 1234567 → "1 234 567".
+fn grouped(n: u64) -> String {
+    let d = n.to_string();
+    let mut s = String::with_capacity(d.len() + d.len() / 3);
+    for (i, ch) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
+            s.push(' ');
+        }
+        s.push(ch);
+    }
+    s
+}
+
 fn print_records(r: &records::probe::ProbeStats) {
     eprintln!(
         "ringcap: records: {} built, {} batches; drops by stage: queue {}, no live collector {}",
@@ -334,6 +392,31 @@ fn print_records(r: &records::probe::ProbeStats) {
         eprintln!(
             "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}",
             c.dest, c.sent, c.resent, c.acked, c.dropped, c.unacked, c.failures
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cutoff_line_reads_as_documented() {
+        assert_eq!(grouped(1_234_567), "1 234 567");
+        assert_eq!(grouped(3_400), "3 400");
+        assert_eq!(grouped(12), "12");
+        let c = session::CutoffStats {
+            size: 64 << 10,
+            packets: 2_000_000,
+            bytes: 1000,
+            packets_cut: 1_234_567,
+            bytes_cut: 910,
+            connections: 3_400,
+            evictions: 1,
+        };
+        assert_eq!(
+            cutoff_line(&c),
+            "cutoff 64.0 KiB: cut 1 234 567 packets (910 B, 91 % of the bytes) of 3 400 connections; 1 entry evicted"
         );
     }
 }

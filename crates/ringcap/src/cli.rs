@@ -219,6 +219,21 @@ pub struct CaptureArgs {
     #[arg(long = "disk-budget", value_name = "SIZE|PERCENT", value_parser = parse_budget)]
     pub disk_budget: Option<store::Budget>,
 
+    /// Keep only the first SIZE bytes of each connection (both directions, wire lengths; e.g. 64KiB, 1MB)
+    /// in the file and cut the rest, as the Time Machine's cutoff; 0 = off. Needs -w (or --out-dir). A
+    /// connection is (VLAN, IP protocol, the two address:port ends); packets without an IP header are
+    /// always kept. Each capture thread has its own table: with --fanout hash (the default) the kernel's
+    /// symmetric flow hash sends both directions to one thread; with lb or cpu a connection may keep up to
+    /// SIZE per thread. A connection evicted from a full table (--cutoff-flows) counts from 0 when it comes
+    /// back, so it may keep more than SIZE, never less. Cut packets are counted apart, not as drops.
+    #[arg(long = "cutoff", value_name = "SIZE", value_parser = parse_size_arg)]
+    pub cutoff: Option<u64>,
+
+    /// Connections tracked per capture thread for --cutoff (rounded up to a power of two; 24 bytes each,
+    /// 4-way set associative, the least recently seen of a full set is evicted).
+    #[arg(long = "cutoff-flows", value_name = "N", default_value_t = session::cutoff::DEFAULT_FLOWS)]
+    pub cutoff_flows: usize,
+
     /// Count packets and drop them, writing nothing (seed 002's way to measure the offered rate).
     #[arg(long = "drop-all", conflicts_with = "write")]
     pub drop_all: bool,

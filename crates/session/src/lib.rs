@@ -15,11 +15,13 @@
 //! A new sink implements [`Sink`] (made once, finished once after every thread ended) and [`Lane`] (one per
 //! capture thread, gets `&Batch` and a tick); nothing else changes.
 
+pub mod cutoff;
 mod run;
 mod sink;
 pub mod sinks;
 mod stop;
 
+pub use cutoff::{Cutoff, CutoffConfig, CutoffStats};
 pub use run::{Options, Report, Session};
 pub use sink::{Lane, Sink, SinkReport, Totals};
 pub use stop::Stop;

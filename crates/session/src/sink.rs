@@ -53,10 +53,12 @@ pub struct Totals {
 /// What one sink did, for the summary.
 #[derive(Debug)]
 pub enum SinkReport {
-    /// A capture file or file series: the writer's counters and the buffers compressed at each level.
+    /// A capture file or file series: the writer's counters, the buffers compressed at each level, and
+    /// with `--cutoff` what the cutoff cut (summed over the lanes).
     Written {
         stats: store::WriterStats,
         levels: Vec<(store::Level, u64)>,
+        cutoff: Option<crate::cutoff::CutoffStats>,
     },
     /// Header records sent to collectors.
     Records(records::probe::ProbeStats),

@@ -1,26 +1,50 @@
 //! The capture file or file series: each capture thread encodes into its own buffers (a
 //! [`store::Producer`]); the store's writer thread writes them. Flushing, rotation (`-C`, `-G`, SIGHUP)
 //! and retention are the store's business: the lane only ticks it.
+//!
+//! With [`WriterSink::cutoff`] each lane first asks its own [`Cutoff`] whether a packet is within the
+//! first SIZE bytes of its connection; cut packets are not handed to the store (nor counted as drops).
 
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use capture::Batch;
 use store::{CaptureWriter, IfStats, Producer, WriterCounters};
+use wire::LinkType;
 
+use crate::cutoff::{Cutoff, CutoffConfig, CutoffStats};
 use crate::sink::{Lane, Sink, SinkReport, Totals};
 
 /// A [`CaptureWriter`] as a sink.
 pub struct WriterSink {
     writer: CaptureWriter,
     counters: Arc<WriterCounters>,
+    /// `--cutoff`: the configuration, the frames' link type, and the lanes' counters summed as they finish.
+    cutoff: Option<(CutoffConfig, LinkType, Arc<Mutex<CutoffStats>>)>,
 }
 
 impl WriterSink {
     pub fn new(writer: CaptureWriter) -> WriterSink {
         let counters = writer.counters();
-        WriterSink { writer, counters }
+        WriterSink {
+            writer,
+            counters,
+            cutoff: None,
+        }
+    }
+
+    /// `--cutoff`: every lane keeps only the first `cfg.size` bytes of each connection of the frames
+    /// (of `linktype`, the type the writer records) in a table of its own (see [`crate::cutoff`]). With
+    /// several capture threads a connection's two directions meet on one thread only under
+    /// PACKET_FANOUT_HASH (the kernel's symmetric flow hash); otherwise each thread counts its share.
+    pub fn cutoff(mut self, cfg: CutoffConfig, linktype: LinkType) -> WriterSink {
+        let stats = CutoffStats {
+            size: cfg.size,
+            ..CutoffStats::default()
+        };
+        self.cutoff = Some((cfg, linktype, Arc::new(Mutex::new(stats))));
+        self
     }
 
     /// Start a new file on SIGHUP (file mode), as with logs; pending while no buffer is free.
@@ -35,11 +59,21 @@ impl WriterSink {
     }
 }
 
-struct WriterLane(Producer);
+struct WriterLane {
+    producer: Producer,
+    /// `--cutoff`: this thread's table, and where its counters go at the end.
+    cutoff: Option<(Cutoff, Arc<Mutex<CutoffStats>>)>,
+}
 
 impl Sink for WriterSink {
     fn lane(&mut self) -> anyhow::Result<Box<dyn Lane>> {
-        Ok(Box::new(WriterLane(self.writer.producer())))
+        Ok(Box::new(WriterLane {
+            producer: self.writer.producer(),
+            cutoff: self
+                .cutoff
+                .as_ref()
+                .map(|(cfg, lt, sum)| (Cutoff::new(*cfg, *lt), Arc::clone(sum))),
+        }))
     }
 
     fn failed(&self) -> bool {
@@ -61,23 +95,54 @@ impl Sink for WriterSink {
             Ok(s) => (s, None),
             Err(e) => (self.counters.snapshot(), Some(anyhow::Error::new(e))),
         };
-        (SinkReport::Written { stats, levels }, err)
+        let cutoff = self
+            .cutoff
+            .map(|(_, _, sum)| *sum.lock().unwrap_or_else(|e| e.into_inner()));
+        (
+            SinkReport::Written {
+                stats,
+                levels,
+                cutoff,
+            },
+            err,
+        )
     }
 }
 
 impl Lane for WriterLane {
     #[inline]
     fn batch(&mut self, batch: &Batch<'_>) {
-        for p in batch.packets() {
-            self.0.write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
+        match &mut self.cutoff {
+            None => {
+                for p in batch.packets() {
+                    self.producer
+                        .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
+                }
+            }
+            Some((cut, _)) => {
+                for p in batch.packets() {
+                    // The wire length as written (a stripped tag goes back in), so the bytes cut are the
+                    // bytes a reader of the file misses.
+                    if cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns) {
+                        self.producer
+                            .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
+                    }
+                }
+            }
         }
     }
 
     fn tick(&mut self, now: Instant) {
-        self.0.tick(now, sys::now_ns());
+        self.producer.tick(now, sys::now_ns());
     }
 
     fn finish(self: Box<Self>) {
-        self.0.finish();
+        let WriterLane { producer, cutoff } = *self;
+        producer.finish();
+        if let Some((cut, sum)) = cutoff {
+            sum.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(&cut.stats());
+        }
     }
 }
