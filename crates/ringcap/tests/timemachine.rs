@@ -230,8 +230,14 @@ fn capture_store(tb: &Testbed, dir: &Path, extra: &[&str]) {
     let out = stop(cap, libc::SIGINT);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "capture: {err}");
-    assert!(err.contains("files indexed"), "no index line: {err}");
-    assert!(!err.contains("unindexed"), "files left unindexed: {err}");
+    // The live indexer runs at the lowest priority: on a loaded machine it may leave files to
+    // `ringcap index` (the summary says so), but it must have indexed some.
+    let indexed = err
+        .split("index: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(indexed.is_some_and(|n| n > 0), "no file indexed live: {err}");
 }
 
 #[test]
