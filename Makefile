@@ -11,7 +11,7 @@ APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 g
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install demo test bench bench-capture bench-gen bench-disk bench-trace bench-records fmt clippy clean
+.PHONY: all deps build install demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query fmt clippy clean
 
 all: build
 
@@ -65,6 +65,10 @@ bench-trace: build
 # Header records (issue 7): probe striping to two collectors vs capture -w; RUNS=1 PACKETS=200000 for a smoke test.
 bench-records: build
 	RINGCAP=$(BIN) scripts/bench-records.sh
+
+# The time machine (issue 11): a >= 20 GB store, queries cold and warm against tcpdump -r; STORE_GB=1 RUNS=1 for a smoke test.
+bench-query: build
+	RINGCAP=$(BIN) scripts/bench-query.sh
 
 # The quick thesis baseline (ringcap bench, issue 5): results, plots and report in bench-out/baseline.
 # --resume: an interrupted run continues; remove bench-out/baseline to measure again from scratch.
