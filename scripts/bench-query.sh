@@ -104,8 +104,9 @@ steno_stop() {
   [ -n "${STENO_PID:-}" ] || return 0
   local kids c
   kids="$(cat /proc/"$STENO_PID"/task/*/children 2>/dev/null || true)"
-  stop_pid "$STENO_PID"
+  kill -TERM "$STENO_PID" 2>/dev/null || true   # stenographer ignores SIGINT
   for c in $kids; do kill -KILL "$c" 2>/dev/null || true; done
+  stop_pid "$STENO_PID"
   STENO_PID=""
 }
 on_exit() {
@@ -350,7 +351,7 @@ tcpdump_query() {
         awk -v a="$T0" -v b="$T1" '{ s = $1; sub(/\..*/, "", s); s += 0; if (s >= a && s < b) n++ } END { print n + 0 }')" || status="failed on $f"
     else
       # shellcheck disable=SC2086  # tcpdump takes the expression as one argument
-      c="$(taskset -c 0 zstd -dcq "$f" | taskset -c 1 tcpdump -r - --count -nn $expr 2>/dev/null | awk '/packets/ { print $1 }')" ||
+      c="$(taskset -c 0 zstd -dcq "$f" | taskset -c 1 tcpdump -r - --count -nn $expr 2>/dev/null | awk '$2 ~ /^packets?$/ { print $1 }')" ||
         status="failed on $f"
     fi
     n=$((n + ${c:-0}))
@@ -440,7 +441,7 @@ steno_query() {   # steno_query QUERY CACHE: one timed stenoread, one CSV row
   local q="$1" cache="$2" t0 t1 n
   [ "$cache" = cold ] && drop_caches
   t0="$(now_ns)"
-  n="$(STENOGRAPHER_CONFIG="$SD/config" ip netns exec "$RX_NS" stenoread "${SQEXPR[$q]}" -w - 2>/dev/null | tcpdump -r - --count 2>/dev/null | awk '/packets/ { print $1 }')" || true
+  n="$(STENOGRAPHER_CONFIG="$SD/config" ip netns exec "$RX_NS" stenoread "${SQEXPR[$q]}" -w - 2>/dev/null | tcpdump -r - --count 2>/dev/null | awk '$2 ~ /^packets?$/ { print $1 }')" || true
   t1="$(now_ns)"
   echo "stenographer,$q,$cache,1,$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'),,${n:-},,,,side-by-side" >>"$CSV"
   progress "stenographer $q $cache: ${n:-?} packets"
@@ -474,7 +475,7 @@ EOF
   local want="$STENO_PACKETS" got=0
   for ((i = 0; i < 36; i++)); do
     sleep 5
-    got="$(STENOGRAPHER_CONFIG="$SD/config" ip netns exec "$RX_NS" stenoread "host $DST_IP" -w - 2>/dev/null | tcpdump -r - --count 2>/dev/null | awk '/packets/ { print $1 }')" || got=0
+    got="$(STENOGRAPHER_CONFIG="$SD/config" ip netns exec "$RX_NS" stenoread "host $DST_IP" -w - 2>/dev/null | tcpdump -r - --count 2>/dev/null | awk '$2 ~ /^packets?$/ { print $1 }')" || got=0
     [ "${got:-0}" -gt 0 ] && [ -z "$(find "$SD/thread0/packets" -name '.*' -size +0c)" ] && break
   done
   [ "${got:-0}" -gt 0 ] || { STENO_STATUS="stenographer served no packets within 3 minutes: $(tail -n 2 "$WORK/steno.log" | tr '\n' ' ')"; steno_stop; return; }
@@ -586,6 +587,9 @@ for q in ["host", "5tuple", "port", "minute", "udp"]:
     summ[q] = dict(cold=cold_m, warm=warm_m, tdw=tdw, eq=eq)
     print(f"| {q} | `{facts.get('expr_' + q)}` | {'/'.join(sorted(prc))} | {'/'.join(sorted(ptd))} | {eq} | {cold_s} | {warm_s} | "
           f"{gb(br)} | {fi} | {scan_s} | {tdc_s} | {tdw_s} | {sp} |")
+print()
+print("Addresses and ports are drawn uniformly at random per packet, so one host's packets lie in most compressed frames "
+      "(~1 MiB each): `bytes read` shows how much of the store the index let ringcap skip.")
 print()
 ipct = 100 * idx / sb if idx is not None and sb else None
 print(f"Index: {gb(idx)} = **{ipct:.2f} %** of the store's {gb(sb)}; {idx / pk:.1f} bytes per packet" if ipct is not None and pk else "Index: -")
