@@ -4,14 +4,15 @@
 # What is measured and how:
 #   1. A store of >= STORE_GB GB on the real disk (BENCH_DIR) is written by
 #      `ringcap capture -C FILE_SIZE --compress auto` on the veth testbed (scripts/testbed.sh) from
-#      `ringcap gen` (default packet-size distribution, --payload half, random source addresses and ports over
-#      1024 × 64000 values, 1000 random destination hosts, so every destination host carries ~0.1 % of the
-#      packets and the store holds millions of distinct 5-tuples). gen sends chunks of CHUNK_PACKETS (a new
+#      `ringcap gen` (default packet-size distribution, --payload half, 1024 random source addresses × 100
+#      random source ports towards one destination: 102 400 flows that recur all through the store, and every
+#      source host carries ~0.1 % of the packets; a first version drew 64000 ports × 1000 destinations, which
+#      made nearly every packet a flow of its own). gen sends chunks of CHUNK_PACKETS (a new
 #      --seed per chunk) until the capture files total >= STORE_GB GB (10^9 bytes). Files that the capture's
 #      idle-priority indexer did not reach are indexed afterwards by `ringcap index` (its CPU is reported).
 #      The number of distinct 5-tuples in one file (tcpdump over the middle file) is printed.
 #   2. Five queries, parameters read from the store itself (first packet of the middle file):
-#        host    one destination host (~0.1 % of packets)
+#        host    one source host (~0.1 % of packets)
 #        5tuple  `udp and src host A and src port P and dst host B and dst port Q` of that packet
 #        port    `port P` (its source port)
 #        minute  `after T and before T+60s`, T = the whole second at or before that packet
@@ -76,8 +77,8 @@ resolve_ringcap
 STORE="$BENCH_DIR/store"
 META="$BENCH_DIR/store.meta"   # facts of the build, kept for KEEP=1 runs
 DST_PORT=5001                  # a port tcpdump does not decode (53 would make its text output slow)
-GEN_FLOWS=(--src-ip 10.0.0.0-10.0.3.255 --src-ip-order random --src-port 1024-65023 --src-port-order random
-  --dst-ip 10.9.0.1-10.9.3.232 --dst-ip-order random --dst-port "$DST_PORT" --payload half)
+GEN_FLOWS=(--src-ip 10.0.0.0-10.0.3.255 --src-ip-order random --src-port 1024-1123 --src-port-order random
+  --dst-ip 10.9.0.1 --dst-port "$DST_PORT" --payload half)
 
 # ---- Checks ---------------------------------------------------------------------------------------------------
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces, packet sockets, drop_caches)"
@@ -294,7 +295,7 @@ T0="${TS%%.*}"; T1=$((T0 + 60))
 T0_S="$(date -u -d "@$T0" +%Y-%m-%dT%H:%M:%SZ)"; T1_S="$(date -u -d "@$T1" +%Y-%m-%dT%H:%M:%SZ)"
 QUERIES=(host 5tuple port minute udp)
 declare -A QEXPR TEXPR
-QEXPR[host]="host $DST_IP";                           TEXPR[host]="${QEXPR[host]}"
+QEXPR[host]="host $SRC_IP";                           TEXPR[host]="${QEXPR[host]}"
 QEXPR[5tuple]="udp and src host $SRC_IP and src port $SRC_PORT and dst host $DST_IP and dst port $DPORT"
 TEXPR[5tuple]="${QEXPR[5tuple]}"
 QEXPR[port]="port $SRC_PORT";                         TEXPR[port]="${QEXPR[port]}"
@@ -303,14 +304,14 @@ QEXPR[udp]="udp";                                     TEXPR[udp]="udp"
 
 # Flows in one file (distinct 5-tuples; all packets are UDP) and the share of the host in it.
 read -r SAMPLE_PKTS SAMPLE_FLOWS SAMPLE_DSTS SAMPLE_HOST < <(read_cap "$MID" | tcpdump -r - -nn -q -t 2>/dev/null |
-  awk -v h="$DST_IP." '{ n++; f[$2 " " $4] = 1; d = $4; sub(/\.[0-9]+:$/, "", d); ds[d] = 1; if (index($4, h) == 1) hn++ }
+  awk -v h="$SRC_IP." '{ n++; f[$2 " " $4] = 1; d = $2; sub(/\.[0-9]+$/, "", d); ds[d] = 1; if (index($2, h) == 1) hn++ }
     END { nf = 0; for (k in f) nf++; nd = 0; for (k in ds) nd++; print n + 0, nf, nd, hn + 0 }')
 fact sample_file "$(basename "$MID")"
 fact sample_packets "$SAMPLE_PKTS"
 fact sample_flows "$SAMPLE_FLOWS"
 fact sample_dst_hosts "$SAMPLE_DSTS"
 fact sample_host_packets "$SAMPLE_HOST"
-say "flows: $SAMPLE_FLOWS distinct 5-tuples among $SAMPLE_PKTS packets of $(basename "$MID") ($SAMPLE_DSTS destination hosts; $DST_IP: $SAMPLE_HOST packets)"
+say "flows: $SAMPLE_FLOWS distinct 5-tuples among $SAMPLE_PKTS packets of $(basename "$MID") ($SAMPLE_DSTS source hosts; $SRC_IP: $SAMPLE_HOST packets)"
 for q in "${QUERIES[@]}"; do fact "expr_$q" "${QEXPR[$q]}"; done
 fact minute_epoch "$T0 $T1"
 
@@ -481,7 +482,7 @@ EOF
   [ "${got:-0}" -gt 0 ] || { STENO_STATUS="stenographer served no packets within 3 minutes: $(tail -n 2 "$WORK/steno.log" | tr '\n' ' ')"; steno_stop; return; }
   declare -gA SQEXPR
   # stenographer's query language has no src/dst: the 5-tuple is `host A and host B and port P and port Q`.
-  SQEXPR[host]="host $DST_IP"; SQEXPR[5tuple]="host $SRC_IP and host $DST_IP and port $SRC_PORT and port $DPORT"
+  SQEXPR[host]="host $SRC_IP"; SQEXPR[5tuple]="host $SRC_IP and host $DST_IP and port $SRC_PORT and port $DPORT"
   SQEXPR[port]="port $SRC_PORT"; SQEXPR[udp]="udp"
   local q saved_store="$STORE"
   STORE="$SD/ringcap"
@@ -560,7 +561,7 @@ print(f"- Build: `{facts.get('build_gen_cmd')}` × {facts.get('build_chunks')} c
       f"{facts.get('catchup_files')} by `ringcap index` afterwards ({facts.get('catchup_seconds')} s, "
       f"{facts.get('catchup_ns_per_packet')} ns CPU/packet incl. decompression)")
 print(f"- Flows: {int(num(facts.get('sample_flows')) or 0):,} distinct 5-tuples among {int(num(facts.get('sample_packets')) or 0):,} packets "
-      f"of one file ({facts.get('sample_file')}; {facts.get('sample_dst_hosts')} destination hosts); the whole store has more")
+      f"of one file ({facts.get('sample_file')}; {facts.get('sample_dst_hosts')} source hosts); the whole store has more")
 print(f"- ringcap: `ringcap query STORE EXPR -w /dev/null --json -q` (-j 2, both CPUs); cold = after `sync; echo 3 > "
       f"/proc/sys/vm/drop_caches`, warm = repeated at once; {runs} run(s), median (min–max) of the wall time")
 print("- tcpdump: `zstd -dc F | tcpdump -r - --count EXPR` for every file in time order (zstd on CPU0, tcpdump on CPU1); "
