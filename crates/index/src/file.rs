@@ -243,6 +243,15 @@ impl IndexFile {
         Ok(ix)
     }
 
+    /// Only the header of `index` (no checksum, no body): enough to order files by time. Callers
+    /// that read packets use [`Self::open`], which checks everything.
+    pub fn peek_header(index: &Path) -> Option<Header> {
+        let mut b = [0u8; HEADER_LEN];
+        File::open(index).ok()?.read_exact(&mut b).ok()?;
+        let ok = b[..8] == MAGIC[..] && u32::from_le_bytes(b[8..12].try_into().unwrap()) == VERSION;
+        ok.then(|| Header::read(&b[12..]).0)
+    }
+
     /// Checks an index's bytes (no capture file needed).
     pub fn parse(bytes: Vec<u8>, name: &str) -> Result<IndexFile, IndexError> {
         let corrupt = || IndexError::Corrupt(name.to_string());

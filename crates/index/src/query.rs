@@ -257,8 +257,8 @@ pub fn run(
 
 /// The time of a file's first packet: from its index, else by reading it (0 if unreadable).
 fn first_ts(path: &Path) -> u64 {
-    if let Ok(ix) = IndexFile::open(&crate::live::index_path(path), path) {
-        return ix.header.first_ts;
+    if let Some(h) = IndexFile::peek_header(&crate::live::index_path(path)) {
+        return h.first_ts;
     }
     store::CaptureReader::open(path)
         .ok()

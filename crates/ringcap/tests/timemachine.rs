@@ -237,7 +237,10 @@ fn capture_store(tb: &Testbed, dir: &Path, extra: &[&str]) {
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .and_then(|n| n.parse::<u32>().ok());
-    assert!(indexed.is_some_and(|n| n > 0), "no file indexed live: {err}");
+    assert!(
+        indexed.is_some_and(|n| n > 0),
+        "no file indexed live: {err}"
+    );
 }
 
 #[test]

@@ -41,6 +41,10 @@ pub trait FileIndexer: Send {
     /// The file is complete and in place (`complete`), or some of it was not seen: then nothing
     /// may be written. Returns whether an index was written.
     fn end(&mut self, complete: bool) -> Result<bool, String>;
+    /// Waits for work done on other threads; returns the CPU time it took (ns).
+    fn wait_all(&mut self) -> u64 {
+        0
+    }
 }
 
 /// Makes the indexer when the writer starts.
@@ -232,7 +236,10 @@ fn run(
         let _ = ix.end(false);
         counters.files_unindexed.fetch_add(1, Relaxed);
     }
-    counters.index_cpu_ns.store(sys::thread_cpu_ns(), Relaxed);
+    let elsewhere = ix.wait_all();
+    counters
+        .index_cpu_ns
+        .store(sys::thread_cpu_ns() + elsewhere, Relaxed);
 }
 
 /// Which part of a buffer holds records, and where it lies.
