@@ -52,6 +52,8 @@ pub struct Totals {
 
 /// What one sink did, for the summary.
 #[derive(Debug)]
+// One report per sink per capture: its size does not matter, boxing would only add noise.
+#[allow(clippy::large_enum_variant)]
 pub enum SinkReport {
     /// A capture file or file series: the writer's counters, the buffers compressed at each level, and
     /// with `--cutoff` what the cutoff cut (summed over the lanes).
