@@ -34,13 +34,21 @@ impl Builder {
     /// `prelude`: the file's header bytes (pcap header, or pcapng SHB and IDBs) as in the
     /// uncompressed stream; `compression`: see [`crate::file::Compression`].
     pub fn new(prelude: Vec<u8>, compression: u8) -> Builder {
+        Builder::with_capacity(prelude, compression, 0, 0)
+    }
+
+    /// As [`Self::new`], sized for `flows` and `packets` (a capture's files are alike: sizing the
+    /// next one like the last saves the rehashing and regrowing).
+    pub fn with_capacity(prelude: Vec<u8>, compression: u8, flows: usize, packets: usize) -> Builder {
+        let (flows, packets) = (flows.min(MAX_FLOWS), packets.min(MAX_PACKETS));
+        let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
         Builder {
             prelude,
             compression,
-            flows: HashMap::with_hasher(ahash::RandomState::with_seeds(1, 2, 3, 4)),
-            keys: Vec::new(),
-            log_flow: Vec::new(),
-            log_off: Vec::new(),
+            flows: HashMap::with_capacity_and_hasher(flows, hasher),
+            keys: Vec::with_capacity(flows),
+            log_flow: Vec::with_capacity(packets),
+            log_off: Vec::with_capacity(packets),
             frames: Vec::new(),
             committed: 0,
             full: false,
@@ -67,6 +75,11 @@ impl Builder {
             last_ts: 0,
             packets: 0,
         });
+    }
+
+    /// Flows and packets filed so far.
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.keys.len(), self.log_off.len())
     }
 
     /// File bytes covered by the frames so far.

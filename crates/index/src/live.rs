@@ -67,6 +67,8 @@ pub struct LiveIndexer {
     finishing: Option<std::thread::JoinHandle<Result<u64, String>>>,
     /// CPU time of the finished finishing threads.
     finish_cpu_ns: u64,
+    /// Flows and packets of the last file: the next builder starts that big.
+    last_sizes: (usize, usize),
 }
 
 impl LiveIndexer {
@@ -100,7 +102,8 @@ impl FileIndexer for LiveIndexer {
         let linktype = prelude_linktype(header)
             .and_then(LinkType::from_pcap)
             .unwrap_or(LinkType::Ethernet);
-        let b = Builder::new(header.to_vec(), compression_of_name(path));
+        let (flows, packets) = self.last_sizes;
+        let b = Builder::with_capacity(header.to_vec(), compression_of_name(path), flows, packets);
         self.file = Some((path.to_path_buf(), b, linktype));
     }
 
@@ -126,6 +129,7 @@ impl FileIndexer for LiveIndexer {
         let Some((path, b, _)) = self.file.take() else {
             return Ok(false);
         };
+        self.last_sizes = b.sizes();
         if !complete {
             return Ok(false);
         }
