@@ -18,14 +18,20 @@ pub const MAX_FLOWS: usize = 512 << 10;
 pub struct Builder {
     prelude: Vec<u8>,
     compression: u8,
+    /// IPv4 packets (nearly all): their 128-bit flow key and record offset, in file order; grouped
+    /// into flows by one sort at the end. Appending is sequential: a hash table of 100 k flows
+    /// took ~170 ns per packet in cache misses (37 % of `ringcap index`'s user time, perf).
+    v4_log: Vec<(u128, u64)>,
+    /// Other packets (IPv6, non-IP): flow ids by key, as the table stays small.
     flows: HashMap<FlowKey, u32, ahash::RandomState>,
     keys: Vec<FlowKey>,
     /// Per packet, in file order: its flow and its record's offset in the uncompressed stream.
     log_flow: Vec<u32>,
     log_off: Vec<u64>,
     frames: Vec<Frame>,
-    /// Packets of the frames before the current one (what is kept if a limit is reached).
+    /// Log lengths at the start of the current frame (what is kept if a limit is reached).
     committed: usize,
+    committed_v4: usize,
     /// A limit was reached: frames from `frames.len()` on are not indexed.
     full: bool,
 }
@@ -39,18 +45,25 @@ impl Builder {
 
     /// As [`Self::new`], sized for `flows` and `packets` (a capture's files are alike: sizing the
     /// next one like the last saves the rehashing and regrowing).
-    pub fn with_capacity(prelude: Vec<u8>, compression: u8, flows: usize, packets: usize) -> Builder {
+    pub fn with_capacity(
+        prelude: Vec<u8>,
+        compression: u8,
+        flows: usize,
+        packets: usize,
+    ) -> Builder {
         let (flows, packets) = (flows.min(MAX_FLOWS), packets.min(MAX_PACKETS));
         let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
         Builder {
             prelude,
             compression,
-            flows: HashMap::with_capacity_and_hasher(flows, hasher),
+            v4_log: Vec::with_capacity(packets),
+            flows: HashMap::with_hasher(hasher),
             keys: Vec::with_capacity(flows),
-            log_flow: Vec::with_capacity(packets),
-            log_off: Vec::with_capacity(packets),
+            log_flow: Vec::new(),
+            log_off: Vec::new(),
             frames: Vec::new(),
             committed: 0,
+            committed_v4: 0,
             full: false,
         }
     }
@@ -60,11 +73,12 @@ impl Builder {
         if self.full {
             return;
         }
-        if self.log_off.len() >= MAX_PACKETS || self.keys.len() >= MAX_FLOWS {
+        if self.packets() >= MAX_PACKETS || self.keys.len() >= MAX_FLOWS {
             self.full = true;
             return;
         }
         self.committed = self.log_off.len();
+        self.committed_v4 = self.v4_log.len();
         self.frames.push(Frame {
             file_off,
             file_len,
@@ -79,7 +93,11 @@ impl Builder {
 
     /// Flows and packets filed so far.
     pub fn sizes(&self) -> (usize, usize) {
-        (self.keys.len(), self.log_off.len())
+        (self.keys.len(), self.packets())
+    }
+
+    fn packets(&self) -> usize {
+        self.log_off.len() + self.v4_log.len()
     }
 
     /// File bytes covered by the frames so far.
@@ -117,6 +135,13 @@ impl Builder {
         f.last_ts = f.last_ts.max(ts_ns);
         f.packets += 1;
         let key = FlowKey::of(data, linktype);
+        if let Some(k) = key.compact_v4() {
+            self.v4_log.push((k, raw_off));
+            if self.v4_log.len() >= MAX_PACKETS {
+                self.stop_at_current_frame();
+            }
+            return;
+        }
         let next = self.keys.len() as u32;
         let id = *self.flows.entry(key).or_insert(next);
         if id == next {
@@ -135,6 +160,7 @@ impl Builder {
         self.frames.pop();
         self.log_flow.truncate(self.committed);
         self.log_off.truncate(self.committed);
+        self.v4_log.truncate(self.committed_v4);
         // Flows seen only in the dropped frame keep an entry with no packets: harmless.
     }
 
@@ -147,7 +173,20 @@ impl Builder {
                 .truncate(self.committed.min(self.log_flow.len()));
             self.log_off
                 .truncate(self.committed.min(self.log_off.len()));
+            self.v4_log
+                .truncate(self.committed_v4.min(self.v4_log.len()));
         }
+        // IPv4 flows: sorted by key (then offset, so each flow's packets stay in file order).
+        let mut v4 = std::mem::take(&mut self.v4_log);
+        v4.sort_unstable();
+        for (i, &(k, off)) in v4.iter().enumerate() {
+            if i == 0 || v4[i - 1].0 != k {
+                self.keys.push(FlowKey::from_compact_v4(k));
+            }
+            self.log_flow.push(self.keys.len() as u32 - 1);
+            self.log_off.push(off);
+        }
+        drop(v4);
         for f in &mut self.frames {
             if f.packets == 0 {
                 f.first_ts = 0;

@@ -43,6 +43,40 @@ pub fn addr16(ip: std::net::IpAddr) -> [u8; 16] {
 }
 
 impl FlowKey {
+    /// The key back from [`Self::compact_v4`].
+    pub fn from_compact_v4(k: u128) -> FlowKey {
+        FlowKey {
+            a: mapped_v4(((k >> 96) as u32).to_be_bytes()),
+            b: mapped_v4(((k >> 64) as u32).to_be_bytes()),
+            port_a: (k >> 48) as u16,
+            port_b: (k >> 32) as u16,
+            proto: (k >> 24) as u8,
+            kind: (k >> 16) as u8,
+            vlan: k as u16,
+        }
+    }
+
+    /// The key in 128 bits when both addresses are IPv4 (nearly always): what the builder logs
+    /// per packet and sorts.
+    #[inline]
+    pub fn compact_v4(&self) -> Option<u128> {
+        const V4: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+        if self.a[..12] != V4 || self.b[..12] != V4 {
+            return None;
+        }
+        let a = u32::from_be_bytes(self.a[12..].try_into().unwrap());
+        let b = u32::from_be_bytes(self.b[12..].try_into().unwrap());
+        Some(
+            u128::from(a) << 96
+                | u128::from(b) << 64
+                | u128::from(self.port_a) << 48
+                | u128::from(self.port_b) << 32
+                | u128::from(self.proto) << 24
+                | u128::from(self.kind) << 16
+                | u128::from(self.vlan),
+        )
+    }
+
     /// The key of one frame (the outer IP header, as libpcap's `host`/`port` read it).
     pub fn of(frame: &[u8], linktype: LinkType) -> FlowKey {
         let h = wire::parse(frame, linktype);

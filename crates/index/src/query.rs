@@ -266,8 +266,33 @@ fn first_ts(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// The name a file being written (`.NAME.partial`) will have when complete.
+fn completed_name(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let inner = name.strip_prefix('.')?.strip_suffix(".partial")?;
+    Some(path.with_file_name(inner))
+}
+
 /// Reads one file and sends its matching packets; returns what it did.
 fn query_file(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
+    if let Some(done) = completed_name(path) {
+        // Being written: no index yet; read up to its last whole packet. If it was completed
+        // (renamed) since the listing, read the complete file instead: same bytes and more.
+        let path = if path.exists() {
+            path.to_path_buf()
+        } else {
+            done
+        };
+        let mut r = query_indexed(&path, job, tx);
+        if r.how.starts_with("scan (no index)") && path.to_string_lossy().ends_with(".partial") {
+            r.how = "scan (being written: read up to its last whole packet)".into();
+        }
+        return r;
+    }
+    query_indexed(path, job, tx)
+}
+
+fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
     let mut r = FileReport {
         path: path.to_path_buf(),
         ..Default::default()

@@ -34,7 +34,8 @@ pub struct IndexArgs {
 }
 
 /// The capture files under `paths` (files as given, directories searched one level), sorted.
-pub fn capture_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Fatal> {
+/// With `partial`, also the files a capture is writing (hidden `.NAME.partial`), for queries.
+pub fn capture_files(paths: &[PathBuf], partial: bool) -> Result<Vec<PathBuf>, Fatal> {
     let mut out = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p)
@@ -44,7 +45,7 @@ pub fn capture_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Fatal> {
                 .map_err(|e| Fatal::runtime(anyhow::anyhow!("{}: {e}", p.display())))?
                 .flatten()
                 .map(|e| e.path())
-                .filter(|f| is_capture_name(f))
+                .filter(|f| is_capture_name(f) || (partial && is_partial_capture(f)))
                 .collect();
             v.sort();
             out.extend(v);
@@ -53,6 +54,14 @@ pub fn capture_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Fatal> {
         }
     }
     Ok(out)
+}
+
+/// A capture file being written: `.NAME.partial` where NAME is a capture file's name.
+pub fn is_partial_capture(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix('.')?.strip_suffix(".partial"))
+        .is_some_and(|inner| is_capture_name(Path::new(inner)))
 }
 
 /// A capture file by its name (hidden files, being written, are not).
@@ -85,7 +94,7 @@ struct FileResult {
 }
 
 pub fn run(a: IndexArgs) -> Result<(), Fatal> {
-    let files = capture_files(&a.paths)?;
+    let files = capture_files(&a.paths, false)?;
     if files.is_empty() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "no capture files found in {}",

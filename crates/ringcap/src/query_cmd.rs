@@ -112,7 +112,8 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
     }
     index::query::check_filter(&q.filter).map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
-    let files = crate::index_cmd::capture_files(&stores)?;
+    // Files being written are read too, up to their last whole packet.
+    let files = crate::index_cmd::capture_files(&stores, true)?;
     if files.is_empty() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "no capture files in the stores given"
