@@ -324,17 +324,25 @@ mod tests {
 
     #[test]
     fn wait_until_meets_deadline_closely() {
-        // The median, not the worst case: other tests share the two CPUs and may preempt the spin.
+        // The median, not the worst case: other tests share the two CPUs and may preempt the spin;
+        // and up to 3 rounds of 21, since a round can fall entirely in another test's busy spell
+        // (once 71 µs late under the full suite). What is checked: on time when it has the CPU.
         let stop = AtomicBool::new(false);
-        let mut late: Vec<u64> = (0..21)
-            .map(|_| {
-                let d = sys::monotonic_ns() + 300_000;
-                assert!(wait_until(d, &stop));
-                sys::monotonic_ns() - d
-            })
-            .collect();
-        late.sort();
-        assert!(late[10] < 20_000, "woke {} ns late (median)", late[10]);
-        assert!(late[0] < 5_000, "never on time: {late:?}");
+        let mut rounds = Vec::new();
+        for _ in 0..3 {
+            let mut late: Vec<u64> = (0..21)
+                .map(|_| {
+                    let d = sys::monotonic_ns() + 300_000;
+                    assert!(wait_until(d, &stop));
+                    sys::monotonic_ns() - d
+                })
+                .collect();
+            late.sort();
+            if late[10] < 20_000 && late[0] < 5_000 {
+                return;
+            }
+            rounds.push((late[10], late[0]));
+        }
+        panic!("woke late in every round (median, best): {rounds:?}");
     }
 }

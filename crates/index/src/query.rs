@@ -36,6 +36,49 @@ pub struct QueryOptions {
     pub jobs: usize,
     /// Use the indexes (off: scan everything, as a check).
     pub use_index: bool,
+    /// Read at most this many file bytes per second, all workers together (`--max-read-rate`).
+    pub max_read_rate: Option<u64>,
+}
+
+/// Paces the file bytes all workers read (a shared token bucket with 100 ms of credit), so a
+/// query can be kept from competing with a capture for the disk.
+struct ReadPace {
+    rate: u64,
+    next: std::sync::Mutex<std::time::Instant>,
+}
+
+impl ReadPace {
+    fn take(&self, n: u64) {
+        let now = std::time::Instant::now();
+        let until = {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            let floor = now
+                .checked_sub(std::time::Duration::from_millis(100))
+                .unwrap_or(now);
+            *next = (*next).max(floor)
+                + std::time::Duration::from_secs_f64(n as f64 / self.rate as f64);
+            *next
+        };
+        if until > now {
+            std::thread::sleep(until - now);
+        }
+    }
+}
+
+/// A reader whose bytes go through the pace.
+struct Paced<R> {
+    inner: R,
+    pace: Option<Arc<ReadPace>>,
+}
+
+impl<R: Read> Read for Paced<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(p) = &self.pace {
+            p.take(n as u64);
+        }
+        Ok(n)
+    }
 }
 
 /// One matching packet.
@@ -113,6 +156,7 @@ pub fn check_filter(expr: &str) -> Result<(), String> {
 /// What one worker shares with the others.
 struct Job {
     query: Arc<Query>,
+    pace: Option<Arc<ReadPace>>,
     stop: Arc<AtomicBool>,
     use_index: bool,
 }
@@ -146,8 +190,15 @@ pub fn run(
     mut emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
 ) -> io::Result<Vec<FileReport>> {
     let stop = Arc::new(AtomicBool::new(false));
+    let pace = opts.max_read_rate.map(|rate| {
+        Arc::new(ReadPace {
+            rate: rate.max(1),
+            next: std::sync::Mutex::new(std::time::Instant::now()),
+        })
+    });
     let job = |_: usize| Job {
         query: Arc::new(query.clone()),
+        pace: pace.clone(),
         stop: stop.clone(),
         use_index: opts.use_index,
     };
@@ -313,12 +364,12 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
             Ok(ix) => by_index(path, &ix, job, &mut out, &mut r),
             Err(e) => {
                 r.how = format!("scan ({})", short_reason(&e));
-                scan_file(path, &mut out, &mut r)
+                scan_file(path, &job.pace, &mut out, &mut r)
             }
         }
     } else {
         r.how = "scan (--no-index)".into();
-        scan_file(path, &mut out, &mut r)
+        scan_file(path, &job.pace, &mut out, &mut r)
     };
     if let Err(e) = result.and_then(|_| out.flush()) {
         if !job.stop.load(Relaxed) {
@@ -399,9 +450,20 @@ fn read_stream(
 }
 
 /// The whole file, as `tcpdump -r` would read it.
-fn scan_file(path: &Path, out: &mut Out<'_>, r: &mut FileReport) -> Result<(), String> {
+fn scan_file(
+    path: &Path,
+    pace: &Option<Arc<ReadPace>>,
+    out: &mut Out<'_>,
+    r: &mut FileReport,
+) -> Result<(), String> {
     r.bytes_read = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let mut reader = store::CaptureReader::open(path).map_err(|e| e.to_string())?;
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let paced = Paced {
+        inner: file,
+        pace: pace.clone(),
+    };
+    let mut reader =
+        store::CaptureReader::from_reader(Box::new(paced), path).map_err(|e| e.to_string())?;
     while let Some(p) = reader.next_packet() {
         let p = p.map_err(|e| e.to_string())?;
         out.offer(r, &p)?;
@@ -412,6 +474,7 @@ fn scan_file(path: &Path, out: &mut Out<'_>, r: &mut FileReport) -> Result<(), S
 /// A piece of a file, decompressed frame by frame.
 struct Frames {
     file: File,
+    pace: Option<Arc<ReadPace>>,
     pieces: std::vec::IntoIter<(u64, u64)>,
     compression: u8,
     cur: Option<Box<dyn Read + Send>>,
@@ -426,7 +489,11 @@ impl Read for Frames {
                 };
                 let mut f = self.file.try_clone()?;
                 f.seek(SeekFrom::Start(off))?;
-                self.cur = Some(decoder(f.take(len), self.compression)?);
+                let paced = Paced {
+                    inner: f.take(len),
+                    pace: self.pace.clone(),
+                };
+                self.cur = Some(decoder(paced, self.compression)?);
             }
             let n = self.cur.as_mut().expect("set").read(buf)?;
             if n > 0 {
@@ -449,7 +516,7 @@ fn by_index(
     if !compressed && !h.complete {
         // A plain file indexed only in part: records cross the edge; read it whole.
         r.how = "scan (index covers part of a plain file)".into();
-        return scan_file(path, out, r);
+        return scan_file(path, &job.pace, out, r);
     }
     r.how = "index".into();
     r.frames_total = u64::from(h.frames);
@@ -502,6 +569,7 @@ fn by_index(
                 r.bytes_read += pieces.iter().map(|p| p.1).sum::<u64>();
                 let body = Frames {
                     file: file.try_clone().map_err(|e| e.to_string())?,
+                    pace: job.pace.clone(),
                     pieces: pieces.into_iter(),
                     compression: h.compression,
                     cur: None,
@@ -513,11 +581,15 @@ fn by_index(
                 r.bytes_read += to - from;
                 let mut f = file.try_clone().map_err(|e| e.to_string())?;
                 f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
-                read_stream(prelude, Box::new(f.take(to - from)), path, out, r, 1 << 20)?;
+                let paced = Paced {
+                    inner: f.take(to - from),
+                    pace: job.pace.clone(),
+                };
+                read_stream(prelude, Box::new(paced), path, out, r, 1 << 20)?;
             }
         }
     } else {
-        plain_records(&file, prelude, &records, path, out, r)?;
+        plain_records(&file, prelude, &records, path, &job.pace, out, r)?;
         r.frames_read = wanted.iter().filter(|&&w| w).count() as u64;
     }
     if !h.complete {
@@ -527,6 +599,7 @@ fn by_index(
         r.bytes_read += size - h.covered;
         let body = Frames {
             file: file.try_clone().map_err(|e| e.to_string())?,
+            pace: job.pace.clone(),
             pieces: vec![(h.covered, size - h.covered)].into_iter(),
             compression: h.compression,
             cur: None,
@@ -542,6 +615,7 @@ fn plain_records(
     prelude: &[u8],
     offs: &[u64],
     path: &Path,
+    pace: &Option<Arc<ReadPace>>,
     out: &mut Out<'_>,
     r: &mut FileReport,
 ) -> Result<(), String> {
@@ -562,6 +636,9 @@ fn plain_records(
         file.read_exact_at(&mut buf, first)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         r.bytes_read += end - first;
+        if let Some(p) = pace {
+            p.take(end - first);
+        }
         let cap = prelude.len() + buf.len() + 64;
         read_stream(
             prelude,

@@ -287,7 +287,7 @@ pub struct CaptureArgs {
     pub filter: Vec<String>,
 }
 
-fn parse_size_arg(s: &str) -> Result<u64, String> {
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     units::parse_size(s)
 }
 

@@ -58,6 +58,10 @@ pub struct QueryArgs {
     /// Files read at once.
     #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
     pub jobs: usize,
+    /// Read at most this many bytes of the store per second (e.g. 100MB), so a query leaves the
+    /// disk to a running capture; it already runs at nice 10 and the lowest best-effort I/O level.
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
+    pub max_read_rate: Option<u64>,
     #[command(flatten)]
     pub json: crate::cli::Json,
     #[command(flatten)]
@@ -142,6 +146,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     let opts = index::QueryOptions {
         jobs: a.jobs.max(1),
         use_index: !a.no_index,
+        max_read_rate: a.max_read_rate,
     };
     let started = Instant::now();
     let mut out = Output::new(&a)?;
