@@ -167,9 +167,15 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     let errors: Vec<String> = reports
         .iter()
         .filter_map(|r| {
-            r.error
-                .as_ref()
-                .map(|e| format!("{}: {e}", r.path.display()))
+            let path = r.path.display().to_string();
+            // Most errors name the file already.
+            r.error.as_ref().map(|e| {
+                if e.contains(&path) {
+                    e.clone()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
         })
         .collect();
     let summary = Summary {

@@ -329,15 +329,29 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
     // (less the pace's 100 ms of credit), and still returns everything.
     let started = std::time::Instant::now();
     let out = Command::new(ringcap())
-        .args(["query", store.to_str().unwrap(), "udp", "-w", "/dev/null", "--json"])
+        .args([
+            "query",
+            store.to_str().unwrap(),
+            "udp",
+            "-w",
+            "/dev/null",
+            "--json",
+        ])
         .args(["--max-read-rate", "2MB"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bytes = v["bytes_read"].as_u64().unwrap() as f64;
     let took = started.elapsed().as_secs_f64();
-    assert!(bytes > 1e6 && took >= bytes / 2e6 - 0.15, "{bytes} bytes in {took:.2} s at 2 MB/s");
+    assert!(
+        bytes > 1e6 && took >= bytes / 2e6 - 0.15,
+        "{bytes} bytes in {took:.2} s at 2 MB/s"
+    );
     let all = expected(&store_files(&store), "udp", 0, u64::MAX).len() as u64;
     assert_eq!(v["packets"].as_u64(), Some(all));
 
