@@ -131,18 +131,10 @@ fn spawn_tcpdump(tb: &testbed::Testbed, file: &Path) -> (Child, std::sync::mpsc:
     let mut child = tb
         .command(Side::Rx, "tcpdump")
         .args([
-            "-i",
-            &tb.rx_if,
-            "-n",
-            "-s",
-            "0",
+            "-i", &tb.rx_if, "-n", "-s", "0",
             // A 64 MiB buffer and no per-packet flushing: with the default 2 MiB and
             // --immediate-mode -U it dropped 10 of 223 packets (64 KiB GSO frames) under the full suite.
-            "-B",
-            "65536",
-            "-Z",
-            "root",
-            "-w",
+            "-B", "65536", "-Z", "root", "-w",
         ])
         .arg(file)
         .stdout(Stdio::null())

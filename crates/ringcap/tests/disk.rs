@@ -200,7 +200,29 @@ fn rotation_by_size_splits_at_packets_losing_and_duplicating_nothing() {
         seqs,
         (seqs[0]..seqs[0] + fs.len() as u64).collect::<Vec<_>>()
     );
-    assert_exactly(&union_of(&fs), 0..sent.len() as u32);
+    // Rotation loses and duplicates nothing it captured. On a loaded machine the sender can outrun
+    // the capture (once 29 of 30 000 under the full suite): those are counted as kernel or storage
+    // drops, and then every packet is either in exactly one file or counted.
+    let union = union_of(&fs);
+    // "drops by stage: kernel K, storage S"
+    let stage = |name: &str| -> u64 {
+        err.split("drops by stage:")
+            .nth(1)
+            .and_then(|r| r.split(&format!("{name} ")).nth(1))
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} drops in: {err}"))
+    };
+    let dropped = stage("kernel") + stage("storage");
+    if dropped == 0 {
+        assert_exactly(&union, 0..sent.len() as u32);
+    } else {
+        let mut once = union.clone();
+        once.sort_unstable();
+        once.dedup();
+        assert_eq!(once.len(), union.len(), "a packet in two files: {err}");
+        assert_eq!(union.len() as u64 + dropped, sent.len() as u64, "{err}");
+    }
     assert!(
         err.contains(&format!("files: {} complete", fs.len())),
         "{err}"
