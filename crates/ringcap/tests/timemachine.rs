@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::*;
 use testbed::{Side, Testbed};
@@ -22,13 +22,12 @@ fn sh(line: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A tool these tests cannot do without: fails when missing (under CI with the reason).
 fn need(tool: &str) {
-    let ok = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "{tool} is needed by this test (make deps installs it)");
+    assert!(
+        have(tool),
+        "{tool} is needed by this test (make deps installs it)"
+    );
 }
 
 /// Sends `n` UDP frames from the Tx side with ringcap gen (many hosts and ports), `vlan` tagged.

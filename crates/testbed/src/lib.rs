@@ -288,6 +288,28 @@ pub fn cpu_count() -> usize {
         .unwrap_or(1)
 }
 
+/// Whether an external program is installed; when not, [`skip`]s with `hint` (how to install it).
+pub fn have(tool: &str, hint: &str) -> bool {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip(&format!("`{tool}` is not installed ({hint})"));
+    }
+    ok
+}
+
+/// A check that cannot run here: skipped with a line on stderr, but a failure under CI (`CI=true`), where
+/// `make test` installs everything and a silent skip would hide a missing set-up step.
+pub fn skip(why: &str) {
+    if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
+        panic!("cannot run this check under CI: {why}");
+    }
+    eprintln!("SKIP: {why}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

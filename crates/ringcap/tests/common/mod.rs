@@ -278,26 +278,13 @@ pub fn capture_to_file(tb: &Testbed, file: &std::path::Path, extra: &[&str]) -> 
     spawn_capture(tb, &args)
 }
 
-/// Whether an external program is installed; says why a check is skipped when not (see [`skip`]).
-pub fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip(&format!(
-            "`{tool}` is not installed (`make deps` installs tcpdump and tshark; python3 comes with Debian)"
-        ));
-    }
-    ok
-}
+#[allow(unused_imports)] // not every test binary skips
+pub use testbed::skip;
 
-/// A check that cannot run here: skipped with a line on stderr, but a failure under CI (`CI=true`), where
-/// `make test` installs everything and a silent skip would hide a missing set-up step.
-pub fn skip(why: &str) {
-    if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
-        panic!("cannot run this check under CI: {why}");
-    }
-    eprintln!("SKIP: {why}");
+/// Whether an external program is installed; skips (fails under CI) when not.
+pub fn have(tool: &str) -> bool {
+    testbed::have(
+        tool,
+        "`make deps` installs tcpdump and tshark; python3 comes with Debian",
+    )
 }

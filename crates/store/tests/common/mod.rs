@@ -140,28 +140,12 @@ pub fn read_all(path: &Path) -> (Vec<ReadPacket>, CaptureReader) {
     (out, r)
 }
 
-/// Whether an external program is installed; prints why a check is skipped when not.
-pub fn have(tool: &str) -> bool {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip(&format!(
-            "`{tool}` is not installed (apt-get install tshark tcpdump zstd lz4)"
-        ));
-    }
-    ok
-}
+#[allow(unused_imports)] // not every test binary skips
+pub use testbed::skip;
 
-/// A check that cannot run here: skipped with a line on stderr, but a failure under CI (`CI=true`), where
-/// `make test` installs everything and a silent skip would hide a missing set-up step.
-pub fn skip(why: &str) {
-    if std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0") {
-        panic!("cannot run this check under CI: {why}");
-    }
-    eprintln!("SKIP: {why}");
+/// Whether an external program is installed; skips (fails under CI) when not.
+pub fn have(tool: &str) -> bool {
+    testbed::have(tool, "apt-get install tshark tcpdump zstd lz4")
 }
 
 /// Runs a command, panicking with its stderr when it fails; returns stdout.
