@@ -42,6 +42,19 @@ pub enum CaptureError {
     /// The filter expression does not compile.
     #[error(transparent)]
     Filter(#[from] FilterError),
+    /// The interface's hardware type has no link type a raw packet socket can deliver as is.
+    #[error(
+        "interface '{name}' has hardware type {hw_type} ({}), which ringcap cannot capture yet: it captures \
+         Ethernet, loopback and raw-IP interfaces (tun, WireGuard, IP-in-IP, SIT); tcpdump -i {name} can \
+         (it uses Linux cooked capture there)",
+        crate::sys::arphrd_name(*hw_type)
+    )]
+    UnsupportedLinkType {
+        /// The interface.
+        name: String,
+        /// Its `ARPHRD_*` value.
+        hw_type: u16,
+    },
     /// A configuration value is out of range.
     #[error("bad capture setting: {0}")]
     Config(String),

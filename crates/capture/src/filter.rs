@@ -46,7 +46,7 @@ pub fn compile_filter(
         expr: expr.to_string(),
         message,
     };
-    let dead = pcap::Capture::dead(pcap::Linktype(linktype.pcap() as i32))
+    let dead = pcap::Capture::dead(pcap::Linktype(linktype.dlt() as i32))
         .map_err(|e| syntax(pcap_msg(e)))?;
     let program = dead.compile(expr, true).map_err(|e| syntax(pcap_msg(e)))?;
     let mut insns = Vec::with_capacity(program.get_instructions().len());
@@ -214,5 +214,21 @@ mod tests {
         for (line, i) in lines.zip(&p) {
             assert_eq!(line, format!("{} {} {} {}", i.code, i.jt, i.jf, i.k));
         }
+    }
+
+    /// A raw-IP filter tests the IP header at offset 0 (libpcap compiles DLT_RAW; LINKTYPE_RAW 101 is
+    /// the number in files and an unknown DLT to pcap_compile).
+    #[test]
+    fn raw_ip_filter_reads_the_ip_header_at_offset_zero() {
+        let p = compile_filter("udp dst port 53", LinkType::Raw, MAX_SNAPLEN).unwrap();
+        let mut ip = [0u8; 28];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&28u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[22..24].copy_from_slice(&53u16.to_be_bytes());
+        assert_eq!(run_filter(&p, &ip, 28), MAX_SNAPLEN);
+        ip[22..24].copy_from_slice(&54u16.to_be_bytes());
+        assert_eq!(run_filter(&p, &ip, 28), 0);
     }
 }

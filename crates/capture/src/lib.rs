@@ -42,3 +42,4 @@ pub use libc::sock_filter;
 pub use packet::Packet;
 pub use ring::{Block, Packets, RingConfig, RingSource};
 pub use source::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
+pub use sys::interface_link_type;

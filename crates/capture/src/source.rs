@@ -208,7 +208,19 @@ impl Source {
         let mut sources = Vec::with_capacity(n);
         for _ in 0..n {
             let fd = sys::packet_socket()?;
-            let ifindex = sys::interface_index(&cfg.interface)?;
+            let ifc = sys::interface_up(&cfg.interface)?;
+            if ifc.hw_type == libc::ARPHRD_LOOPBACK {
+                // Loopback shows every packet twice, leaving and arriving; libpcap drops the outgoing
+                // copy per packet in user space, the kernel can do it before the ring.
+                sys::set_opt(
+                    fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_IGNORE_OUTGOING,
+                    &(1 as libc::c_int),
+                    "setsockopt(PACKET_IGNORE_OUTGOING)",
+                )?;
+            }
+            let ifindex = ifc.index;
             match (&fanout, &program) {
                 (Some(_), _) => sys::attach_filter(fd.as_raw_fd(), &filter::drop_all())?,
                 (None, Some(p)) => sys::attach_filter(fd.as_raw_fd(), p)?,

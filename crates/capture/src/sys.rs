@@ -6,6 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use libc::{c_int, c_void, sock_filter};
 
+use wire::LinkType;
+
 use crate::error::CaptureError;
 
 /// Opens the packet socket (see [`::sys::packet_socket`]).
@@ -13,21 +15,70 @@ pub fn packet_socket() -> Result<OwnedFd, CaptureError> {
     ::sys::packet_socket().map_err(|e| CaptureError::from_io("socket(AF_PACKET, SOCK_RAW)", e))
 }
 
-/// Resolves `name` to its index and checks it is up.
-pub fn interface_index(name: &str) -> Result<c_int, CaptureError> {
-    let ifc = ::sys::Interface::lookup(name).map_err(|e| match e.kind() {
+fn lookup(name: &str) -> Result<::sys::Interface, CaptureError> {
+    ::sys::Interface::lookup(name).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => CaptureError::NoSuchInterface {
             name: name.to_string(),
             available: ::sys::interface_names(),
         },
         _ => CaptureError::from_io("interface lookup (SIOCGIF*)", e),
-    })?;
+    })
+}
+
+/// The link type of the frames a packet socket on `name` delivers: the one libpcap picks for the
+/// interface's hardware type (pcap-linux.c `map_arphrd_to_dlt`), for the types whose frames a SOCK_RAW
+/// socket delivers with the link header libpcap writes. Others (PPP, GRE, IPv6 tunnels...) need
+/// libpcap's cooked mode, a header built per packet, and are refused by name.
+pub fn interface_link_type(name: &str) -> Result<LinkType, CaptureError> {
+    let ifc = lookup(name)?;
+    link_type_of(ifc.hw_type).ok_or(CaptureError::UnsupportedLinkType {
+        name: name.to_string(),
+        hw_type: ifc.hw_type,
+    })
+}
+
+fn link_type_of(hw_type: u16) -> Option<LinkType> {
+    match hw_type {
+        // Loopback frames carry a zeroed Ethernet header.
+        libc::ARPHRD_ETHER | libc::ARPHRD_LOOPBACK => Some(LinkType::Ethernet),
+        // No link header: the frame is the IP packet (tun, WireGuard, ipip, sit, SLIP).
+        libc::ARPHRD_NONE
+        | libc::ARPHRD_TUNNEL
+        | libc::ARPHRD_SIT
+        | libc::ARPHRD_SLIP
+        | libc::ARPHRD_CSLIP
+        | libc::ARPHRD_SLIP6
+        | libc::ARPHRD_CSLIP6
+        | libc::ARPHRD_ADAPT
+        | libc::ARPHRD_RAWHDLC
+        | libc::ARPHRD_DLCI => Some(LinkType::Raw),
+        _ => None,
+    }
+}
+
+/// A readable name for common hardware types, for error messages.
+pub(crate) fn arphrd_name(hw_type: u16) -> &'static str {
+    match hw_type {
+        libc::ARPHRD_PPP => "PPP",
+        libc::ARPHRD_IPGRE => "GRE tunnel",
+        libc::ARPHRD_TUNNEL6 => "IPv6 tunnel",
+        libc::ARPHRD_IEEE80211_RADIOTAP => "802.11 radiotap",
+        libc::ARPHRD_IEEE80211 => "802.11",
+        libc::ARPHRD_CAN => "CAN",
+        libc::ARPHRD_INFINIBAND => "InfiniBand",
+        _ => "see ARPHRD_* in <linux/if_arp.h>",
+    }
+}
+
+/// Looks `name` up and checks it is up.
+pub fn interface_up(name: &str) -> Result<::sys::Interface, CaptureError> {
+    let ifc = lookup(name)?;
     if !ifc.up {
         return Err(CaptureError::InterfaceDown {
             name: name.to_string(),
         });
     }
-    Ok(ifc.index)
+    Ok(ifc)
 }
 
 /// setsockopt with a plain value.

@@ -15,11 +15,11 @@ use crate::capture_stats::{StatsPrinter, Summary};
 use crate::cli::CaptureArgs;
 use crate::Fatal;
 
-/// The link type of captured frames (packet sockets of Ethernet interfaces), as written and as parsed.
-const LINKTYPE: wire::LinkType = wire::LinkType::Ethernet;
-
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
-    let mut cfg = source_config(&a)?;
+    // The link type of the captured frames, as the filter tests them, the files record them and the
+    // printer and probe parse them: libpcap's choice for the interface's hardware type.
+    let linktype = capture::interface_link_type(&a.interface).map_err(capture_fatal)?;
+    let mut cfg = source_config(&a, linktype)?;
     if a.dump_filter {
         let prog = cfg.filter.as_deref().unwrap_or(&[]);
         print!("{}", capture::dump(prog, capture::DumpStyle::Asm));
@@ -41,11 +41,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             &a,
             plan.as_ref(),
             path.as_deref().unwrap_or(Path::new("-")),
+            linktype,
         )?),
     } {
         let mut w = WriterSink::new(writer);
         if let Some(cfg) = cutoff {
-            w = w.cutoff(cfg, LINKTYPE);
+            w = w.cutoff(cfg, linktype);
         }
         w.rotate_on_sighup()
             .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
@@ -55,18 +56,18 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         // --records alone: the records are the output, no packet lines.
         sinks.push(Box::<CountSink>::default());
     } else {
-        sinks.push(Box::new(PrintSink::new(LINKTYPE, stop.clone())));
+        sinks.push(Box::new(PrintSink::new(linktype, stop.clone())));
     }
     let probe = records_probe(&a)?;
     let probe_line = probe.as_ref().map(|p| records_destinations(&a, p));
     if let Some(p) = probe {
-        sinks.push(Box::new(RecordSink::new(p, LINKTYPE)));
+        sinks.push(Box::new(RecordSink::new(p, linktype)));
     }
     if let Some(spec) = a.load {
         sinks.push(Box::new(LoadSink::new(spec, capture::MAX_SNAPLEN as usize)));
     }
     if !a.quiet.on || a.write.is_some() || plan.is_some() || a.drop_all || probe_line.is_some() {
-        listening_line(&a, plan.as_ref(), probe_line.is_some());
+        listening_line(&a, linktype, plan.as_ref(), probe_line.is_some());
         if let Some(line) = &probe_line {
             eprintln!("ringcap: header records to {line}");
         }
@@ -104,7 +105,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     }
 }
 
-fn listening_line(a: &CaptureArgs, plan: Option<&FilePlan>, records: bool) {
+fn listening_line(
+    a: &CaptureArgs,
+    linktype: wire::LinkType,
+    plan: Option<&FilePlan>,
+    records: bool,
+) {
     let what = match (plan, &a.write) {
         (None, None) if records => "sending header records only".to_string(),
         _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
@@ -128,8 +134,9 @@ fn listening_line(a: &CaptureArgs, plan: Option<&FilePlan>, records: bool) {
         (None, None) => "printing one line per packet".to_string(),
     };
     eprintln!(
-        "ringcap: listening on {} ({} source, {} thread{}), {}",
+        "ringcap: listening on {}, link-type {} ({} source, {} thread{}), {}",
         a.interface,
+        linktype.name(),
         a.source.name(),
         a.threads,
         if a.threads == 1 { "" } else { "s" },
@@ -137,7 +144,7 @@ fn listening_line(a: &CaptureArgs, plan: Option<&FilePlan>, records: bool) {
     );
 }
 
-fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
+fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConfig, Fatal> {
     if a.threads == 0 {
         return Err(Fatal::usage(anyhow!("--threads must be at least 1")));
     }
@@ -161,7 +168,7 @@ fn source_config(a: &CaptureArgs) -> Result<SourceConfig, Fatal> {
     }
     let expr = a.filter.join(" ");
     if !expr.trim().is_empty() {
-        let prog = capture::compile_filter(&expr, LINKTYPE, cfg.snaplen)
+        let prog = capture::compile_filter(&expr, linktype, cfg.snaplen)
             .map_err(|e| Fatal::usage(anyhow!(e)))?;
         cfg.filter = Some(prog);
     }
@@ -193,6 +200,7 @@ fn capture_fatal(e: CaptureError) -> Fatal {
         CaptureError::NoSuchInterface { .. }
         | CaptureError::InterfaceDown { .. }
         | CaptureError::Filter(_)
+        | CaptureError::UnsupportedLinkType { .. }
         | CaptureError::Config(_) => Fatal::usage(anyhow!(e)),
         _ => Fatal::runtime(anyhow!(e)),
     }
@@ -275,6 +283,7 @@ fn open_writer(
     a: &CaptureArgs,
     plan: Option<&FilePlan>,
     path: &Path,
+    linktype: wire::LinkType,
 ) -> Result<CaptureWriter, Fatal> {
     let mut opts = WriterOptions {
         format: a.format.into(),
@@ -283,7 +292,7 @@ fn open_writer(
         } else {
             a.snaplen.min(store::MAX_SNAPLEN)
         },
-        linktype: LINKTYPE.pcap(),
+        linktype: linktype.pcap(),
         if_name: a.interface.clone(),
         direct_io: a.direct_io,
         ..WriterOptions::default()

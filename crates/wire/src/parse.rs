@@ -63,6 +63,29 @@ impl LinkType {
         }
     }
 
+    /// The DLT_* number libpcap compiles filters for on Linux (`pcap_open_dead` takes a DLT, not the
+    /// LINKTYPE of a file: they differ only for raw IP, DLT_RAW 12 vs LINKTYPE_RAW 101).
+    pub const fn dlt(self) -> u32 {
+        match self {
+            LinkType::Raw => 12,
+            other => other.pcap(),
+        }
+    }
+
+    /// The name libpcap and tcpdump print for it ("link-type EN10MB").
+    pub const fn name(self) -> &'static str {
+        match self {
+            LinkType::Ethernet => "EN10MB",
+            LinkType::Raw => "RAW",
+            LinkType::Ipv4 => "IPV4",
+            LinkType::Ipv6 => "IPV6",
+            LinkType::LinuxSll => "LINUX_SLL",
+            LinkType::LinuxSll2 => "LINUX_SLL2",
+            LinkType::Null => "NULL",
+            LinkType::Loop => "LOOP",
+        }
+    }
+
     /// Bytes of link header before the network layer (VLAN tags not counted).
     pub const fn header_len(self) -> usize {
         match self {
