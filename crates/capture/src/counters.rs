@@ -45,7 +45,8 @@ pub struct CounterSnapshot {
     pub max_batch_packets: u64,
     /// Times the source had to wait in poll() (i.e. it had caught up with the kernel).
     pub polls: u64,
-    /// Blocks or frames skipped because their headers pointed outside the block (should stay 0).
+    /// Packets lost because their block's headers pointed outside the block (the "ring" drop stage;
+    /// should stay 0).
     pub corrupt: u64,
 }
 

@@ -320,7 +320,8 @@ impl Drop for Block<'_> {
 }
 
 /// Iterator over the packets of one block. Every header is checked against the block bounds, so a
-/// corrupt block ends the iteration (counted in `corrupt`) instead of reading outside the ring.
+/// corrupt block ends the iteration (its unread packets counted in `corrupt`) instead of reading outside
+/// the ring.
 pub struct Packets<'a> {
     body: &'a [u8], // the block after its 48-byte descriptor
     off: usize,     // offset of the next packet header from the block start
@@ -333,9 +334,14 @@ pub struct Packets<'a> {
 impl Packets<'_> {
     #[cold]
     fn corrupt<T>(&mut self) -> Option<T> {
-        self.left = 0;
-        self.tally.corrupt += 1;
+        self.skip_rest();
         None
+    }
+
+    /// The packets the block still claims cannot be read: they are lost, counted by their own stage.
+    fn skip_rest(&mut self) {
+        self.tally.corrupt += u64::from(self.left);
+        self.left = 0;
     }
 }
 
@@ -383,8 +389,7 @@ impl<'a> Iterator for Packets<'a> {
         if self.left > 0 {
             // The last packet's tp_next_offset is 0; every other one must move past its own header.
             if next < HDR_LEN {
-                self.left = 0;
-                self.tally.corrupt += 1;
+                self.skip_rest();
             }
             self.off += next;
         }
@@ -491,7 +496,10 @@ mod tests {
         b[off + 12..off + 16].copy_from_slice(&100_000u32.to_ne_bytes());
         let mut it = iter(&b, first, 2, 65535);
         assert_eq!(it.next().map(|p| p.data.len()), None);
-        assert_eq!(it.tally.corrupt, 1);
+        assert_eq!(
+            it.tally.corrupt, 2,
+            "both packets the block claims are lost"
+        );
         drop(it);
         // tp_mac pointing past the end, and a first-packet offset past the end.
         b[off + 12..off + 16].copy_from_slice(&60u32.to_ne_bytes());

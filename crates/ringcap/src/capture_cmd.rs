@@ -308,7 +308,12 @@ fn open_writer(
         }
         None => CaptureWriter::create(path, opts),
     };
-    writer.map_err(|e| Fatal::usage(anyhow!(e)))
+    // A bad option is a usage error (2); a directory that is missing or not writable is an I/O failure at
+    // run time (1), as tcpdump exits for `-w /nonexistent/x`.
+    writer.map_err(|e| match e {
+        store::StoreError::Config(_) => Fatal::usage(anyhow!(e)),
+        _ => Fatal::runtime(anyhow!(e)),
+    })
 }
 
 /// Starts the header-record probe for `--records` (None without it). Bad destinations or keys are usage

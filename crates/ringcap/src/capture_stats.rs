@@ -44,9 +44,11 @@ impl StatsPrinter {
         let mut packets = 0;
         let mut bytes = 0;
         let mut kernel = capture::KernelStats::default();
+        let mut ring = 0;
         for c in counters {
             let s = c.snapshot();
             packets += s.packets;
+            ring += s.corrupt;
             bytes += s.wire_bytes;
             kernel.add(&c.kernel_stats());
         }
@@ -69,7 +71,7 @@ impl StatsPrinter {
                 "bits_per_sec": bps * 8.0,
                 "captured": w.map_or(packets, |w| w.packets),
                 "received": packets,
-                "drops": { "kernel": kernel.drops, "storage": storage },
+                "drops": { "kernel": kernel.drops, "ring": ring, "storage": storage },
                 "ring_freezes": kernel.freeze_q_cnt,
             });
             if let Some(w) = w {
@@ -115,11 +117,12 @@ impl StatsPrinter {
                 )
             });
             eprintln!(
-                "{:>10} {:>10} | captured {} | drops: kernel {} storage {}{}",
+                "{:>10} {:>10} | captured {} | drops: kernel {} ring {} storage {}{}",
                 units::pps(pps),
                 units::bits_per_sec(bps),
                 w.map_or(packets, |w| w.packets),
                 kernel.drops,
+                ring,
                 storage,
                 backlog
             );
@@ -139,6 +142,8 @@ pub struct Summary {
     delivered: u64,
     captured: u64,
     storage_drops: u64,
+    /// Packets lost in blocks whose headers were corrupt.
+    ring_drops: u64,
     wire_bytes: u64,
     blocks: u64,
     blocks_timed_out: u64,
@@ -186,6 +191,7 @@ impl Summary {
             // Without a file: what the sources delivered, cut at -c.
             captured: written.map_or(count.map_or(delivered, |l| delivered.min(l)), |s| s.packets),
             storage_drops: written.map_or(0, |s| s.storage_drops),
+            ring_drops: r.source.corrupt,
             wire_bytes: r.source.wire_bytes,
             blocks: r.source.batches,
             blocks_timed_out: r.source.blocks_timed_out,
@@ -209,7 +215,7 @@ impl Summary {
                 "received_by_filter": self.kernel.packets,
                 "dropped_by_kernel": self.kernel.drops,
                 "delivered_to_ringcap": self.delivered,
-                "drops": { "kernel": self.kernel.drops, "storage": self.storage_drops },
+                "drops": { "kernel": self.kernel.drops, "ring": self.ring_drops, "storage": self.storage_drops },
                 "ring": { "blocks": self.blocks, "timed_out": self.blocks_timed_out, "losing": self.blocks_losing, "freezes": self.kernel.freeze_q_cnt },
                 "wire_bytes": self.wire_bytes,
                 "bytes_written": self.bytes_written,
@@ -275,12 +281,13 @@ impl Summary {
         eprintln!("{} packets received by filter", self.kernel.packets);
         eprintln!("{} packets dropped by kernel", self.kernel.drops);
         eprintln!(
-            "ringcap: {} in {:.1} s ({}, {}); drops by stage: kernel {}, storage {}",
+            "ringcap: {} in {:.1} s ({}, {}); drops by stage: kernel {}, ring {}, storage {}",
             units::bytes(self.wire_bytes),
             secs,
             units::pps(self.delivered as f64 / secs),
             units::bits_per_sec(self.wire_bytes as f64 / secs),
             self.kernel.drops,
+            self.ring_drops,
             self.storage_drops,
         );
         eprintln!(

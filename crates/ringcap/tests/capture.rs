@@ -38,6 +38,11 @@ fn capture_exactly(source: &str, format: &str) {
     // Sent == captured + counted drops, exactly (with a 64 MiB ring there should be no drops at all).
     assert_eq!(captured + dropped, sent.len() as u64, "{err}");
     assert_eq!(dropped, 0, "{err}");
+    // Every stage that can lose packets is on the stages line, the ring's corrupt blocks included.
+    assert!(
+        err.contains("drops by stage: kernel 0, ring 0, storage 0"),
+        "{err}"
+    );
     assert_eq!(capinfos_count(&file), captured);
     // The bytes in the file are the bytes that were sent, in order.
     let got = read_all(&file);
@@ -93,6 +98,73 @@ fn count_stops_after_n_packets_and_prints_lines() {
         lines[0]
     );
     assert_eq!(summary_count(&stderr_text(&out), " packets captured"), 5);
+}
+
+/// A terminal that goes away (a closed SSH session: writes to its pty give EIO) ends the capture with an
+/// error, as it ends tcpdump; the capture must not run on unseen in promiscuous mode.
+#[test]
+fn a_vanished_terminal_ends_the_capture_with_an_error() {
+    use std::io::BufRead;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let tb = testbed();
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills two descriptors we then own.
+    let (master, slave) = unsafe {
+        let r = libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        );
+        assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+        // The child must not inherit the terminal's master end, or closing ours would not close it.
+        libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC);
+        (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave))
+    };
+    let mut child = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if])
+        .stdout(Stdio::from(slave))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("listening on") {
+                let _ = tx.send(());
+            }
+            all += &line;
+            all.push('\n');
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(20)).expect("listening");
+    send(&tb, &frames(5, 60));
+    std::thread::sleep(Duration::from_millis(300));
+    drop(master); // the terminal is gone
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the capture ran on for 10 s after its terminal went away");
+        }
+        send(&tb, &frames(5, 60));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let err = reader.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot write packet lines"), "{err}");
+    assert!(err.contains("Input/output error"), "{err}");
 }
 
 #[test]
@@ -246,7 +318,8 @@ fn unwritable_output_is_reported_before_capturing() {
     )
     .output()
     .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // An I/O failure at run time exits 1, as tcpdump does; 2 is for usage mistakes.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
     assert!(
         stderr_text(&out).contains("/nonexistent-dir/x.pcap"),
         "{}",
