@@ -26,6 +26,7 @@ deps:
 	@if [ -f requirements-test.txt ]; then \
 	  python3 -m pip --version >/dev/null 2>&1 || apt-get install -y -qq python3-pip >/dev/null; \
 	  python3 -m pip install -q -r requirements-test.txt; \
+	  echo "python test packages: $$(python3 -m pip freeze 2>/dev/null | grep -i -E "^($$(cut -d= -f1 requirements-test.txt | paste -sd'|'))==" | paste -sd' ')"; \
 	fi
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust stable with rustup (https://rustup.rs) and re-run" >&2; exit 2; }
 
