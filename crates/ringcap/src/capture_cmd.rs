@@ -25,10 +25,14 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         print!("{}", capture::dump(prog, capture::DumpStyle::Asm));
         return Ok(());
     }
+    let user = a.user.as_deref().map(unprivileged_user).transpose()?;
     let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
     let sources = Source::open_group(&cfg, a.threads).map_err(capture_fatal)?;
     cfg.filter = None; // the compiled program now lives in the kernel
+                       // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
+                       // thread): give them up before files are opened and packets parsed.
+    relinquish_privileges(user.as_ref())?;
 
     let plan = file_plan(&a)?;
     let cutoff = cutoff_config(&a, plan.is_some())?;
@@ -192,6 +196,39 @@ fn cutoff_config(a: &CaptureArgs, file_mode: bool) -> Result<Option<session::Cut
         size,
         flows: a.cutoff_flows,
     }))
+}
+
+/// The user of `-Z NAME`, checked before anything is opened.
+fn unprivileged_user(name: &str) -> Result<sys::User, Fatal> {
+    let u = sys::User::lookup(name).map_err(|e| {
+        Fatal::usage(anyhow!(
+            "-Z {name}: {e} (give an existing user, e.g. -Z nobody)"
+        ))
+    })?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        return Err(Fatal::usage(anyhow!(
+            "-Z {name} needs ringcap to run as root (it is running as uid {euid})"
+        )));
+    }
+    Ok(u)
+}
+
+/// `-Z USER`: become USER, with no capabilities; otherwise keep only what writing files needs
+/// (CAP_DAC_OVERRIDE, when held).
+fn relinquish_privileges(user: Option<&sys::User>) -> Result<(), Fatal> {
+    if let Some(u) = user {
+        sys::switch_user(u)
+            .map_err(|e| Fatal::runtime(anyhow!("-Z {}: cannot become that user: {e}", u.name)))?;
+    }
+    let keep: &[u32] = if user.is_some() {
+        &[]
+    } else {
+        &[sys::CAP_DAC_OVERRIDE]
+    };
+    sys::keep_only_capabilities(keep)
+        .map_err(|e| Fatal::runtime(anyhow!("cannot give up capabilities: {e}")))
 }
 
 /// Configuration mistakes exit 2, everything else 1.

@@ -142,6 +142,13 @@ pub struct CaptureArgs {
     #[arg(short = 'p', long = "no-promiscuous-mode")]
     pub no_promisc: bool,
 
+    /// Once the packet sockets are open, become USER (as tcpdump -Z): output files are then created and
+    /// rotated as USER, so its directory must be writable by USER (and --key readable). Without -Z, root
+    /// keeps only CAP_DAC_OVERRIDE (to write files); a user running a binary given
+    /// `setcap cap_net_raw,cap_net_admin+ep` keeps none.
+    #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
+    pub user: Option<String>,
+
     /// Packet source.
     #[arg(long = "source", value_enum, default_value = "ring")]
     pub source: SourceKind,

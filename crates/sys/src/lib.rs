@@ -6,6 +6,11 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+mod privileges;
+pub use privileges::{
+    effective_capabilities, keep_only_capabilities, switch_user, User, CAP_DAC_OVERRIDE,
+};
+
 /// Opens an AF_PACKET SOCK_RAW socket with protocol 0: it receives nothing until it is bound to a
 /// protocol, so no packet reaches it before its filter and ring are in place (needs CAP_NET_RAW).
 pub fn packet_socket() -> io::Result<OwnedFd> {

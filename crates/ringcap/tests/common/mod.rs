@@ -98,7 +98,12 @@ pub fn send(tb: &Testbed, frames: &[Vec<u8>]) {
 
 /// Start a capture and wait until it says it is listening (its socket exists before that line).
 pub fn spawn_capture(tb: &Testbed, args: &[&str]) -> Child {
-    let mut child = ringcap_rx(tb, args)
+    spawn_listening(ringcap_rx(tb, args))
+}
+
+/// Start `cmd` (a ringcap capture, however launched) and wait until it says it is listening.
+pub fn spawn_listening(mut cmd: Command) -> Child {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
