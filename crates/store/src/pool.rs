@@ -92,6 +92,13 @@ impl OutBuf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
     }
 
+    /// The first `len` bytes, whatever `len` says is filled (the writer's staging buffer).
+    pub(crate) fn filled_to(&self, len: usize) -> &[u8] {
+        assert!(len <= self.cap);
+        // SAFETY: ptr is valid for cap bytes, all initialised at allocation.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
+    }
+
     /// The filled part.
     #[inline(always)]
     pub fn filled(&self) -> &[u8] {
