@@ -18,7 +18,7 @@
 #             run_ns_per_pkt = (cpu_ns - cpu_setup_ns) / offered: the per-packet cost without the one-time
 #             ring allocation (a 256 MiB ring costs tcpdump ~0.7 s of CPU before the first packet here).
 #
-# Environment: RUNS (3), PACKETS (5000000), TOOLS, SINKS ("disk null"), MODES ("dual single"),
+# Environment: RUNS (3), PACKETS (5000000), RING_MIB (64: every tool's ring; --threads 2 gets half per thread), TOOLS, SINKS ("disk null"), MODES ("dual single"),
 #   BENCH_DISK_DIR (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP (path to the ringcap binary),
 #   RINGCAP_BEFORE (an older ringcap binary for the before-* tools, to measure a change in the same run),
 #   PROGRESS=1 for one line per run on stderr.
@@ -40,6 +40,8 @@ MODES="${MODES:-dual single}"
 BENCH_DISK_DIR="${BENCH_DISK_DIR:-/var/tmp/ringcap-bench}"
 OUT_DIR="${OUT_DIR:-bench-out}"
 FRAME_LEN=60
+# Every capturer gets the same ring/buffer (fair comparison; the set-up of a bigger ring costs CPU).
+RING_MIB="${RING_MIB:-64}"
 resolve_ringcap
 
 # ---- The capturer command lines: edit here when a CLI changes. ----------------------------------------------
@@ -48,15 +50,15 @@ resolve_ringcap
 capture_cmd() {
   local tool="$1" out="$2" cpu="$3"
   case "$tool" in
-    ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
+    ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" -B "$((RING_MIB * 1024))" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
     # Two fanout threads into one file (both pinned to the capturer's CPU, so only the hand-over differs).
-    ringcap-ring2) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
-    before-ring) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
-    before-ring2) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
-    ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$out" --source copy --cpus "$cpu" -q); READY="listening on" ;;
-    tcpdump) CMD=(tcpdump -B 262144 -i "$RX_IF" -w "$out"); READY="listening on" ;;
-    netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$out" -s); READY="Running!" ;;
-    dumpcap) CMD=(dumpcap -B 256 -i "$RX_IF" -w "$out"); READY="Capturing on" ;;
+    ringcap-ring2) CMD=("$RINGCAP" capture -i "$RX_IF" -B "$((RING_MIB * 512))" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
+    before-ring) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -B "$((RING_MIB * 1024))" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
+    before-ring2) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -B "$((RING_MIB * 512))" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
+    ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -B "$((RING_MIB * 1024))" -w "$out" --source copy --cpus "$cpu" -q); READY="listening on" ;;
+    tcpdump) CMD=(tcpdump -B "$((RING_MIB * 1024))" -i "$RX_IF" -w "$out"); READY="listening on" ;;
+    netsniff-ng) CMD=(netsniff-ng --ring-size "${RING_MIB}MiB" -i "$RX_IF" -o "$out" -s); READY="Running!" ;;
+    dumpcap) CMD=(dumpcap -B "$RING_MIB" -i "$RX_IF" -w "$out"); READY="Capturing on" ;;
     *) die "unknown tool $tool (known: ringcap-ring ringcap-ring2 before-ring before-ring2 ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
   esac
 }

@@ -13,10 +13,12 @@
 #   loss      offered - captured
 #   cpu_ns    utime+stime of the capturer and all its children (wait4(), scripts/bench/rusage.py); ns_per_pkt =
 #             cpu_ns / offered
+#   cpu_setup_ns  CPU already used when the tool was ready (/proc/PID/task/*/schedstat of its process tree);
+#             run_ns_per_pkt = (cpu_ns - cpu_setup_ns) / offered, the per-packet cost without the one-time set-up
 #   bytes     bytes written (the size of the output files)
 #   detail    ringcap: drops by stage and the compression levels used (1 MiB chunks per level)
 #
-# Environment: RUNS (3), PACKETS (3000000), TOOLS, SINKS ("tmpfs disk"), BENCH_DISK_DIR (/var/tmp/ringcap-bench),
+# Environment: RUNS (3), PACKETS (3000000), RING_MIB (64, every tool's ring), TOOLS, SINKS ("tmpfs disk"), BENCH_DISK_DIR (/var/tmp/ringcap-bench),
 #   BENCH_TMPFS_DIR (/dev/shm/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1.
 # Output: bench-out/disk-YYYYmmdd-HHMMSS.csv (one row per run, written as runs finish) and Markdown on stdout.
 set -euo pipefail
@@ -35,6 +37,8 @@ BENCH_DISK_DIR="${BENCH_DISK_DIR:-/var/tmp/ringcap-bench}"
 BENCH_TMPFS_DIR="${BENCH_TMPFS_DIR:-/dev/shm/ringcap-bench}"
 OUT_DIR="${OUT_DIR:-bench-out}"
 CAP_CPU=1
+# Every capturer gets the same ring/buffer (fair comparison; the set-up of a bigger ring costs CPU).
+RING_MIB="${RING_MIB:-64}"
 resolve_ringcap
 
 # ---- The capturer command lines: edit here when a CLI changes. ----------------------------------------------
@@ -42,18 +46,19 @@ resolve_ringcap
 # of the files it writes in DIR).
 capture_cmd() {
   local tool="$1" dir="$2"
-  local tcpdump_ring=(tcpdump -B 262144 -i "$RX_IF")
+  local tcpdump_ring=(tcpdump -B "$((RING_MIB * 1024))" -i "$RX_IF")
+  local rc_ring=(-B "$((RING_MIB * 1024))")
   case "$tool" in
-    ringcap-none) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out.pcap" -F pcap --cpus "$CAP_CPU" -q); OUTS="out.pcap" ;;
-    ringcap-lz4) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out" -F pcap --compress lz4 --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.lz4" ;;
+    ringcap-none) CMD=("$RINGCAP" capture -i "$RX_IF" "${rc_ring[@]}" -w "$dir/out.pcap" -F pcap --cpus "$CAP_CPU" -q); OUTS="out.pcap" ;;
+    ringcap-lz4) CMD=("$RINGCAP" capture -i "$RX_IF" "${rc_ring[@]}" -w "$dir/out" -F pcap --compress lz4 --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.lz4" ;;
     ringcap-zstd*) # ringcap-zstdN: a fixed level, e.g. ringcap-zstd1 or ringcap-zstd-3 (fast)
-      CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out" -F pcap --compress "zstd:${tool#ringcap-zstd}" --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.zst" ;;
-    ringcap-auto) CMD=("$RINGCAP" capture -i "$RX_IF" -w "$dir/out" -F pcap --compress auto --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.zst" ;;
+      CMD=("$RINGCAP" capture -i "$RX_IF" "${rc_ring[@]}" -w "$dir/out" -F pcap --compress "zstd:${tool#ringcap-zstd}" --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.zst" ;;
+    ringcap-auto) CMD=("$RINGCAP" capture -i "$RX_IF" "${rc_ring[@]}" -w "$dir/out" -F pcap --compress auto --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.zst" ;;
     tcpdump) CMD=("${tcpdump_ring[@]}" -w "$dir/out.pcap"); OUTS="out.pcap" ;;
     tcpdump-zstd1) CMD=(sh -c "${tcpdump_ring[*]} -w - | zstd -1 -q -c >'$dir/out.pcap.zst'"); OUTS="out.pcap.zst" ;;
     tcpdump-gzip1) CMD=(sh -c "${tcpdump_ring[*]} -w - | gzip -1 -c >'$dir/out.pcap.gz'"); OUTS="out.pcap.gz" ;;
     tcpdump-gzip9) CMD=(sh -c "${tcpdump_ring[*]} -w - | gzip -9 -c >'$dir/out.pcap.gz'"); OUTS="out.pcap.gz" ;;
-    netsniff-ng) CMD=(netsniff-ng --ring-size 256MiB -i "$RX_IF" -o "$dir/out.pcap" -s); OUTS="out.pcap" ;;
+    netsniff-ng) CMD=(netsniff-ng --ring-size "${RING_MIB}MiB" -i "$RX_IF" -o "$dir/out.pcap" -s); OUTS="out.pcap" ;;
     *) die "unknown tool $tool (known: ringcap-none ringcap-lz4 ringcap-auto ringcap-zstdN tcpdump tcpdump-zstd1 tcpdump-gzip1 tcpdump-gzip9 netsniff-ng)" ;;
   esac
   case "$tool" in
@@ -123,7 +128,7 @@ trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 testbed_up ""   # no RPS: the receive softirq runs on the sending CPU (CPU0)
 GEN_CMD=("$RINGCAP" gen -i "$TX_IF" --dist imix --payload half -n "$PACKETS" -q)
 
-echo "tool,sink,run,offered,captured,loss,cpu_ns,ns_per_pkt,bytes,bytes_per_pkt,status,detail" >"$CSV"
+echo "tool,sink,run,offered,captured,loss,cpu_ns,ns_per_pkt,bytes,bytes_per_pkt,status,detail,cpu_setup_ns,run_ns_per_pkt" >"$CSV"
 
 # Wait until the capturer has used no CPU for 0.25 s (after 1.5 s for the last ring block), at most 10 s more.
 wait_drained() {
@@ -141,7 +146,7 @@ wait_drained() {
 
 run_one() {
   local tool="$1" sink="$2" run="$3"
-  local base dir tag log ru pidf wpid tpid p0 p1 rc=0 status=ok
+  local base dir tag log ru pidf wpid tpid setup p0 p1 rc=0 status=ok
   if [ "$sink" = disk ]; then base="$BENCH_DISK_DIR"; else base="$BENCH_TMPFS_DIR"; fi
   tag="$tool-$sink-$run"
   dir="$base/run-$$-$tag"
@@ -157,6 +162,7 @@ run_one() {
     fail_row "$tool" "$sink" "$run" "not capturing after 20 s (log: $log)" "$log"; return 0
   fi
   tpid="$(cat "$pidf")"
+  setup="$(cpu_tree_ns "$tpid")"
   read -r p0 _ < <(rx_counters)
   if ! run_waited ip netns exec "$TX_NS" taskset -c 0 "${GEN_CMD[@]}" >"$WORK/$tag.gen.log" 2>&1; then
     status="generator failed"
@@ -193,15 +199,16 @@ run_one() {
   sync
   [ "$offered" -gt 0 ] || status="nothing offered"
   [ "$status" = ok ] || { KEEP_WORK=1; say "$tag: $status (log: $log)"; }
-  local nspp="" bpp=""
+  local nspp="" run_nspp="" bpp=""
   if [ "$offered" -gt 0 ]; then
     nspp="$(awk -v c="$cpu_ns" -v o="$offered" 'BEGIN { printf "%.1f", c / o }')"
+    run_nspp="$(awk -v c="$cpu_ns" -v s="$setup" -v o="$offered" 'BEGIN { printf "%.1f", (c - s) / o }')"
   fi
   if [ "$captured" -gt 0 ]; then
     bpp="$(awk -v b="$bytes" -v c="$captured" 'BEGIN { printf "%.1f", b / c }')"
   fi
-  echo "$tool,$sink,$run,$offered,$captured,$((offered - captured)),$cpu_ns,$nspp,$bytes,$bpp,$status,${detail//,/;}" >>"$CSV"
-  progress "run $run/$RUNS $sink $tool: offered $offered captured $captured, $nspp ns/pkt, $bytes bytes, $status $detail"
+  echo "$tool,$sink,$run,$offered,$captured,$((offered - captured)),$cpu_ns,$nspp,$bytes,$bpp,$status,${detail//,/;},$setup,$run_nspp" >>"$CSV"
+  progress "run $run/$RUNS $sink $tool: offered $offered captured $captured, $nspp ns/pkt ($run_nspp without set-up), $bytes bytes, $status $detail"
 }
 
 fail_row() {
@@ -209,7 +216,7 @@ fail_row() {
   KEEP_WORK=1
   say "$tool ($sink, run $run): $why; last lines of its output:"
   tail -n 5 "$log" >&2 || true
-  echo "$tool,$sink,$run,,,,,,,,failed: $why," >>"$CSV"
+  echo "$tool,$sink,$run,,,,,,,,failed: $why,,," >>"$CSV"
 }
 
 for ((run = 1; run <= RUNS; run++)); do
@@ -229,7 +236,8 @@ echo "- Sender: \`$(show_cmd ip netns exec '$TX_NS' taskset -c 0 "${GEN_CMD[@]}"
 echo "  half-random payloads, full speed)"
 echo "- $RUNS runs × $PACKETS packets per tool and sink, interleaved; capturer (and a pipe's compressor) pinned to CPU$CAP_CPU;"
 echo "  tmpfs: $BENCH_TMPFS_DIR; disk: $BENCH_DISK_DIR (${DISK_FS:-not run})"
-echo "- CPU: utime+stime of the capturer and its children from wait4(); offered = receiving veth's rx_packets delta;"
+echo "- Every tool's ring: $RING_MIB MiB. CPU: utime+stime of the capturer and its children from wait4() (\"excl."
+echo "  set-up\" subtracts what it had used when ready: ring allocation, start-up); offered = receiving veth's rx_packets delta;"
 echo "  captured = \`capinfos -M -c\` after decompressing with zstd/lz4/gzip; bytes = size of the output files"
 echo "- Capturer commands (run as \`ip netns exec \$RX_NS taskset -c $CAP_CPU ...\`):"
 for tool in "${SELECTED[@]}"; do
@@ -260,17 +268,18 @@ def spread(vals, fmt):
 groups = OrderedDict()
 for r in rows:
     groups.setdefault((r["sink"], r["tool"]), []).append(r)
-print("| sink | tool | runs | loss % | CPU ns/pkt | bytes/pkt | drops and levels (last run) |")
-print("|---|---|---|---|---|---|---|")
+print("| sink | tool | runs | loss % | CPU ns/pkt | ns/pkt excl. set-up | bytes/pkt | drops and levels (last run) |")
+print("|---|---|---|---|---|---|---|---|")
 for (sink, tool), rs in groups.items():
     ok = [r for r in rs if r["status"] == "ok"]
     failed = len(rs) - len(ok)
     runs = f"{len(ok)}" + (f" (+{failed} failed)" if failed else "")
     loss = spread([100 * num(r["loss"]) / num(r["offered"]) for r in ok if num(r["offered"])], lambda x: f"{x:.2f}")
     cpu = spread([num(r["ns_per_pkt"]) for r in ok], lambda x: f"{x:.0f}")
+    run_cpu = spread([num(r["run_ns_per_pkt"]) for r in ok], lambda x: f"{x:.0f}")
     bpp = spread([num(r["bytes_per_pkt"]) for r in ok], lambda x: f"{x:.0f}")
     detail = (ok or rs)[-1]["detail"].replace(";", ", ") if (ok or rs) else ""
-    print(f"| {sink} | {tool} | {runs} | {loss} | {cpu} | {bpp} | {detail} |")
+    print(f"| {sink} | {tool} | {runs} | {loss} | {cpu} | {run_cpu} | {bpp} | {detail} |")
 
 # The issue's targets, per sink: ringcap auto vs tcpdump | zstd -1.
 print()

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make bench-trace: pcap → Parquet speed (issue 6). A capture made on the testbed (ringcap gen with the
 # default "internet" size mix → ringcap capture), then:
-#   ringcap convert with 1 and 2 threads, vs tshark -T fields with the same fields (first TSHARK_PACKETS packets),
+#   ringcap convert with 1 and 2 threads, vs tshark -T fields with the same fields over the same packets,
 #   ringcap analyze over the converted set (the rates/burstiness pass speed).
 # Env: SIZE (capture bytes, default 2GiB; e.g. SIZE=200MiB for a quick check), OUT (default bench-out/trace),
-#      TSHARK_PACKETS (default 300000), KEEP=1 keeps the capture and the sets.
+#      TSHARK_PACKETS (default: all, the packets ringcap converts; a number times tshark over the first N only,
+#      a quick look that is not a fair ratio), KEEP=1 keeps the capture and the sets.
 # Needs root (network namespaces). Results: $OUT/results.md and $OUT/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ have tshark || die "tshark not found (apt-get install tshark, or make deps)"
 
 OUT="${OUT:-bench-out/trace}"
 SIZE="${SIZE:-2GiB}"
-TSHARK_PACKETS="${TSHARK_PACKETS:-300000}"
+TSHARK_PACKETS="${TSHARK_PACKETS:-all}"
 size_bytes=$($PY - "$SIZE" <<'PY'
 import re, sys
 m = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?B?)\s*", sys.argv[1])
@@ -66,13 +67,14 @@ for t in 1 2; do
   say "convert --threads $t: $($PY -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.2f Mpps, %.2f s, %.2f Mpps per CPU second, output %d bytes" % (r["mpps"], r["seconds"], r["mpps_per_cpu"], r["output_bytes"]))' "$OUT/convert$t.json")"
 done
 
-# 3. tshark with the same fields, on the first TSHARK_PACKETS packets.
+# 3. tshark with the same fields, on the same packets (unless TSHARK_PACKETS limits it).
 fields=(frame.time_epoch frame.len frame.cap_len eth.src eth.dst eth.type vlan.id ip.version ip.src ip.dst
         ipv6.src ipv6.dst ip.len ip.ttl ip.proto tcp.srcport tcp.dstport udp.srcport udp.dstport tcp.flags
         udp.length icmp.type icmp.code)
 targs=(); for f in "${fields[@]}"; do targs+=(-e "$f"); done
 start=$(date +%s.%N)
-tshark -r "$cap" -c "$TSHARK_PACKETS" -T fields "${targs[@]}" 2>/dev/null | wc -l >"$OUT/tshark.rows"
+count=(); [ "$TSHARK_PACKETS" = all ] || count=(-c "$TSHARK_PACKETS")
+tshark -r "$cap" "${count[@]}" -T fields "${targs[@]}" 2>/dev/null | wc -l >"$OUT/tshark.rows"
 end=$(date +%s.%N)
 tshark_rows=$(cat "$OUT/tshark.rows")
 tshark_s=$($PY -c "print($end - $start)")
@@ -103,7 +105,7 @@ for t in (1, 2):
     r = res["convert"][t]
     md.append(f"| ringcap convert --threads {t} | {r['mpps']:.2f} M | {r['x_tshark']:.0f} | {r['seconds']:.2f} s | {r['mpps_per_cpu']:.2f} M | "
               f"{r['output_bytes']/2**20:.1f} MiB ({100*r['output_bytes']/cap_bytes:.1f} % of the pcap) |")
-md.append(f"| tshark -T fields (23 fields, first {t_rows} packets) | {tshark_pps/1e3:.1f} k | 1 | {t_s:.2f} s | | text to wc |")
+md.append(f"| tshark -T fields (23 fields, {t_rows} packets) | {tshark_pps/1e3:.1f} k | 1 | {t_s:.2f} s | | text to wc |")
 md += ["", f"ringcap analyze: rates/burstiness pass {res['analyze']['rates_mpps']:.1f} M rows/s "
        f"({res['analyze']['rates_s']:.2f} s); sizes+flows pass {res['analyze']['traffic_mpps']:.1f} M rows/s; "
        f"whole report {res['analyze']['total_s']:.2f} s."]
