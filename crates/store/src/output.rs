@@ -98,6 +98,39 @@ impl Output {
         }
     }
 
+    /// Writes all of `bytes`, adding each piece to `written`. O_DIRECT needs aligned lengths and offsets:
+    /// an unaligned piece (a final partial block, the rest of a short write) and a file system that
+    /// refuses O_DIRECT at write time (EINVAL) go through the page cache. Returns whether O_DIRECT was
+    /// given up for a refusal; on error, how many bytes got there.
+    pub(crate) fn write_all_counted(
+        &mut self,
+        bytes: &[u8],
+        written: &std::sync::atomic::AtomicU64,
+    ) -> Result<bool, (usize, io::Error)> {
+        let mut refused = false;
+        let mut off = 0;
+        while off < bytes.len() {
+            if self.is_direct() && (off % ALIGN != 0 || !(bytes.len() - off).is_multiple_of(ALIGN))
+            {
+                self.clear_direct().map_err(|e| (off, e))?;
+            }
+            match self.write(&bytes[off..]) {
+                Ok(0) => return Err((off, io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    off += n;
+                    written.fetch_add(n as u64, Relaxed);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.is_direct() => {
+                    self.clear_direct().map_err(|e| (off, e))?;
+                    refused = true;
+                }
+                Err(e) => return Err((off, e)),
+            }
+        }
+        Ok(refused)
+    }
+
     /// Turns O_DIRECT off (for an unaligned tail, or a file system that refuses direct writes).
     pub(crate) fn clear_direct(&mut self) -> io::Result<()> {
         if let Output::Fd { file, direct, .. } = self {
@@ -242,24 +275,13 @@ impl WriterThread {
         let total = self.carry + data.len();
         stage.as_mut_slice()[self.carry..total].copy_from_slice(data);
         let aligned = total / ALIGN * ALIGN;
-        let mut off = 0;
-        while off < aligned {
-            match self.output.write(&stage.filled_to(aligned)[off..]) {
-                Ok(0) => return self.fail_staged(buf, io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    off += n;
-                    self.counters.bytes_written.fetch_add(n as u64, Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // Some file systems accept O_DIRECT at open and refuse it at write.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.output.is_direct() => {
-                    if let Err(e) = self.output.clear_direct() {
-                        return self.fail_staged(buf, e);
-                    }
-                    self.counters.direct_io.store(false, Relaxed);
-                }
-                Err(e) => return self.fail_staged(buf, e),
-            }
+        match self
+            .output
+            .write_all_counted(stage.filled_to(aligned), &self.counters.bytes_written)
+        {
+            Ok(true) => self.counters.direct_io.store(false, Relaxed),
+            Ok(false) => {}
+            Err((_, e)) => return self.fail_staged(buf, e),
         }
         let this = (buf.stream_offset + buf.last_boundary as u64, buf.packets);
         if aligned == total {
@@ -292,20 +314,11 @@ impl WriterThread {
     /// The last, unaligned tail: through the page cache, as any final partial block.
     fn write_carry(&mut self) {
         let stage = self.stage.take().expect("a carry lives in the stage");
-        if let Err(e) = self.output.clear_direct() {
+        if let Err((_, e)) = self
+            .output
+            .write_all_counted(stage.filled_to(self.carry), &self.counters.bytes_written)
+        {
             return self.fail_carry(e);
-        }
-        let mut off = 0;
-        while off < self.carry {
-            match self.output.write(&stage.filled_to(self.carry)[off..]) {
-                Ok(0) => return self.fail_carry(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    off += n;
-                    self.counters.bytes_written.fetch_add(n as u64, Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.fail_carry(e),
-            }
         }
         self.carry = 0;
         let prev = self.pending.take();
@@ -346,34 +359,13 @@ impl WriterThread {
             // buffers end anywhere): say so, and let producers flush partly filled buffers again.
             self.counters.direct_io.store(false, Relaxed);
         }
-        let data = buf.filled();
-        let mut off = 0;
-        while off < data.len() {
-            // O_DIRECT needs aligned length and offset: only the final partial buffer (or a
-            // short write) breaks that, and then we finish through the page cache.
-            if self.output.is_direct()
-                && (off % ALIGN != 0 || !(data.len() - off).is_multiple_of(ALIGN))
-            {
-                if let Err(e) = self.output.clear_direct() {
-                    return self.fail(buf, off, e);
-                }
-            }
-            match self.output.write(&data[off..]) {
-                Ok(0) => return self.fail(buf, off, io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    off += n;
-                    self.counters.bytes_written.fetch_add(n as u64, Relaxed);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // Some file systems accept O_DIRECT at open and refuse it at write.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.output.is_direct() => {
-                    if let Err(e) = self.output.clear_direct() {
-                        return self.fail(buf, off, e);
-                    }
-                    self.counters.direct_io.store(false, Relaxed);
-                }
-                Err(e) => return self.fail(buf, off, e),
-            }
+        match self
+            .output
+            .write_all_counted(buf.filled(), &self.counters.bytes_written)
+        {
+            Ok(true) => self.counters.direct_io.store(false, Relaxed),
+            Ok(false) => {}
+            Err((off, e)) => return self.fail(buf, off, e),
         }
         self.committed_end = buf.stream_offset + buf.last_boundary as u64;
         self.committed_packets += buf.packets;
