@@ -11,7 +11,7 @@ APT_PKGS := libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 g
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query fmt clippy clean
+.PHONY: all deps build install demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query soak fmt clippy clean
 
 all: build
 
@@ -50,6 +50,10 @@ demo: build
 # Tests need root (namespaces, veth, packet sockets); each test builds its own testbed.
 test: build
 	cargo test --release --workspace -- --test-threads=2
+
+# One hour of capture with rotation, compression, a budget and header records (MINUTES=N to shorten); not in CI.
+soak: build
+	RINGCAP=$(BIN) scripts/soak.sh
 
 bench-capture: build
 	RINGCAP=$(BIN) scripts/bench-capture.sh
