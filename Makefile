@@ -43,6 +43,12 @@ install: build
 	install -Dm644 "$$tmp/ringcap.bash" $(DESTDIR)$(PREFIX)/share/bash-completion/completions/ringcap && \
 	install -Dm644 "$$tmp/_ringcap" $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_ringcap && \
 	install -Dm644 "$$tmp/ringcap.fish" $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/ringcap.fish
+	@# Wireshark's extcap folder gets a link, so Wireshark and tshark list ringcap's interfaces and its store.
+	@extcap="$$(tshark -G folders 2>/dev/null | sed -n 's/^Extcap path:[[:space:]]*//p' | head -1)"; \
+	if [ -n "$$extcap" ]; then \
+	  install -d "$(DESTDIR)$$extcap" && ln -sf $(PREFIX)/bin/ringcap "$(DESTDIR)$$extcap/ringcap" && \
+	  echo "Wireshark extcap: $$extcap/ringcap"; \
+	else echo "Wireshark/tshark not found: no extcap link (install tshark, then make install again)"; fi
 
 demo: build
 	RINGCAP=$(BIN) scripts/demo.sh

@@ -10,6 +10,7 @@ mod collect_cmd;
 mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
+mod extcap;
 mod gen_cmd;
 mod generate_cmd;
 mod index_cmd;
@@ -44,9 +45,24 @@ impl Fatal {
 }
 
 fn main() -> ExitCode {
-    let args = cli::with_default_subcommand(std::env::args_os().collect());
-    let cli = cli::Cli::parse_from(args);
-    let result = match cli.command {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let result = if extcap::is_extcap_call(&args) {
+        extcap::run(args)
+    } else {
+        run(cli::Cli::parse_from(cli::with_default_subcommand(args)))
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            // One line (plus causes): what went wrong and what to do.
+            eprintln!("ringcap: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn run(cli: cli::Cli) -> Result<(), Fatal> {
+    match cli.command {
         cli::Command::Capture(a) => capture_cmd::run(a),
         cli::Command::Dist(a) => dist_cmd::run(a),
         cli::Command::Gen(a) => gen_cmd::run_gen(a),
@@ -63,13 +79,5 @@ fn main() -> ExitCode {
         cli::Command::Index(a) => index_cmd::run(a),
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Generate(w) => generate_cmd::run(w),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(f) => {
-            // One line (plus causes): what went wrong and what to do.
-            eprintln!("ringcap: {:#}", f.error);
-            ExitCode::from(f.code)
-        }
     }
 }
