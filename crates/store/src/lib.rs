@@ -27,6 +27,6 @@ pub use format::{
 pub use indexing::{FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
-pub use repair::{repair, repair_truncate, RepairReport};
+pub use repair::{finished_name, repair, RepairOptions, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
 pub use writer::{CaptureWriter, WriterOptions, MIN_BUFFER_SIZE};

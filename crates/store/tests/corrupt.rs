@@ -1,6 +1,6 @@
 //! Damaged input: truncation at every offset, bad lengths, zero-length records, unknown blocks,
 //! wrong magic. The reader must return every whole packet it can find, say what it skipped and
-//! where, and never panic or hang. Also `repair_truncate`.
+//! where, and never panic or hang. Also `repair`.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::io::Cursor;
 use std::path::Path;
 
 use common::*;
-use store::{repair_truncate, CaptureReader, Format, Issue, StoreError, WriterOptions};
+use store::{repair, CaptureReader, Format, Issue, RepairOptions, StoreError, WriterOptions};
 
 /// Reads all packets from bytes; Err only when the header is unusable.
 fn read_bytes(bytes: &[u8]) -> Result<(Vec<ReadPacket>, Vec<Issue>), StoreError> {
@@ -307,6 +307,10 @@ fn random_garbage_after_a_header_terminates_without_panic() {
 #[test]
 fn repair_cuts_after_the_last_whole_packet() {
     let dir = TempDir::new("repair");
+    let force = RepairOptions {
+        force: true, // not a .partial file
+        dry_run: false,
+    };
     for format in [Format::Pcap { nanos: true }, Format::PcapNg] {
         let (bytes, _, ends) = sample(format, 5);
         let path = dir.path("r.cap");
@@ -322,8 +326,8 @@ fn repair_cuts_after_the_last_whole_packet() {
         }
         for b in cases {
             std::fs::write(&path, &b).unwrap();
-            let rep = repair_truncate(&path).unwrap();
-            assert!(rep.truncated());
+            let rep = repair(&path, force).unwrap();
+            assert!(rep.changed() && !rep.rewritten);
             assert_eq!(
                 (rep.original_len, rep.new_len, rep.packets),
                 (b.len() as u64, ends[3] as u64, 4)
@@ -338,8 +342,8 @@ fn repair_cuts_after_the_last_whole_packet() {
         }
         // A clean file is left alone.
         std::fs::write(&path, &bytes).unwrap();
-        let rep = repair_truncate(&path).unwrap();
-        assert!(!rep.truncated());
+        let rep = repair(&path, force).unwrap();
+        assert!(!rep.changed());
         assert_eq!(rep.packets, 5);
     }
 }

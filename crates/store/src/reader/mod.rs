@@ -133,6 +133,8 @@ pub struct CaptureReader {
     /// End of the last whole record before the first damage (where `repair` cuts).
     clean_end: u64,
     clean_packets: u64,
+    /// End of the last whole record read, damage or not (what follows is a cut tail).
+    records_end: u64,
     damaged: bool,
     done: bool,
 }
@@ -264,6 +266,7 @@ impl CaptureReader {
             packets: 0,
             clean_end: 0,
             clean_packets: 0,
+            records_end: 0,
             damaged: false,
             done: false,
         };
@@ -279,6 +282,7 @@ impl CaptureReader {
         match result {
             Ok(Ok(())) => {
                 self.clean_end = self.src.offset();
+                self.records_end = self.clean_end;
                 Ok(())
             }
             Ok(Err(reason)) => Err(StoreError::format(&self.path, reason)),
@@ -340,6 +344,9 @@ impl CaptureReader {
                 }
             };
             self.damaged = self.log.damaged;
+            if !matches!(step, Step::End) {
+                self.records_end = self.src.offset();
+            }
             match step {
                 Step::Packet(m) => {
                     self.packets += 1;
@@ -421,6 +428,18 @@ impl CaptureReader {
     pub fn damaged(&self) -> bool {
         self.damaged
     }
+
+    /// Stream offset just after the last whole record or block read (damage before it or not).
+    pub fn records_end(&self) -> u64 {
+        self.records_end
+    }
+
+    /// Every damaged region skipped so far, as (stream offset, length), in stream order. The
+    /// stream without them (and without what follows [`Self::records_end`]) holds exactly the
+    /// records this reader returned: what `repair` keeps.
+    pub fn dropped_regions(&self) -> &[(u64, u64)] {
+        &self.log.dropped
+    }
 }
 
 /// Adds the bytes read through it to a shared counter.
@@ -476,12 +495,17 @@ pub(crate) struct Log {
     list: Vec<Issue>,
     total: u64,
     damaged: bool,
+    /// Every damaged region skipped (all of them, not only the first [`MAX_ISSUES`]).
+    dropped: Vec<(u64, u64)>,
 }
 
 impl Log {
     fn push(&mut self, offset: u64, skipped: u64, reason: String, corrupt: bool) {
         self.total += 1;
         self.damaged |= corrupt;
+        if corrupt && skipped > 0 {
+            self.dropped.push((offset, skipped));
+        }
         if self.list.len() < MAX_ISSUES {
             self.list.push(Issue {
                 offset,
