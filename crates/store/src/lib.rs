@@ -20,7 +20,10 @@ mod writer;
 
 pub use compress::{zstd_stored_frame, CompressMode, Level};
 pub use error::StoreError;
-pub use files::{extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan};
+pub use files::{
+    disk_use_percent, extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan,
+    DEFAULT_KEEP_NEWEST,
+};
 pub use format::{
     own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US,
 };
