@@ -151,9 +151,9 @@ fn scan(mut reader: CaptureReader) -> Result<(CaptureReader, Vec<(u64, u64)>), S
     Ok((reader, inside))
 }
 
-/// Counts for the report from a finished scan of a stream of `stream_len` bytes.
-fn counts(reader: &CaptureReader, inside: &[(u64, u64)], stream_len: u64) -> (u64, u64, u64) {
-    let end = reader.records_end();
+/// Counts for the report from a finished scan of a stream of `stream_len` bytes kept up to `end`:
+/// (regions, dropped bytes, new length).
+fn counts(end: u64, inside: &[(u64, u64)], stream_len: u64) -> (u64, u64, u64) {
     let tail = stream_len.saturating_sub(end);
     let in_bytes: u64 = inside.iter().map(|r| r.1).sum();
     let regions = inside.len() as u64 + u64::from(tail > 0);
@@ -166,16 +166,22 @@ fn repair_plain(path: &Path, dry_run: bool) -> Result<RepairReport, StoreError> 
         source,
     };
     let original_len = std::fs::metadata(path).map_err(read_err)?.len();
-    let (reader, inside) = scan(CaptureReader::open(path)?)?;
-    let (regions, dropped_bytes, new_len) = counts(&reader, &inside, original_len);
+    let (reader, mut inside) = scan(CaptureReader::open(path)?)?;
+    // Zeros at the end are a torn write's never-written blocks, not packets.
+    let (end, zeros) = reader.zero_tail().unwrap_or((reader.records_end(), 0));
+    inside.retain(|&(at, _)| at < end);
+    let (regions, dropped_bytes, new_len) = counts(end, &inside, original_len);
     let rewritten = !inside.is_empty();
+    let zero_issue = (zeros > 0).then(|| Issue {
+        offset: end,
+        skipped: original_len - end,
+        reason: format!("the file ends in {zeros} all-zero records, as a torn write leaves"),
+        corrupt: true,
+    });
     if !dry_run {
         if rewritten {
             let mut input = File::open(path).map_err(read_err)?;
-            rewrite(path, |out| {
-                copy_kept(&mut input, out, reader.records_end(), &inside)
-            })
-            .map_err(read_err)?;
+            rewrite(path, |out| copy_kept(&mut input, out, end, &inside)).map_err(read_err)?;
         } else if new_len < original_len {
             let file = OpenOptions::new()
                 .write(true)
@@ -191,10 +197,15 @@ fn repair_plain(path: &Path, dry_run: bool) -> Result<RepairReport, StoreError> 
         compression: Compression::None,
         original_len,
         new_len,
-        packets: reader.packets(),
+        packets: reader.packets() - zeros,
         regions,
         dropped_bytes,
-        first_damage: reader.issues().iter().find(|i| i.corrupt).cloned(),
+        first_damage: reader
+            .issues()
+            .iter()
+            .find(|i| i.corrupt)
+            .cloned()
+            .or(zero_issue),
         frames: None,
         rewritten,
         undecodable: false,

@@ -135,6 +135,9 @@ pub struct CaptureReader {
     clean_packets: u64,
     /// End of the last whole record read, damage or not (what follows is a cut tail).
     records_end: u64,
+    /// pcap: the run of all-zero records (caplen, length and time 0) the stream ends with so
+    /// far: its offset and length in packets.
+    zero_run: Option<(u64, u64)>,
     damaged: bool,
     done: bool,
 }
@@ -267,6 +270,7 @@ impl CaptureReader {
             clean_end: 0,
             clean_packets: 0,
             records_end: 0,
+            zero_run: None,
             damaged: false,
             done: false,
         };
@@ -350,6 +354,13 @@ impl CaptureReader {
             match step {
                 Step::Packet(m) => {
                     self.packets += 1;
+                    let zero = matches!(self.kind, Kind::Pcap(_))
+                        && (m.len, m.wire_len, m.ts_ns) == (0, 0, 0);
+                    self.zero_run = match self.zero_run {
+                        _ if !zero => None,
+                        None => Some((m.offset, 1)),
+                        Some((at, n)) => Some((at, n + 1)),
+                    };
                     if !self.damaged {
                         self.clean_end = self.src.offset();
                         self.clean_packets += 1;
@@ -432,6 +443,13 @@ impl CaptureReader {
     /// Stream offset just after the last whole record or block read (damage before it or not).
     pub fn records_end(&self) -> u64 {
         self.records_end
+    }
+
+    /// pcap: where the run of all-zero records the stream ends with begins, and how many there
+    /// are. libpcap reads them as empty packets, but zeros at the end are what a torn write
+    /// leaves (the file grew, its blocks were never written), so `repair` cuts them.
+    pub fn zero_tail(&self) -> Option<(u64, u64)> {
+        self.zero_run
     }
 
     /// Every damaged region skipped so far, as (stream offset, length), in stream order. The
