@@ -596,19 +596,35 @@ impl FileSink {
         if let Some(max) = self.max_files {
             while self.done.len() + 1 > max && self.delete_oldest(None, 0) {}
         }
-        let name = format!(
-            "{}-{}-{:06}{}",
-            self.base,
-            utc_stamp(start_ns),
-            self.seq,
-            self.ext
-        );
-        self.seq += 1;
-        let dir = self.dirs[d].path.clone();
-        let final_path = dir.join(&name);
-        let partial = dir.join(format!(".{name}.partial"));
-        // Compressed frames have any length: O_DIRECT could not write them.
-        match Output::open(&partial, self.direct_io && !self.compressed) {
+        // A name already taken (a `.partial` left by a crash, or anything planted there) is
+        // never opened: the next sequence number is tried.
+        let mut tries = 0;
+        let (opened, final_path, partial) = loop {
+            let name = format!(
+                "{}-{}-{:06}{}",
+                self.base,
+                utc_stamp(start_ns),
+                self.seq,
+                self.ext
+            );
+            self.seq += 1;
+            let dir = self.dirs[d].path.clone();
+            let partial = dir.join(format!(".{name}.partial"));
+            // Compressed frames have any length: O_DIRECT could not write them.
+            let r = Output::open(&partial, self.direct_io && !self.compressed, true);
+            let taken = matches!(&r, Err(StoreError::Create { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists);
+            tries += 1;
+            if taken && tries < 100 {
+                self.event(&format!(
+                    "{} exists already (left by a crash? `ringcap repair` it): not touched, using the next name",
+                    partial.display()
+                ));
+                continue;
+            }
+            break (r, dir.join(&name), partial);
+        };
+        match opened {
             Ok(out) => {
                 self.counters.direct_io.store(out.is_direct(), Relaxed);
                 if let Some(f) = self.feed.as_mut() {
