@@ -3,6 +3,7 @@
 
 pub mod anova;
 pub mod bench;
+pub mod cgroup;
 pub mod cpusage;
 pub mod machine;
 pub mod plan;

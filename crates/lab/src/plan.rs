@@ -24,7 +24,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The factors a plan may vary (or fix in `[run]`).
-pub const FACTORS: [&str; 12] = [
+pub const FACTORS: [&str; 13] = [
     "method",
     "rate_mbps",
     "rate_pps",
@@ -37,6 +37,7 @@ pub const FACTORS: [&str; 12] = [
     "placement",
     "dist",
     "output",
+    "cpu_limit",
 ];
 
 /// Capture methods the runner knows without a `[methods.NAME]` section (plus `tcpdump|gzip -N`).
@@ -101,6 +102,17 @@ pub struct AnovaSpec {
     pub response: String,
     pub factors: Vec<String>,
     pub log: bool,
+}
+
+/// The `[search]` section: bisect the plan's rate factor for the max loss-free rate of every other point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchSpec {
+    /// `rate_pps` or `rate_mbps` (the plan's varied rate factor).
+    pub factor: String,
+    /// Loss (fraction of generated packets) at or above which a run counts as lossy.
+    pub loss: f64,
+    /// Bisection runs per point.
+    pub steps: u32,
 }
 
 /// Offered rate of the generator.
@@ -168,6 +180,8 @@ pub struct Setup {
     /// `ringcap gen --dist` spec.
     pub dist: String,
     pub output: Output,
+    /// CPU budget of the capturers' cgroup in percent of one CPU (None: not limited).
+    pub cpu_limit: Option<u32>,
 }
 
 impl Default for Setup {
@@ -184,6 +198,7 @@ impl Default for Setup {
             placement: Placement::Dual,
             dist: "fixed:46".into(),
             output: Output::Disk,
+            cpu_limit: None,
         }
     }
 }
@@ -215,6 +230,7 @@ struct Quick {
     reruns: Option<u32>,
     packets: Option<u64>,
     warmup_packets: Option<u64>,
+    search_steps: Option<u32>,
     factors: Vec<Factor>,
 }
 
@@ -242,6 +258,7 @@ pub struct Plan {
     pub factors: Vec<Factor>,
     pub methods: BTreeMap<String, CustomMethod>,
     pub anova: Option<AnovaSpec>,
+    pub search: Option<SearchSpec>,
     quick: Option<Quick>,
     /// Filter levels resolved when the plan was read (file contents), so expansion never re-reads files.
     filters: BTreeMap<String, Option<String>>,
@@ -362,6 +379,7 @@ fn example_levels(factor: &str) -> &'static str {
         "placement" => "\"single\", \"dual\", \"split\"",
         "dist" => "\"fixed:46\", \"imix\"",
         "output" => "\"disk\", \"null\"",
+        "cpu_limit" => "\"none\", 50, 10",
         _ => "...",
     }
 }
@@ -509,6 +527,18 @@ impl Setup {
                     _ => return Err(format!("output = `{level}`: expected \"disk\" or \"null\"")),
                 }
             }
+            "cpu_limit" => {
+                self.cpu_limit = if level == "none" {
+                    None
+                } else {
+                    // Up to every CPU of a big machine; 1 % still gets the kernel's 1 ms minimum quota.
+                    Some(
+                        whole(1, 100 * 1024)
+                            .map_err(|e| format!("{e} (percent of one CPU), or \"none\""))?
+                            as u32,
+                    )
+                }
+            }
             _ => {
                 return Err(format!(
                     "unknown factor `{factor}`; known factors: {}",
@@ -568,6 +598,7 @@ impl Plan {
                 "report",
                 "anova",
                 "methods",
+                "search",
             ],
             "the plan",
         )?;
@@ -652,7 +683,13 @@ impl Plan {
             Some(q) => {
                 check_keys(
                     q,
-                    &["reruns", "packets", "warmup_packets", "factors"],
+                    &[
+                        "reruns",
+                        "packets",
+                        "warmup_packets",
+                        "search_steps",
+                        "factors",
+                    ],
                     "[quick]",
                 )?;
                 let qf = match table(q, "factors", "quick.")? {
@@ -671,6 +708,7 @@ impl Plan {
                     reruns: get_u64(q, "reruns", "quick")?.map(|v| v as u32),
                     packets: get_u64(q, "packets", "quick")?,
                     warmup_packets: get_u64(q, "warmup_packets", "quick")?,
+                    search_steps: get_u64(q, "search_steps", "quick")?.map(|v| v as u32),
                     factors: qf,
                 })
             }
@@ -712,6 +750,42 @@ impl Plan {
             }
         };
 
+        let search = match table(&root, "search", "")? {
+            None => None,
+            Some(t) => {
+                check_keys(t, &["loss", "steps"], "[search]")?;
+                let loss = match t.get("loss") {
+                    None => 0.001,
+                    Some(v) => v
+                        .as_float()
+                        .or(v.as_integer().map(|i| i as f64))
+                        .filter(|l| *l > 0.0 && *l < 1.0)
+                        .ok_or_else(|| {
+                            invalid("[search] loss must be a fraction between 0 and 1, e.g. 0.001 (0.1 %)")
+                        })?,
+                };
+                let steps = get_u64(t, "steps", "search")?.unwrap_or(5);
+                if !(1..=12).contains(&steps) {
+                    return Err(invalid(
+                        "[search] steps must be from 1 to 12 (each is one run per point)",
+                    ));
+                }
+                let factor = ["rate_pps", "rate_mbps"]
+                    .into_iter()
+                    .find(|r| factors.iter().any(|f| f.name == *r))
+                    .ok_or_else(|| {
+                        invalid(
+                            "[search] bisects the rate: vary rate_pps or rate_mbps in [factors]",
+                        )
+                    })?;
+                Some(SearchSpec {
+                    factor: factor.into(),
+                    loss,
+                    steps: steps as u32,
+                })
+            }
+        };
+
         let plan = Plan {
             title,
             description,
@@ -727,6 +801,7 @@ impl Plan {
             factors,
             methods,
             anova,
+            search,
             quick,
             filters: BTreeMap::new(),
             base: Setup::default(),
@@ -798,6 +873,9 @@ impl Plan {
                 p.reruns = q.reruns.unwrap_or(p.reruns);
                 p.packets = q.packets.unwrap_or(p.packets);
                 p.warmup_packets = q.warmup_packets.unwrap_or(p.warmup_packets);
+                if let (Some(s), Some(n)) = (p.search.as_mut(), q.search_steps) {
+                    s.steps = n.clamp(1, 12);
+                }
                 for qf in &q.factors {
                     if let Some(f) = p.factors.iter_mut().find(|f| f.name == qf.name) {
                         f.levels = qf.levels.clone();

@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use data::{
-    read_plan, read_results, runs, stats, summarize, summary_csv, summary_metrics, AnovaConfig,
-    Meta, PlanInfo, PointSummary, ReportConfig, Results, Row, RunResult, Skipped, Stats,
+    level_text, read_plan, read_results, runs, series_name, stats, summarize, summary_csv,
+    summary_metrics, AnovaConfig, Meta, PlanInfo, PointSummary, ReportConfig, Results, Row,
+    RunResult, Skipped, Stats,
 };
 pub use figures::{Figure, Section};
 
@@ -183,6 +184,10 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
 
     let runs_ok = all_runs.iter().filter(|r| r.ok).count();
     let complete = meta.finished.is_some() || meta.started.is_none();
+    let search: serde_json::Value = std::fs::read_to_string(dir.join("search.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
     let page = html::Page {
         dir,
         plan: &plan,
@@ -195,6 +200,7 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
         figures: &figs,
         anova: anova.as_ref(),
         warnings: &warnings,
+        search: &search,
     };
     let html_path = dir.join("report.html");
     std::fs::write(&html_path, html::render(&page)).map_err(io(&html_path))?;

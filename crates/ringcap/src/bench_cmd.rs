@@ -233,6 +233,23 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
         outcome.runs_failed,
         out.join("results.csv").display()
     );
+    // "How fast can it go here?": one line per point of a plan with [search].
+    for f in &outcome.search {
+        let rate = |v: f64| lab::bench::search::rate_text(&f.factor, v);
+        eprintln!(
+            "ringcap bench: max loss-free rate, {}: {}{}{} ({})",
+            f.point,
+            f.max_loss_free
+                .map_or("below the lowest rate tried".into(), rate),
+            f.measured_pps.map_or(String::new(), |p| format!(
+                " (measured {})",
+                units::si(p, "pps")
+            )),
+            f.lossy_at
+                .map_or(String::new(), |h| format!(", loss at {}", rate(h))),
+            f.note
+        );
+    }
     // The report (summary.csv, plots, report.html) of what was measured.
     if let Some(report) = &outcome.report {
         print_report_summary(report);

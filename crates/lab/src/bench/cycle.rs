@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::methods::{self, Launch};
 use super::process::{self, Proc};
 use super::results::Row;
+use crate::cgroup::CpuLimit;
 use crate::cpusage::{self, Profiler, Usage};
 use crate::plan::{Count, Output, Plan, Rate, Run};
 use testbed::{Side, Testbed};
@@ -271,7 +272,16 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
     let ext = methods::extension(&s.method, env.plan);
     let tag = format!("{}-run{}", std::process::id(), run.index);
 
-    // 1. Capturers, each pinned to the capture CPU, inside the Rx namespace.
+    // The capturers' CPU budget: declared before them, so it is removed after they are reaped.
+    let limit = match s.cpu_limit {
+        None => None,
+        Some(pct) => match CpuLimit::create(&tag, pct) {
+            Ok(l) => Some(l),
+            Err(e) => return Ok(fail_all(format!("cannot limit the capturers' CPU: {e}"))),
+        },
+    };
+
+    // 1. Capturers, each pinned to the capture CPU, inside the Rx namespace (and the budget's cgroup).
     let mut procs: Vec<(Proc, Launch, PathBuf)> = Vec::new();
     let mut outs = Outputs {
         paths: Vec::new(),
@@ -296,6 +306,9 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
         let log = logs.join(format!("run{}-app{app}.log", run.index));
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &tb.rx_ns]).args(&launch.argv);
+        if let Some(l) = &limit {
+            l.enter_on_exec(&mut cmd);
+        }
         match process::spawn(cmd, Some(cpu), &log, launch.stop_comm.clone()) {
             Ok(p) => procs.push((p, launch, log)),
             Err(e) => return Ok(fail_all(format!("cannot start {}: {e}", s.method))),
@@ -357,6 +370,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
     for (p, _, _) in procs.iter_mut() {
         exits.push(p.stop(Duration::from_secs(10)));
     }
+    let cg = limit.as_ref().and_then(|l| l.stat().ok());
     if let Some(r) = &report {
         let _ = fs::create_dir_all(env.out_dir.join("cpusage"));
         let _ = fs::write(
@@ -426,6 +440,9 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             app_cpu_s: Some(app_cpu_s),
             app_ns_per_pkt: (offered > 0).then(|| run_cpu_s / offered as f64 * 1e9),
             app_setup_s: Some(setup_ns[app] as f64 / 1e9),
+            cg_periods: cg.map(|c| c.nr_periods),
+            cg_throttled: cg.map(|c| c.nr_throttled),
+            cg_throttled_s: cg.map(|c| c.throttled_s),
             status,
             ..base.clone()
         });

@@ -7,6 +7,7 @@ pub mod export;
 pub mod methods;
 pub mod process;
 pub mod results;
+pub mod search;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -69,6 +70,8 @@ pub struct Outcome {
     pub interrupted: bool,
     /// The report, written when the plan was not interrupted.
     pub report: Option<ReportSummary>,
+    /// The max loss-free rate per point (plans with `[search]`), also in search.json.
+    pub search: Vec<search::Found>,
 }
 
 /// Why a plan could not run at all.
@@ -220,10 +223,23 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         on(Event::Skip(s));
     }
     let todo_owned: Vec<Run> = todo.iter().map(|r| (*r).clone()).collect();
+    // Bisection runs: one per step for every point of the other factors (one rerun's worth of points).
+    let probes = plan.search.as_ref().map_or(0, |s| {
+        let per_rate = plan
+            .factors
+            .iter()
+            .find(|f| f.name == s.factor)
+            .map_or(1, |f| f.levels.len());
+        runs.len() / plan.reruns.max(1) as usize / per_rate * s.steps as usize
+    });
+    let mut estimate = plan.estimate_seconds(&todo_owned);
+    if let Some(r) = todo_owned.first() {
+        estimate += probes as f64 * plan.estimate_seconds(std::slice::from_ref(r));
+    }
     on(Event::Start {
-        todo: todo.len(),
+        todo: todo.len() + probes,
         done: done.len(),
-        estimate_s: plan.estimate_seconds(&todo_owned),
+        estimate_s: estimate,
     });
 
     let env = cycle::Env {
@@ -240,6 +256,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         skipped: skipped.clone(),
         interrupted: false,
         report: None,
+        search: Vec::new(),
     };
     let mut html = export::Html::default();
     let mut exporters: [&mut dyn Exporter; 3] = [&mut export::Csv, &mut export::Parquet, &mut html];
@@ -287,6 +304,122 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
             rows: &rows,
             seconds: t0.elapsed().as_secs_f64(),
         });
+    }
+
+    if let (Some(spec), false) = (&plan.search, outcome.interrupted) {
+        let results = crate::report::read_results(&csv)
+            .map_err(|e| BenchError::Refused(format!("cannot read results.csv back: {e}")))?;
+        let all = crate::report::runs(&results, false);
+        let mut next_index = runs.len();
+        for (levels, clean, lossy_at) in
+            search::brackets(&results.factors, &all, &spec.factor, spec.loss)
+        {
+            let key = crate::plan::point_key(&levels);
+            // A run of this point to copy the setup from (the sweep's runs differ only in the rate).
+            let Some(template) = runs.iter().find(|r| {
+                levels
+                    .iter()
+                    .all(|(f, l)| r.levels.iter().any(|(g, m)| g == f && m == l))
+            }) else {
+                continue;
+            };
+            let mut found = search::Found {
+                point: key,
+                levels: levels.clone(),
+                factor: spec.factor.clone(),
+                max_loss_free: clean.map(|c| c.0),
+                measured_pps: clean.and_then(|c| c.1),
+                lossy_at,
+                probes: Vec::new(),
+                note: String::new(),
+            };
+            let Some(hi) = lossy_at else {
+                found.note = "no loss anywhere in the sweep: the maximum is above the highest rate (the generator's limit here)".into();
+                outcome.search.push(found);
+                continue;
+            };
+            let lo = clean.map_or(0.0, |c| c.0);
+            let placement = template.setup.placement;
+            if testbed.as_ref().map(|t| t.0) != Some(placement) {
+                drop(testbed.take());
+                let tb = Testbed::new(TestbedOptions {
+                    rps_cpu: placement.rps_cpu(),
+                    mtu: None,
+                })
+                .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
+                testbed = Some((placement, tb));
+            }
+            let Some((_, tb)) = &testbed else {
+                unreachable!("set above")
+            };
+            let mut stopped = false;
+            let bisected = search::bisect(
+                lo,
+                hi,
+                spec.steps,
+                |rate| {
+                    let run = search::probe_run(template, &spec.factor, rate, next_index);
+                    next_index += 1;
+                    on(Event::RunStarted(&run));
+                    let t0 = Instant::now();
+                    let rows = cycle::run_once(tb, &env, &run)?;
+                    on(Event::RunFinished {
+                        run: &run,
+                        rows: &rows,
+                        seconds: t0.elapsed().as_secs_f64(),
+                    });
+                    let ok = rows.iter().all(|r| r.status == "ok");
+                    let loss = ok
+                        .then(|| {
+                            rows.iter()
+                                .filter_map(|r| r.capture_rate)
+                                .map(|c| 1.0 - c)
+                                .fold(None, |a: Option<f64>, b| Some(a.map_or(b, |a| a.max(b))))
+                        })
+                        .flatten();
+                    let measured_pps = rows.first().and_then(|r| r.pps);
+                    found.probes.push(search::Probe {
+                        rate: match run.setup.rate {
+                            crate::plan::Rate::Pps(v) | crate::plan::Rate::Mbps(v) => v,
+                            _ => rate,
+                        },
+                        loss,
+                        measured_pps,
+                        status: rows
+                            .iter()
+                            .map(|r| r.status.as_str())
+                            .find(|s| *s != "ok")
+                            .unwrap_or("ok")
+                            .to_string(),
+                    });
+                    if loss.is_some_and(|l| l < spec.loss) {
+                        found.measured_pps = measured_pps;
+                    }
+                    Ok::<_, cycle::Interrupted>(loss)
+                },
+                spec.loss,
+            )
+            .map_err(|_| stopped = true);
+            if stopped {
+                outcome.interrupted = true;
+                break;
+            }
+            if let Ok((lo, hi, complete)) = bisected {
+                found.max_loss_free = (lo > 0.0).then_some(lo);
+                found.lossy_at = Some(hi);
+                if found.max_loss_free.is_none() {
+                    found.measured_pps = None;
+                }
+                found.note = if complete {
+                    format!("bisected in {} runs", spec.steps)
+                } else {
+                    "a bisection run failed: the bracket is as far as it got".into()
+                };
+            }
+            outcome.search.push(found);
+        }
+        let json = serde_json::to_string_pretty(&outcome.search).unwrap_or_default();
+        fs::write(dir.join("search.json"), json).map_err(io_err("cannot write search.json"))?;
     }
     drop(testbed);
 

@@ -13,9 +13,9 @@ use arrow_schema::{DataType, Field, Schema};
 /// Columns before the factor columns.
 pub const HEAD: [&str; 4] = ["run", "point", "rerun", "app"];
 
-/// The measured columns after the factor columns, in order (bench-contract.md; `app_setup_s` added last).
-/// The first six are counts, `status` is text, the others are real numbers.
-pub const MEASURES: [&str; 22] = [
+/// The measured columns after the factor columns, in order (bench-contract.md; later additions at the end).
+/// Counts are in [`COUNTS`], `status` is text, the others are real numbers.
+pub const MEASURES: [&str; 25] = [
     "generated",
     "offered",
     "received",
@@ -38,6 +38,22 @@ pub const MEASURES: [&str; 22] = [
     "app_ns_per_pkt",
     "status",
     "app_setup_s",
+    // The capturers' cgroup under `cpu_limit` (its cpu.stat): periods run, periods throttled, time throttled.
+    "cg_periods",
+    "cg_throttled",
+    "cg_throttled_s",
+];
+
+/// Integer measures.
+const COUNTS: [&str; 8] = [
+    "generated",
+    "offered",
+    "received",
+    "drop_kernel",
+    "drop_ring",
+    "drop_storage",
+    "cg_periods",
+    "cg_throttled",
 ];
 
 /// The CPU columns: percent of the machine per mode of /proc/stat, in cpusage's order.
@@ -47,12 +63,12 @@ pub fn cpu_modes() -> &'static [&'static str] {
 
 /// Integer columns. Factor columns stay text even when numeric: their levels are as written ("max").
 fn is_int(name: &str) -> bool {
-    ["run", "rerun", "app"].contains(&name) || MEASURES[..6].contains(&name)
+    ["run", "rerun", "app"].contains(&name) || COUNTS.contains(&name)
 }
 
 /// Real-number columns: the measures that are neither counts nor the status.
 fn is_float(name: &str) -> bool {
-    MEASURES[6..].contains(&name) && name != "status"
+    MEASURES.contains(&name) && !COUNTS.contains(&name) && name != "status"
 }
 
 /// One row of results.csv.
@@ -82,6 +98,10 @@ pub struct Row {
     pub status: String,
     /// CPU the capturer had used when it was ready (ring allocation, start-up), seconds.
     pub app_setup_s: Option<f64>,
+    /// cpu.stat of the capturers' cgroup (runs with a `cpu_limit`; all apps of a run share the group).
+    pub cg_periods: Option<u64>,
+    pub cg_throttled: Option<u64>,
+    pub cg_throttled_s: Option<f64>,
 }
 
 /// The header for a plan with these factors.
@@ -132,6 +152,9 @@ impl Row {
             float(self.app_ns_per_pkt, 1),
             self.status.clone(),
             float(self.app_setup_s, 6),
+            opt(self.cg_periods),
+            opt(self.cg_throttled),
+            float(self.cg_throttled_s, 6),
         ]);
         f
     }
@@ -276,12 +299,14 @@ mod tests {
         let cpu = cpu_modes();
         assert_eq!(cpu.len(), Row::default().cpu.unwrap_or_default().len());
         assert!(cpu.iter().all(|c| c.starts_with("cpu_")));
-        assert!(["run", "app", "generated", "drop_storage"]
+        assert!(["run", "app", "generated", "drop_storage", "cg_throttled"]
             .iter()
             .all(|c| is_int(c)));
-        assert!(["capture_rate", "cpu_steal", "app_setup_s"]
-            .iter()
-            .all(|c| is_float(c)));
+        assert!(
+            ["capture_rate", "cpu_steal", "app_setup_s", "cg_throttled_s"]
+                .iter()
+                .all(|c| is_float(c))
+        );
         assert!(!is_int("status") && !is_float("status") && !is_float("point"));
     }
 
@@ -316,7 +341,7 @@ mod tests {
         let done = finished_runs(&csv, &factors).unwrap();
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
-        assert!(text.ends_with("capturer exited before ready,\n"), "{text}");
+        assert!(text.ends_with("capturer exited before ready,,,,\n"), "{text}");
         assert_eq!(text.lines().count(), 4);
         // The quoted level with a comma survives the round trip.
         assert!(text.contains("\"udp, port 9\""));

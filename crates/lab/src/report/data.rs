@@ -16,6 +16,24 @@ fn is_measure(name: &str) -> bool {
     MEASURES.contains(&name) || name == "cpu_busy"
 }
 
+/// How a factor's level reads in plots and tables: `name = level`, except where the bare number would
+/// mislead (a CPU budget must never look like the machine's own speed).
+pub fn level_text(factor: &str, level: &str) -> String {
+    match (factor, level) {
+        ("cpu_limit", "none") => "capturer CPU not limited".into(),
+        ("cpu_limit", pct) => format!("capturer CPU limited to {pct} %"),
+        _ => format!("{factor} = {level}"),
+    }
+}
+
+/// A series' name in a legend: the level, or the level in words where [`level_text`] says so.
+pub fn series_name(factor: &str, level: &str) -> String {
+    match factor {
+        "cpu_limit" => level_text(factor, level),
+        _ => level.to_string(),
+    }
+}
+
 /// One row of results.csv: one capturing app in one run.
 #[derive(Clone, Debug)]
 pub struct Row {

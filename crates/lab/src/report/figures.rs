@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::data::{ReportConfig, RunResult};
+use super::data::{level_text, series_name, ReportConfig, RunResult};
 use crate::bench::results::cpu_modes;
 use crate::plot::{line_plot_svg, ErrorPoint, LinePlot, Series};
 
@@ -147,6 +147,7 @@ impl XAxis {
             ("snaplen", _) => "snap length (bytes)".to_string(),
             ("load", _) => "per-packet load".to_string(),
             ("rate_mbps", _) => "data rate (Mbit/s, as set)".to_string(),
+            ("cpu_limit", _) => "capturer CPU limit (% of one CPU)".to_string(),
             _ => name.replace('_', " "),
         };
         match (measured, numbers) {
@@ -310,7 +311,7 @@ pub fn line_figures(
         let reruns = max_reruns(&panel_runs);
         for metric in &layout.plots {
             let y = yspec(metric);
-            let series = by_series(&panel_runs, layout.series, &x, |r| {
+            let series = by_series(&panel_runs, layout.series, factors, &x, |r| {
                 r.values.get(metric.as_str()).map(|v| v * y.scale)
             });
             let Some(p) = finish(x.plot(&suffix(&y.title), &y), series, &y) else {
@@ -344,8 +345,9 @@ pub fn line_figures(
                 .fold(0.0f64, |a, &b| a.max(b));
             for m in modes {
                 let y = yspec(m);
-                let series =
-                    by_series(&panel_runs, layout.series, &x, |r| r.values.get(m).copied());
+                let series = by_series(&panel_runs, layout.series, factors, &x, |r| {
+                    r.values.get(m).copied()
+                });
                 let Some(mut p) = finish(x.plot(&suffix(&y.title), &y), series, &y) else {
                     continue;
                 };
@@ -460,7 +462,7 @@ fn panels<'a>(
     for r in runs {
         let key = panel_factors
             .iter()
-            .map(|&i| format!("{} = {}", factors[i], r.levels[i]))
+            .map(|&i| level_text(&factors[i], &r.levels[i]))
             .collect::<Vec<_>>()
             .join(", ");
         match out.iter_mut().find(|(k, _)| *k == key) {
@@ -486,6 +488,7 @@ fn series_levels(runs: &[&RunResult], series: Option<usize>) -> Vec<String> {
 fn by_series(
     runs: &[&RunResult],
     series: Option<usize>,
+    factors: &[String],
     x: &XAxis,
     y: impl Fn(&RunResult) -> Option<f64> + Copy,
 ) -> Vec<Series> {
@@ -498,10 +501,9 @@ fn by_series(
                 .filter(|r| series.is_none_or(|s| r.levels[s] == level))
                 .collect();
             Series {
-                name: if level.is_empty() {
-                    "all runs".into()
-                } else {
-                    level
+                name: match series {
+                    Some(s) if !level.is_empty() => series_name(&factors[s], &level),
+                    _ => "all runs".into(),
                 },
                 points: points(&these, x, y),
             }

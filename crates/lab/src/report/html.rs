@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::data::{Meta, PlanInfo, PointSummary, RunResult, Stats};
+use super::data::{level_text, series_name, Meta, PlanInfo, PointSummary, RunResult, Stats};
 use super::figures::{Figure, Layout, Section};
 use super::AnovaOutcome;
 use crate::anova::num;
@@ -21,6 +21,8 @@ pub struct Page<'a> {
     pub figures: &'a [Figure],
     pub anova: Option<&'a AnovaOutcome>,
     pub warnings: &'a [String],
+    /// search.json (an empty array without one).
+    pub search: &'a serde_json::Value,
 }
 
 const CSS: &str = "
@@ -78,6 +80,7 @@ pub fn render(p: &Page) -> String {
     }
 
     plots(&mut h, p);
+    search(&mut h, p);
     summary_table(&mut h, p);
     if let Some(a) = p.anova {
         anova(&mut h, a, p.figures);
@@ -256,6 +259,48 @@ fn figure(h: &mut String, f: &Figure) {
     );
 }
 
+/// The max loss-free rate per point (search.json of a plan with `[search]`): "how fast can it go here?".
+fn search(h: &mut String, p: &Page) {
+    let Some(found) = p.search.as_array().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    let _ = writeln!(
+        h,
+        "<h2 id=\"search\">Max loss-free rate</h2>\n<p class=\"muted\">Per point, the highest rate asked of \
+         the generator at which the capturer lost less than the plan's threshold: the sweep gives the bracket, \
+         then bisection runs narrow it (one run each).</p>\n<table><tr><th class=\"l\">point</th>\
+         <th>max loss-free rate</th><th>measured there</th><th>loss at</th><th class=\"l\">runs</th></tr>"
+    );
+    for f in found {
+        let factor = f["factor"].as_str().unwrap_or("rate_pps");
+        let rate = |v: &serde_json::Value| {
+            v.as_f64().map_or("–".to_string(), |x| {
+                crate::bench::search::rate_text(factor, x)
+            })
+        };
+        let point: Vec<String> = f["levels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|pair| Some(level_text(pair[0].as_str()?, pair[1].as_str()?)))
+            .collect();
+        let probes = f["probes"].as_array().map_or(0, |a| a.len());
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{} bisection runs; {}</td></tr>",
+            esc(&point.join(", ")),
+            f["max_loss_free"]
+                .as_f64()
+                .map_or("below the lowest rate".to_string(), |x| crate::bench::search::rate_text(factor, x)),
+            f["measured_pps"].as_f64().map_or("–".into(), |x| units::si(x, "pps")),
+            rate(&f["lossy_at"]),
+            probes,
+            esc(f["note"].as_str().unwrap_or(""))
+        );
+    }
+    let _ = writeln!(h, "</table>");
+}
+
 fn summary_table(h: &mut String, p: &Page) {
     let _ = writeln!(h, "<h2 id=\"summary\">Summary per point</h2>");
     // Factors with one level go above the table, the others get a column.
@@ -267,13 +312,7 @@ fn summary_table(h: &mut String, p: &Page) {
         .collect();
     let fixed: Vec<String> = (0..p.factors.len())
         .filter(|i| !varying.contains(i))
-        .filter_map(|i| {
-            Some(format!(
-                "{} = {}",
-                p.factors[i],
-                p.summaries.first()?.levels[i]
-            ))
-        })
+        .filter_map(|i| Some(level_text(&p.factors[i], &p.summaries.first()?.levels[i])))
         .collect();
     let _ = writeln!(
         h,
@@ -302,15 +341,25 @@ fn summary_table(h: &mut String, p: &Page) {
     if !drops.is_empty() {
         let _ = write!(h, "<th>drops (avg packets)</th>");
     }
+    let throttled = any("cg_throttled_s");
     let _ = writeln!(
         h,
-        "<th>capturer CPU</th><th>CPU busy</th><th>CPU by mode (avg %)</th></tr>"
+        "<th>capturer CPU</th>{}<th>CPU busy</th><th>CPU by mode (avg %)</th></tr>",
+        if throttled {
+            "<th>capturers throttled (cgroup cpu.stat)</th>"
+        } else {
+            ""
+        }
     );
     for s in p.summaries {
         let bad = s.runs_ok == 0;
         let _ = write!(h, "<tr{}>", if bad { " class=\"bad\"" } else { "" });
         for &i in &varying {
-            let _ = write!(h, "<td class=\"l\">{}</td>", esc(&s.levels[i]));
+            let _ = write!(
+                h,
+                "<td class=\"l\">{}</td>",
+                esc(&series_name(&p.factors[i], &s.levels[i]))
+            );
         }
         let runs = if s.runs_failed > 0 {
             format!(
@@ -374,6 +423,20 @@ fn summary_table(h: &mut String, p: &Page) {
                 false
             )
         );
+        if throttled {
+            // Throttled periods out of all periods proves the quota bit; the time is how long they waited.
+            let v = |m: &str| s.metrics.get(m).map(|st| st.avg);
+            let text = match (v("cg_throttled_s"), v("cg_throttled"), v("cg_periods")) {
+                (Some(t), Some(n), Some(all)) => format!(
+                    "{} s<span class=\"sub\">{} of {} periods</span>",
+                    units::sig(t),
+                    units::sig(n),
+                    units::sig(all)
+                ),
+                _ => "–".into(),
+            };
+            let _ = write!(h, "<td>{text}</td>");
+        }
         let _ = write!(
             h,
             "<td>{}</td>",
