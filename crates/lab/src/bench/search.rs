@@ -55,24 +55,24 @@ fn loss_of(r: &RunResult) -> Option<f64> {
     Some(1.0 - rate)
 }
 
-/// Bracket from the sweep, per group: (levels of the other factors, highest loss-free rate, lowest lossy
-/// rate, measured pps at the loss-free rate). A rate is lossy if any successful rerun lost `threshold` or
-/// more.
+/// The levels of the other factors that name one point of the search.
+pub type PointKey = Vec<(String, String)>;
+
+/// One point's bracket: (its key, highest loss-free rate with the pps measured there, lowest lossy rate).
+pub type Bracket = (PointKey, Option<(f64, Option<f64>)>, Option<f64>);
+
+/// Bracket from the sweep, per group. A rate is lossy if any successful rerun lost `threshold` or more.
 pub fn brackets(
     factors: &[String],
     runs: &[RunResult],
     rate_factor: &str,
     threshold: f64,
-) -> Vec<(
-    Vec<(String, String)>,
-    Option<(f64, Option<f64>)>,
-    Option<f64>,
-)> {
+) -> Vec<Bracket> {
     let Some(fi) = factors.iter().position(|f| f == rate_factor) else {
         return Vec::new();
     };
     // group key -> [(rate, loss, pps)]
-    let mut groups: Vec<(Vec<(String, String)>, Vec<(f64, f64, Option<f64>)>)> = Vec::new();
+    let mut groups: Vec<(PointKey, Vec<(f64, f64, Option<f64>)>)> = Vec::new();
     for r in runs.iter().filter(|r| r.ok) {
         let key: Vec<(String, String)> = factors
             .iter()
