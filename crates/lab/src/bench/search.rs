@@ -58,6 +58,9 @@ fn loss_of(r: &RunResult) -> Option<f64> {
 /// The levels of the other factors that name one point of the search.
 pub type PointKey = Vec<(String, String)>;
 
+/// What one sweep run says at a rate: (rate, loss fraction, measured pps).
+type Observation = (f64, f64, Option<f64>);
+
 /// One point's bracket: (its key, highest loss-free rate with the pps measured there, lowest lossy rate).
 pub type Bracket = (PointKey, Option<(f64, Option<f64>)>, Option<f64>);
 
@@ -72,7 +75,7 @@ pub fn brackets(
         return Vec::new();
     };
     // group key -> [(rate, loss, pps)]
-    let mut groups: Vec<(PointKey, Vec<(f64, f64, Option<f64>)>)> = Vec::new();
+    let mut groups: Vec<(PointKey, Vec<Observation>)> = Vec::new();
     for r in runs.iter().filter(|r| r.ok) {
         let key: Vec<(String, String)> = factors
             .iter()
