@@ -886,3 +886,30 @@ fn full_disk_mid_run_loses_no_acked_record() {
     drop(mnt);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_stream_quiet_longer_than_the_idle_limit_resumes_without_false_loss() {
+    let dir = temp_dir("collect-quiet");
+    let k = key_file(&dir);
+    let out = dir.join("out");
+    // --max-skew 1s: idle streams are evicted after 2 s (2 × skew) instead of 240 s.
+    let c = start_with(Command::new(ringcap()), &out, &k, &["--max-skew", "1s"]);
+    let tcp = c.tcp.unwrap();
+    let key = key();
+    let t0 = 1_700_000_000_000_000_000;
+    let batch = |seq: u64| {
+        let recs = make_records(t0, seq as u32 * 10, 10);
+        (seq, sealed(&key, 5, 77, seq, &recs, now()))
+    };
+    send_tcp_acked(tcp, &(0..5).map(batch).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_millis(3500));
+    send_tcp_acked(tcp, &(5..10).map(batch).collect::<Vec<_>>());
+    // A real gap after the pause is still loss: seq 10 and 11 never sent.
+    send_tcp_acked(tcp, &[batch(12)]);
+    let (v, err) = stop_json(c);
+    let s = stream(&v, 5);
+    assert_eq!(s["batches"], 11, "{v}\n{err}");
+    assert_eq!(s["seq_loss"], 2, "{v}\n{err}");
+    assert_eq!(v["records_stored"], 110, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
