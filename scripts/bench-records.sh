@@ -17,6 +17,8 @@
 #   bytes_pct     record bytes / offered bytes (records); pcap file bytes / offered bytes (pcap)
 #   cpu_ns        utime+stime of the probe / capturer from wait4() (scripts/bench/rusage.py), collectors not
 #                 included; ns_per_pkt = cpu_ns / offered
+#   coll_cpu_ns   CPU of the two collectors until the probe has drained (receive, check, spool, fdatasync and
+#                 ack; the conversion to Parquet at exit not included); coll_ns_per_rec = coll_cpu_ns / stored
 #
 # Environment: RUNS (3), PACKETS (5000000), TOOLS ("records pcap"), BENCH_DISK_DIR (/var/tmp/ringcap-bench),
 #   OUT_DIR (bench-out), RINGCAP, PROGRESS=1. A smoke test: RUNS=1 PACKETS=200000.
@@ -66,7 +68,7 @@ KEY="$WORK/key"
 head -c 32 /dev/urandom >"$KEY"
 GEN_CMD=("$RINGCAP" gen -i "$TX_IF" -n "$PACKETS" --dst-mac "$DST_MAC" --src-mac "$SRC_MAC" --cpu 0 -q)
 
-echo "tool,run,offered,offered_bytes,captured,drops,stored,record_bytes,out_bytes,bytes_pct,cpu_ns,ns_per_pkt,status,drop_detail" >"$CSV"
+echo "tool,run,offered,offered_bytes,captured,drops,stored,record_bytes,out_bytes,bytes_pct,cpu_ns,ns_per_pkt,coll_cpu_ns,coll_ns_per_rec,status,drop_detail" >"$CSV"
 
 # Wait until PID has used no CPU for 0.25 s (after 1.5 s for the last ring block and the 100 ms record flush).
 wait_drained() {
@@ -111,7 +113,7 @@ fail_row() {
   KEEP_WORK=1
   say "$tool (run $run): $why; last lines of its output:"
   tail -n 5 "$log" >&2 || true
-  echo "$tool,$run,,,,,,,,,,,failed: $why," >>"$CSV"
+  echo "$tool,$run,,,,,,,,,,,,,failed: $why," >>"$CSV"
 }
 
 run_one() {
@@ -151,8 +153,9 @@ run_one() {
   wait "$wpid" || rc=$?
   [ "$rc" = 0 ] || status="exit $rc"
 
-  local stored=- rbytes=- obytes=- utime stime captured drops detail
+  local stored=- rbytes=- obytes=- utime stime captured drops detail ccpu=-
   if [ "$tool" = records ]; then
+    ccpu=$(($(cpu_tree_ns "$c1") + $(cpu_tree_ns "$c2")))
     # The probe has flushed and closed its connections: stop the collectors (they convert their spools).
     stop_pid "$c1"; stop_pid "$c2"
     wait "$c1" 2>/dev/null || status="collector 1 failed"
@@ -176,18 +179,19 @@ EOF
   [ "$offered" -gt 0 ] || status="nothing offered"
   [ "$status" = ok ] || { KEEP_WORK=1; say "$tag: $status (log: $log)"; }
   local row nspp pct
-  row="$("$PY" - "$offered" "$offered_bytes" "$cpu_ns" "$tool" "$rbytes" "$obytes" <<'EOF'
+  row="$("$PY" - "$offered" "$offered_bytes" "$cpu_ns" "$tool" "$rbytes" "$obytes" "$ccpu" "$stored" <<'EOF'
 import sys
-offered, obytes_wire, cpu, tool, rbytes, fbytes = sys.argv[1:]
+offered, obytes_wire, cpu, tool, rbytes, fbytes, ccpu, stored = sys.argv[1:]
 offered, obytes_wire, cpu = int(offered), int(obytes_wire), int(cpu)
 nspp = f"{cpu / offered:.1f}" if offered else ""
 num = rbytes if tool == "records" else fbytes
 pct = f"{100 * int(num) / obytes_wire:.2f}" if obytes_wire and num.isdigit() else ""
-print(f"{nspp},{pct}")
+cnspr = f"{int(ccpu) / int(stored):.1f}" if ccpu.isdigit() and stored.isdigit() and int(stored) else ""
+print(f"{nspp},{pct},{cnspr}")
 EOF
 )"
-  IFS=, read -r nspp pct <<<"$row"
-  echo "$tool,$run,$offered,$offered_bytes,$captured,$drops,$stored,$rbytes,$obytes,$pct,$cpu_ns,$nspp,$status,${detail//,/;}" >>"$CSV"
+  IFS=, read -r nspp pct cnspr <<<"$row"
+  echo "$tool,$run,$offered,$offered_bytes,$captured,$drops,$stored,$rbytes,$obytes,$pct,$cpu_ns,$nspp,$ccpu,$cnspr,$status,${detail//,/;}" >>"$CSV"
   progress "run $run/$RUNS $tool: offered $offered captured $captured drops $drops stored $stored, bytes $pct %, $nspp ns/pkt, $status"
 }
 
@@ -207,6 +211,7 @@ echo "  the two collectors on CPU0; output on $BENCH_DISK_DIR ($DISK_FS)"
 echo "- records: \`ringcap capture -i RX --records tcp://127.0.0.1:$PORT1,tcp://127.0.0.1:$PORT2 --key K --stripe batch\`,"
 echo "  collectors \`ringcap collect --listen tcp://127.0.0.1:PORT -o DIR --key K\`; pcap: \`ringcap capture -i RX -w FILE\`"
 echo "- CPU: utime+stime of the probe / capturer from wait4() (start-up and exit included; collectors not)."
+echo "  collectors ns/record: CPU of both collectors (receive, check, spool, fdatasync, ack) / records stored"
 echo "  bytes % = record bytes (records) or pcap file bytes (pcap) / offered bytes (veth rx_bytes, no FCS)"
 echo "- Raw data: \`$CSV\`"
 echo
@@ -218,8 +223,8 @@ def agg(vals):
     if not v:
         return "–"
     return f"{sum(v) / len(v):.1f} ({min(v):.1f}–{max(v):.1f})" if len(v) > 1 else f"{v[0]:.1f}"
-print("| tool | runs | offered | captured | drops | records stored / offered | bytes % | ns/packet avg (min–max) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| tool | runs | offered | captured | drops | records stored / offered | bytes % | ns/packet avg (min–max) | collectors ns/record |")
+print("|---|---|---|---|---|---|---|---|---|")
 for tool in dict.fromkeys(r["tool"] for r in rows):
     rs = [r for r in rows if r["tool"] == tool]
     off = sum(int(r["offered"]) for r in rs)
@@ -227,7 +232,7 @@ for tool in dict.fromkeys(r["tool"] for r in rows):
     drops = sum(int(r["drops"]) for r in rs if r["drops"].isdigit())
     st = [r["stored"] for r in rs if r["stored"].isdigit()]
     stored = f"{sum(int(x) for x in st) / off:.6f}" if st and off else "–"
-    print(f"| {tool} | {len(rs)} | {off} | {cap} | {drops} | {stored} | {agg(r['bytes_pct'] for r in rs)} | {agg(r['ns_per_pkt'] for r in rs)} |")
+    print(f"| {tool} | {len(rs)} | {off} | {cap} | {drops} | {stored} | {agg(r['bytes_pct'] for r in rs)} | {agg(r['ns_per_pkt'] for r in rs)} | {agg(r['coll_ns_per_rec'] for r in rs)} |")
 failed = sum(1 for r in csv.DictReader(open(sys.argv[1])) if r["status"] != "ok")
 if failed:
     print(f"\n{failed} run(s) failed or were incomplete: see the CSV")

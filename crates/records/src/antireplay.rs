@@ -8,8 +8,11 @@
 //! Memory is bounded: at most `max_streams` streams; a stream idle for more than 2 × `max_skew` is evicted
 //! when room is needed. Twice, not once: a batch accepted at time T had a sent time ≥ T − skew, so a replay
 //! of it passes the freshness check until T + 2 × skew; only after that can the stream's window be forgotten.
+//! The counters of an evicted stream (highest seq, distinct seqs) are kept in a bounded table
+//! (4 × `max_streams`, oldest forgotten first): a stream that resumes after a quiet period continues its loss
+//! count instead of counting its whole past as lost, and its seqs up to the old highest stay refused.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// Seqs remembered below the highest one.
@@ -98,6 +101,8 @@ impl StreamStats {
 #[derive(Clone, Debug)]
 struct Stream {
     stats: StreamStats,
+    /// Seqs up to this were accepted before the stream was evicted for idleness: refused (too old).
+    floor: Option<u64>,
     /// Bit (seq % WINDOW) set when seq in (max_seq - WINDOW, max_seq] was accepted.
     seen: [u64; WORDS],
     last_active_ns: u64,
@@ -124,7 +129,14 @@ pub struct ReplayGuard {
     max_skew_ns: u64,
     max_streams: usize,
     streams: HashMap<(u64, u32), Stream>,
+    /// Counters of streams evicted for idleness, so one that resumes is not counted as having lost its
+    /// whole past; bounded (oldest forgotten first, in `evicted_order`).
+    evicted: HashMap<(u64, u32), StreamStats>,
+    evicted_order: VecDeque<(u64, u32)>,
 }
+
+/// Evicted streams remembered per tracked stream (16 bytes of counters each).
+const EVICTED_PER_STREAM: usize = 4;
 
 impl ReplayGuard {
     /// A guard allowing `max_skew` clock difference and at most `max_streams` streams.
@@ -133,6 +145,8 @@ impl ReplayGuard {
             max_skew_ns: max_skew.as_nanos().min(u64::MAX as u128) as u64,
             max_streams: max_streams.max(1),
             streams: HashMap::new(),
+            evicted: HashMap::new(),
+            evicted_order: VecDeque::new(),
         }
     }
 
@@ -160,20 +174,39 @@ impl ReplayGuard {
                     return Err(Rejected::TooManyStreams(self.streams.len()));
                 }
             }
+            // A stream evicted while idle resumes where it was; its old seqs stay refused.
+            let before = self.evicted.get(&key).copied();
+            if let Some(old) = before {
+                if seq <= old.max_seq {
+                    return Err(Rejected::TooOld {
+                        seq,
+                        max_seq: old.max_seq,
+                    });
+                }
+                self.evicted.remove(&key);
+            }
             let mut s = Stream {
                 stats: StreamStats {
                     max_seq: seq,
-                    distinct: 1,
+                    distinct: before.map_or(0, |o| o.distinct) + 1,
                 },
+                floor: before.map(|o| o.max_seq),
                 seen: [0; WORDS],
                 last_active_ns: now_unix_ns,
             };
             s.set(seq);
             self.streams.insert(key, s);
-            return Ok(Gap {
-                new_stream: true,
-                skipped: seq,
-                late_fill: false,
+            return Ok(match before {
+                Some(old) => Gap {
+                    new_stream: false,
+                    skipped: seq - old.max_seq - 1,
+                    late_fill: false,
+                },
+                None => Gap {
+                    new_stream: true,
+                    skipped: seq,
+                    late_fill: false,
+                },
             });
         }
         let s = self.streams.get_mut(&key).expect("checked above");
@@ -196,7 +229,7 @@ impl ReplayGuard {
                 late_fill: false,
             }
         } else {
-            if max - seq >= WINDOW {
+            if max - seq >= WINDOW || s.floor.is_some_and(|f| seq <= f) {
                 return Err(Rejected::TooOld { seq, max_seq: max });
             }
             if s.bit(seq) {
@@ -216,12 +249,43 @@ impl ReplayGuard {
 
     /// Drops streams idle for more than 2 × max_skew (safe: their batches can no longer pass the
     /// freshness check). Returns how many were dropped.
+    /// Their counters are remembered (bounded) so a stream that resumes is not counted as new.
     pub fn evict_idle(&mut self, now_unix_ns: u64) -> usize {
-        let before = self.streams.len();
         let limit = self.max_skew_ns.saturating_mul(2);
-        self.streams
-            .retain(|_, s| now_unix_ns.saturating_sub(s.last_active_ns) <= limit);
-        before - self.streams.len()
+        let idle: Vec<(u64, u32)> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| now_unix_ns.saturating_sub(s.last_active_ns) > limit)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in &idle {
+            let s = self.streams.remove(key).expect("listed above");
+            self.remember_evicted(*key, s.stats);
+        }
+        idle.len()
+    }
+
+    fn remember_evicted(&mut self, key: (u64, u32), stats: StreamStats) {
+        let bound = self.max_streams.saturating_mul(EVICTED_PER_STREAM);
+        while self.evicted.len() >= bound {
+            let Some(oldest) = self.evicted_order.pop_front() else {
+                break;
+            };
+            self.evicted.remove(&oldest);
+        }
+        if self.evicted.insert(key, stats).is_none() {
+            self.evicted_order.push_back(key);
+        }
+        // Keys that resumed were removed from the map only: drop them from the order when it grows.
+        if self.evicted_order.len() > 2 * bound {
+            let evicted = &self.evicted;
+            self.evicted_order.retain(|k| evicted.contains_key(k));
+        }
+    }
+
+    /// Evicted streams remembered now (never above 4 × `max_streams`).
+    pub fn evicted_len(&self) -> usize {
+        self.evicted.len()
     }
 
     /// Counters of one stream, if it is tracked.
@@ -413,6 +477,49 @@ mod tests {
             g.check(2, i, 0, t, t).unwrap();
             assert!(g.len() <= 4);
         }
+    }
+
+    #[test]
+    fn a_stream_resuming_after_eviction_counts_no_false_loss() {
+        let mut g = ReplayGuard::new(Duration::from_secs(10), 4);
+        let mut lost = 0i64;
+        for seq in 0..100 {
+            lost += g.check(1, 1, seq, NOW, NOW).unwrap().loss_delta();
+        }
+        // Quiet for longer than 2 × skew: evicted, counters remembered.
+        let later = NOW + 25 * SEC;
+        assert_eq!(g.evict_idle(later), 1);
+        assert!(g.stream(1, 1).is_none());
+        let gap = g.check(1, 1, 100, later, later).unwrap();
+        assert_eq!(gap, Gap::default(), "resumes where it was, no loss");
+        // A real gap after the pause still counts; old seqs stay refused.
+        lost += gap.loss_delta() + g.check(1, 1, 103, later, later).unwrap().loss_delta();
+        assert_eq!(lost, 2);
+        assert_eq!(g.stream(1, 1).unwrap().lost(), 2);
+        assert!(matches!(
+            g.check(1, 1, 99, later, later),
+            Err(Rejected::TooOld { seq: 99, .. })
+        ));
+        assert!(g.check(1, 1, 101, later, later).unwrap().late_fill);
+        // Resumed past the old max before its eviction too: seqs at or below it are refused.
+        let much_later = later + 25 * SEC;
+        g.evict_idle(much_later);
+        assert!(matches!(
+            g.check(1, 1, 50, much_later, much_later),
+            Err(Rejected::TooOld { .. })
+        ));
+    }
+
+    #[test]
+    fn remembered_evictions_are_bounded() {
+        let mut g = ReplayGuard::new(Duration::from_secs(10), 4);
+        for i in 0..1000u32 {
+            let t = NOW + i as u64 * 30 * SEC;
+            g.evict_idle(t);
+            g.check(7, i, 5, t, t).unwrap();
+            assert!(g.len() <= 4 && g.evicted_len() <= 16, "{}", g.evicted_len());
+        }
+        assert_eq!(g.evicted_len(), 16);
     }
 
     #[test]

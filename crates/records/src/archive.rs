@@ -3,10 +3,17 @@
 //! `DIR/records-<start>-<n>.parquet` (as `.partial`, synced, renamed) and then removes the spool. At open,
 //! spools left behind by a crashed run are converted first.
 //!
+//! Durability: [`Archive::append`] numbers each batch (1, 2, ... in this run); [`Archive::sync`] makes every
+//! batch up to a number durable (one fdatasync covers all batches appended since the last one, so the
+//! collector acks a run of batches per sync). A spool whose write or sync failed is closed (its whole
+//! frames are converted) and the next batch opens a new one; the batches it could not make durable are
+//! refused, never acked, so the probe re-sends them.
+//!
 //! The converter runs beside the receivers so a rotation never stalls them; at most [`CONVERT_QUEUE`] closed
 //! spools wait for it, after that a rotation waits (back pressure instead of unbounded disk use).
 
-use std::fs;
+use std::collections::VecDeque;
+use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -46,6 +53,8 @@ pub struct ConvertedFile {
     pub bytes: u64,
     /// How the spool ended (a crashed writer leaves a torn last frame).
     pub tail: SpoolTail,
+    /// Damaged bytes skipped in the middle of the spool (the frames after them were read).
+    pub skipped_bytes: u64,
     /// Records that did not decode (never expected: batches are checked before they are spooled).
     pub bad_records: u64,
 }
@@ -60,8 +69,17 @@ fn parquet_name_for(spool: &Path) -> Option<PathBuf> {
     Some(spool.with_file_name(format!("records-{stem}.parquet")))
 }
 
-/// Converts one spool file to `out` (Parquet). Reads up to the first torn or corrupt frame.
+/// Converts one spool file to `out` (Parquet), skipping damaged frames. A failed conversion removes its
+/// `.partial` (on a full disk it holds space the next try needs).
 pub fn convert_spool(spool: &Path, out: &Path) -> io::Result<ConvertedFile> {
+    let r = convert_spool_inner(spool, out);
+    if r.is_err() {
+        let _ = fs::remove_file(crate::parquet_out::partial_path(out));
+    }
+    r
+}
+
+fn convert_spool_inner(spool: &Path, out: &Path) -> io::Result<ConvertedFile> {
     let mut reader = SpoolReader::open(spool)?;
     let props = writer_properties(&[("spool", spool.display().to_string())]);
     let mut w = RecordFileWriter::create(out, props)?;
@@ -84,6 +102,7 @@ pub fn convert_spool(spool: &Path, out: &Path) -> io::Result<ConvertedFile> {
         bad_records += h.count.saturating_sub(n) as u64;
     }
     let tail = reader.tail().clone();
+    let skipped_bytes = reader.skipped_bytes();
     let (path, records, bytes) = w.finish()?;
     Ok(ConvertedFile {
         spool: spool.to_path_buf(),
@@ -91,6 +110,7 @@ pub fn convert_spool(spool: &Path, out: &Path) -> io::Result<ConvertedFile> {
         records,
         bytes,
         tail,
+        skipped_bytes,
         bad_records,
     })
 }
@@ -150,6 +170,10 @@ pub struct Archive {
     report: Arc<Mutex<ArchiveReport>>,
     records: u64,
     batches: u64,
+    /// Batches 1..=durable are on disk or in `not_durable`.
+    durable: u64,
+    /// Ranges (after, upto] of batch numbers whose sync failed (refused when asked for; the last 16).
+    not_durable: VecDeque<(u64, u64)>,
 }
 
 impl Archive {
@@ -168,7 +192,7 @@ impl Archive {
                 c.records,
                 c.spool.display(),
                 c.path.display(),
-                tail_note(&c.tail)
+                tail_note(c)
             ));
         }
         // Milliseconds since the epoch: names sort by start and never meet an earlier run's.
@@ -193,33 +217,7 @@ impl Archive {
         let rep = Arc::clone(&report);
         let converter = std::thread::Builder::new()
             .name("records-convert".into())
-            .spawn(move || {
-                for spool in rx {
-                    let out = parquet_name_for(&spool).expect("the archive names its spools");
-                    let res = convert_spool(&spool, &out)
-                        .and_then(|c| fs::remove_file(&spool).map(|_| c));
-                    let mut r = rep.lock().unwrap_or_else(|p| p.into_inner());
-                    match res {
-                        Ok(c) => {
-                            events(&format!(
-                                "wrote {} records to {}{}",
-                                c.records,
-                                c.path.display(),
-                                tail_note(&c.tail)
-                            ));
-                            r.files.push(c);
-                        }
-                        Err(e) => {
-                            let m = format!(
-                                "converting {} failed: {e} (the spool is kept; the next start retries)",
-                                spool.display()
-                            );
-                            events(&m);
-                            r.errors.push(m);
-                        }
-                    }
-                }
-            })?;
+            .spawn(move || converter_loop(rx, &rep, &events))?;
         Ok((
             Archive {
                 cfg,
@@ -232,33 +230,87 @@ impl Archive {
                 report,
                 records: 0,
                 batches: 0,
+                durable: 0,
+                not_durable: VecDeque::new(),
             },
             recovered,
         ))
     }
 
-    /// Appends one batch payload; when this returns Ok it is in the page cache (safe to ack).
+    /// Appends one batch payload (in the page cache when this returns Ok) and returns its number in this
+    /// run, for [`Self::sync`]. A failed write closes the spool (cut back to its last whole frame); the
+    /// next append opens a new one.
     pub fn append(
         &mut self,
         probe_id: u64,
         stream_id: u32,
         count: u32,
         payload: &[u8],
-    ) -> io::Result<()> {
+    ) -> io::Result<u64> {
         if self.spool.is_none() {
             let name = format!(".spool-{}-{:05}.rcr", self.start_tag, self.next_n);
             self.next_n += 1;
-            self.spool = Some(SpoolWriter::create(&self.cfg.dir.join(name))?);
+            let spool = SpoolWriter::create(&self.cfg.dir.join(&name))?;
+            // The new name must survive a crash too, or its synced frames are lost with it.
+            File::open(&self.cfg.dir).and_then(|d| d.sync_all())?;
+            self.spool = Some(spool);
             self.opened_at = Instant::now();
         }
         let spool = self.spool.as_mut().expect("opened above");
-        spool.append(probe_id, stream_id, count, payload)?;
+        if let Err(e) = spool.append(probe_id, stream_id, count, payload) {
+            // Its whole frames are still good: convert them, and start a new spool next time.
+            self.rotate()?;
+            return Err(e);
+        }
         self.records += count as u64;
         self.batches += 1;
+        let number = self.batches;
         if spool.bytes() >= self.cfg.rotate_bytes {
             self.rotate()?;
         }
+        Ok(number)
+    }
+
+    /// Makes batches 1..=`upto` durable; Ok means every one of them is on disk (safe to ack). Batches
+    /// appended by other connections since the last sync ride along: one fdatasync per run of batches.
+    pub fn sync(&mut self, upto: u64) -> io::Result<()> {
+        if self.not_durable.iter().any(|&(a, b)| a < upto && upto <= b) {
+            return Err(io::Error::other(
+                "syncing the spool failed; the batch is not acked",
+            ));
+        }
+        if upto <= self.durable {
+            return Ok(());
+        }
+        self.sync_open_spool()?;
         Ok(())
+    }
+
+    /// fdatasync of the open spool; on failure its unsynced batches are marked not durable and it is
+    /// closed.
+    fn sync_open_spool(&mut self) -> io::Result<()> {
+        let Some(spool) = &self.spool else {
+            self.durable = self.batches;
+            return Ok(());
+        };
+        match spool.sync() {
+            Ok(()) => {
+                self.durable = self.batches;
+                Ok(())
+            }
+            Err(e) => {
+                // Batches after the last good sync are not known to be on disk: refuse them all.
+                if self.not_durable.len() >= 16 {
+                    self.not_durable.pop_front();
+                }
+                self.not_durable.push_back((self.durable, self.batches));
+                self.durable = self.batches;
+                if let Some(s) = self.spool.take() {
+                    self.queue_for_conversion(s.path().to_path_buf())?;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Rotates when the open spool is older than the rotation interval.
@@ -269,15 +321,25 @@ impl Archive {
         Ok(())
     }
 
-    /// Closes the open spool (if any) and queues it for conversion.
+    /// Syncs and closes the open spool (if any) and queues it for conversion.
     pub fn rotate(&mut self) -> io::Result<()> {
-        if let Some(s) = self.spool.take() {
-            let path = s.path().to_path_buf();
-            drop(s);
-            if let Some(tx) = &self.to_converter {
-                tx.send(path)
-                    .map_err(|_| io::Error::other("the converter thread died"))?;
-            }
+        if self.spool.is_none() {
+            return Ok(());
+        }
+        // A failed sync closes and queues the spool itself; the batches it held are refused.
+        if self.sync_open_spool().is_err() {
+            return Ok(());
+        }
+        let s = self.spool.take().expect("checked above");
+        let path = s.path().to_path_buf();
+        drop(s);
+        self.queue_for_conversion(path)
+    }
+
+    fn queue_for_conversion(&self, path: PathBuf) -> io::Result<()> {
+        if let Some(tx) = &self.to_converter {
+            tx.send(path)
+                .map_err(|_| io::Error::other("the converter thread died"))?;
         }
         Ok(())
     }
@@ -312,16 +374,75 @@ impl Archive {
     }
 }
 
-fn tail_note(t: &SpoolTail) -> String {
-    match t {
-        SpoolTail::Clean => String::new(),
+/// Spools whose conversion failed and are tried again (at the next rotation and at close).
+const RETRY_MAX: usize = 64;
+
+/// The converter thread: converts each closed spool, retrying failed ones (a full disk may have room again)
+/// before each new one and once more at the end.
+fn converter_loop(
+    rx: std::sync::mpsc::Receiver<PathBuf>,
+    report: &Mutex<ArchiveReport>,
+    events: &Events,
+) {
+    let mut failed: Vec<(PathBuf, String)> = Vec::new();
+    let convert = |spool: PathBuf, failed: &mut Vec<(PathBuf, String)>| {
+        let out = parquet_name_for(&spool).expect("the archive names its spools");
+        let res = convert_spool(&spool, &out).and_then(|c| fs::remove_file(&spool).map(|_| c));
+        let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
+        match res {
+            Ok(c) => {
+                events(&format!(
+                    "wrote {} records to {}{}",
+                    c.records,
+                    c.path.display(),
+                    tail_note(&c)
+                ));
+                r.files.push(c);
+            }
+            Err(e) => {
+                let m = format!(
+                    "converting {} failed: {e} (the spool is kept and tried again at the next rotation, \
+                     at exit and at the next start)",
+                    spool.display()
+                );
+                events(&m);
+                if failed.len() < RETRY_MAX {
+                    failed.push((spool, m));
+                }
+            }
+        }
+        r.errors = failed.iter().map(|(_, m)| m.clone()).collect();
+    };
+    let retry = |failed: &mut Vec<(PathBuf, String)>| {
+        for (spool, _) in std::mem::take(failed) {
+            convert(spool, failed);
+        }
+    };
+    for spool in rx {
+        retry(&mut failed);
+        convert(spool, &mut failed);
+    }
+    retry(&mut failed);
+}
+
+fn tail_note(c: &ConvertedFile) -> String {
+    let mut note = String::new();
+    if c.skipped_bytes > 0 {
+        note += &format!(
+            " (skipped {} damaged bytes in the middle of the spool)",
+            c.skipped_bytes
+        );
+    }
+    match c.tail {
+        SpoolTail::Clean => {}
         SpoolTail::Truncated { bytes } => {
-            format!(" (dropped a torn last batch of {bytes} bytes, never acked)")
+            note += &format!(" (dropped a torn last batch of {bytes} bytes, never acked)")
         }
         SpoolTail::Corrupt { bytes } => {
-            format!(" (dropped {bytes} bytes after a corrupt frame)")
+            note += &format!(" (dropped {bytes} damaged bytes at the end)")
         }
     }
+    note
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The collector (seed 001's "application box"): receives record batches over TCP and UDP, checks them
 //! ([`crate::batch::open`] with the shared key, then [`ReplayGuard`]), appends them to the spool and, on TCP,
-//! acks each one once it is in the spool.
+//! acks them once they are on disk: a connection reads the batches that are already waiting in its socket
+//! (up to [`ACK_RUN_MAX`]), appends them, makes them durable with one fdatasync and acks the last one (an
+//! ack covers every batch up to its seq on that connection).
 //!
 //! Threads: one acceptor per TCP listener (a thread per connection, at most `max_connections`), one
 //! receiver per UDP socket; the owner calls [`Collector::tick`] for time rotation. Every buffer is bounded
@@ -25,6 +27,8 @@ use crate::batch::{self, batch_len, BatchError, Key, HEADER_LEN, MAX_BATCH_LEN};
 
 /// How often blocked receivers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
+/// Batches a connection appends before it syncs and acks them, even when more are waiting.
+pub const ACK_RUN_MAX: usize = 64;
 
 /// One address to receive on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,8 +233,8 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Checks and stores one batch; returns its seq (to ack).
-    fn accept(&self, buf: &[u8]) -> Result<u64, Refusal> {
+    /// Checks and stores one batch; returns its seq (to ack) and its number in the archive (to sync).
+    fn accept(&self, buf: &[u8]) -> Result<(u64, u64), Refusal> {
         let view = batch::open(buf, &self.key).map_err(Refusal::Batch)?;
         let h = *view.header();
         let mut st = lock(&self.state);
@@ -254,7 +258,7 @@ impl Shared {
             .archive
             .as_mut()
             .ok_or(Refusal::Other("stopping", "collector is stopping".into()))?;
-        archive
+        let number = archive
             .append(h.probe_id, h.stream_id, h.record_count, view.payload())
             .map_err(Refusal::Storage)?;
         let s = st
@@ -271,7 +275,23 @@ impl Shared {
         s.seq_loss = (s.seq_loss as i64 + gap.loss_delta()).max(0) as u64;
         s.max_seq = s.max_seq.max(h.seq);
         s.reordered += gap.late_fill as u64;
-        Ok(h.seq)
+        Ok((h.seq, number))
+    }
+
+    /// Makes batches up to archive number `upto` durable, then acks `seq` on `c`. False when the
+    /// connection must be closed (the sync failed: the probe re-sends; or the ack could not be written).
+    fn sync_and_ack(&self, c: &mut TcpStream, peer: SocketAddr, upto: u64, seq: u64) -> bool {
+        let synced = match lock(&self.state).archive.as_mut() {
+            Some(a) => a.sync(upto),
+            None => Err(io::Error::other("collector is stopping")),
+        };
+        if let Err(e) = synced {
+            self.refuse(peer, "tcp", &Refusal::Storage(e));
+            return false;
+        }
+        // On a write error the batches are stored anyway; the probe re-sends them elsewhere and
+        // `ringcap dedup` removes the second copy.
+        c.write_all(&batch::ack(seq)).is_ok()
     }
 
     /// Counts a refusal and logs it (at most once per second per peer address).
@@ -592,6 +612,25 @@ fn fill(sh: &Shared, c: &mut TcpStream, buf: &mut [u8], last_byte: &mut Instant)
     Fill::Full
 }
 
+/// True when the socket has bytes to read right now.
+fn readable_now(c: &TcpStream) -> bool {
+    let mut p = libc::pollfd {
+        fd: c.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
+/// Batches stored on one connection but not yet synced and acked.
+#[derive(Default)]
+struct Run {
+    batches: usize,
+    /// Archive number and seq of the last one.
+    last: Option<(u64, u64)>,
+}
+
 fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
     if c.set_read_timeout(Some(POLL)).is_err()
         || c.set_write_timeout(Some(Duration::from_secs(5))).is_err()
@@ -602,15 +641,35 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
     // One batch at most: the per-connection bound.
     let mut buf = vec![0u8; MAX_BATCH_LEN];
     let mut last_byte = Instant::now();
+    let mut run = Run::default();
+    // Acks what was stored before the connection ends (or before the next batch is waited for).
+    let flush = |c: &mut TcpStream, run: &mut Run| -> bool {
+        let Some((upto, seq)) = run.last.take() else {
+            return true;
+        };
+        run.batches = 0;
+        sh.sync_and_ack(c, peer, upto, seq)
+    };
     loop {
+        // Group commit: sync and ack once nothing more is waiting (or the run is long enough).
+        if run.last.is_some()
+            && (run.batches >= ACK_RUN_MAX || !readable_now(&c))
+            && !flush(&mut c, &mut run)
+        {
+            return;
+        }
         let hdr = match fill(sh, &mut c, &mut buf[..HEADER_LEN], &mut last_byte) {
             Fill::Full => HEADER_LEN,
-            Fill::Closed | Fill::Stopped | Fill::Failed => return,
+            Fill::Closed | Fill::Stopped | Fill::Failed => {
+                flush(&mut c, &mut run);
+                return;
+            }
             Fill::Idle => {
                 (sh.cfg.events)(&format!("closing idle connection from {peer}"));
                 return;
             }
             Fill::Short(have) => {
+                flush(&mut c, &mut run);
                 let r = Refusal::Batch(BatchError::Truncated {
                     need: HEADER_LEN,
                     have,
@@ -623,6 +682,7 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
         let total = match batch_len(&buf[..hdr]) {
             Ok(n) => n,
             Err(e) => {
+                flush(&mut c, &mut run);
                 sh.refuse(peer, "tcp", &Refusal::Batch(e));
                 return;
             }
@@ -630,6 +690,7 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
         match fill(sh, &mut c, &mut buf[HEADER_LEN..total], &mut last_byte) {
             Fill::Full => {}
             Fill::Closed => {
+                flush(&mut c, &mut run);
                 let r = Refusal::Batch(BatchError::Truncated {
                     need: total,
                     have: HEADER_LEN,
@@ -638,6 +699,7 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
                 return;
             }
             Fill::Short(have) => {
+                flush(&mut c, &mut run);
                 let r = Refusal::Batch(BatchError::Truncated {
                     need: total,
                     have: HEADER_LEN + have,
@@ -645,21 +707,23 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
                 sh.refuse(peer, "tcp", &r);
                 return;
             }
-            Fill::Stopped | Fill::Failed => return,
+            Fill::Stopped | Fill::Failed => {
+                flush(&mut c, &mut run);
+                return;
+            }
             Fill::Idle => {
+                flush(&mut c, &mut run);
                 (sh.cfg.events)(&format!("closing connection from {peer}: batch stalled"));
                 return;
             }
         }
         match sh.accept(&buf[..total]) {
-            Ok(seq) => {
-                if c.write_all(&batch::ack(seq)).is_err() {
-                    // The batch is stored; the probe re-sends it elsewhere and `ringcap dedup` removes
-                    // the second copy.
-                    return;
-                }
+            Ok((seq, number)) => {
+                run.batches += 1;
+                run.last = Some((number, seq));
             }
             Err(r) => {
+                flush(&mut c, &mut run);
                 sh.refuse(peer, "tcp", &r);
                 return;
             }

@@ -266,9 +266,17 @@ pub struct RecordFileWriter {
 
 impl RecordFileWriter {
     /// Starts `path` (written as its [`partial_path`] until finished).
+    /// The file is new, mode 0600 and never opened through a symlink; a `.partial` left by a crashed run
+    /// (or anything planted at its name) is removed first, not followed.
     pub fn create(path: &Path, props: WriterProperties) -> io::Result<RecordFileWriter> {
         let tmp = partial_path(path);
-        let file = File::create(&tmp)?;
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let file = crate::spool::create_private(&tmp).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create {}: {e}", tmp.display()))
+        })?;
         let writer = ArrowWriter::try_new(
             BufWriter::with_capacity(1 << 20, file),
             record_schema(),
@@ -321,9 +329,42 @@ impl RecordFileWriter {
         file.sync_all()?;
         let bytes = file.metadata()?.len();
         drop(file);
-        fs::rename(&self.tmp, &self.path)?;
+        rename_noreplace(&self.tmp, &self.path)?;
         Ok((self.path, self.rows, bytes))
     }
+}
+
+/// Renames `from` to `to` unless `to` exists (a file or a symlink planted there is never replaced).
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path with a NUL byte"))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two valid NUL-terminated paths, relative to the working directory.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "cannot rename {} to {}: {e} (move the existing file away)",
+                from.display(),
+                to.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads every row of a records file written by [`RecordFileWriter`].
@@ -533,6 +574,35 @@ mod tests {
         let mut back = Vec::new();
         assert_eq!(read_records(&path, &mut back).unwrap(), recs.len() as u64);
         assert_eq!(back, recs);
+    }
+
+    #[test]
+    fn created_0600_and_never_through_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"keep").unwrap();
+        // A symlink planted at the .partial name: removed, not followed.
+        let path = dir.path().join("a.parquet");
+        std::os::unix::fs::symlink(&victim, partial_path(&path)).unwrap();
+        let mut w = RecordFileWriter::create(&path, writer_properties(&[])).unwrap();
+        w.push(&sample_records()[0]).unwrap();
+        w.finish().unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
+        let meta = fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        // A symlink planted at the final name: the rename refuses to replace it.
+        let path2 = dir.path().join("b.parquet");
+        std::os::unix::fs::symlink(&victim, &path2).unwrap();
+        let w = RecordFileWriter::create(&path2, writer_properties(&[])).unwrap();
+        let e = w.finish().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert!(fs::symlink_metadata(&path2)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
     }
 
     #[test]

@@ -765,3 +765,151 @@ fn rotation_by_size_and_sigterm() {
     assert_eq!(duckdb_rows(&out), 1000);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// (rows, distinct ts, min ts, max ts) of every records file in `dir`, read by DuckDB.
+fn duckdb_ts_summary(dir: &Path) -> (u64, u64, u64, u64) {
+    let out = python(&format!(
+        "import duckdb; r = duckdb.sql(\"SELECT count(*), count(DISTINCT epoch_ns(ts)), min(epoch_ns(ts)), \
+         max(epoch_ns(ts)) FROM read_parquet('{}/*.parquet')\").fetchall()[0]; print(*r)",
+        dir.display()
+    ));
+    let v: Vec<u64> = out
+        .split_whitespace()
+        .map(|w| w.parse().unwrap_or_else(|_| panic!("duckdb said {out}")))
+        .collect();
+    (v[0], v[1], v[2], v[3])
+}
+
+/// Fills the file system of `dir` with one file until a write fails; returns the file.
+fn fill_disk(dir: &Path) -> PathBuf {
+    let p = dir.join("filler");
+    let mut f = std::fs::File::create(&p).unwrap();
+    let chunk = vec![0xa5u8; 4096];
+    loop {
+        if let Err(e) = f.write_all(&chunk) {
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+            return p;
+        }
+    }
+}
+
+#[test]
+fn full_disk_mid_run_loses_no_acked_record() {
+    use records::probe::{Dest, Probe, ProbeConfig, Transport};
+    let dir = temp_dir("collect-full");
+    let k = key_file(&dir);
+    let mnt = match testbed::Tmpfs::mount(&dir.join("out"), "4m") {
+        Ok(m) => m,
+        Err(e) => return testbed::skip(&e.to_string()),
+    };
+    let out = mnt.path.clone();
+    // Small spools: conversions to Parquet run (and fail) while the disk is full too.
+    let c = start_with(
+        Command::new(ringcap()),
+        &out,
+        &k,
+        &["--rotate-size", "256KiB"],
+    );
+    let mut cfg = ProbeConfig::new(
+        vec![Dest {
+            transport: Transport::Tcp,
+            name: "tcp".into(),
+            addr: c.tcp.unwrap(),
+        }],
+        key(),
+    );
+    cfg.quiet = true;
+    cfg.flush = Duration::from_millis(20);
+    let probe = Probe::start(cfg).unwrap();
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut next = 0u64;
+    // 500 distinct records per 50 ms (480 KB/s), each with its own timestamp.
+    let mut push_for = |probe: &Probe, d: Duration| {
+        let mut b = probe.batcher();
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            for _ in 0..500 {
+                b.push(&Record {
+                    ts_ns: t0 + next,
+                    wire_len: 100,
+                    ethertype: 0x0800,
+                    ip_version: 4,
+                    ip_header_len: 20,
+                    protocol: 17,
+                    src_port: 1000,
+                    dst_port: 2000,
+                    l4_len: 80,
+                    ..Record::default()
+                });
+                next += 1;
+            }
+            b.tick(Instant::now());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        b.finish();
+    };
+    push_for(&probe, Duration::from_millis(1000));
+    let filler = fill_disk(&out);
+    // Keep sending into the full disk until the collector has refused batches for it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !c
+        .stderr
+        .lock()
+        .unwrap()
+        .contains("could not write the spool")
+    {
+        assert!(Instant::now() < deadline, "no storage refusal in 30 s");
+        push_for(&probe, Duration::from_millis(200));
+    }
+    push_for(&probe, Duration::from_millis(1000));
+    std::fs::remove_file(&filler).unwrap();
+    push_for(&probe, Duration::from_millis(1500));
+    let ps = probe.finish();
+    let (v, err) = stop_json(c);
+    let pc = &ps.collectors[0];
+    // Everything built was acked in the end (re-sent after each refusal), nothing dropped or left.
+    assert_eq!(ps.records, next, "{ps:?}");
+    assert_eq!(
+        (pc.acked, pc.unacked, pc.dropped, ps.queue_drops),
+        (next, 0, 0, 0),
+        "{ps:?}\n{err}"
+    );
+    assert!(pc.failures >= 1, "the collector never refused: {ps:?}");
+    assert!(err.contains("could not write the spool"), "{err}");
+    assert_eq!(v["errors"].as_array().map_or(0, |e| e.len()), 0, "{v}");
+    // Every acked record is in the Parquet files, exactly once.
+    assert_eq!(
+        duckdb_ts_summary(&out),
+        (next, next, t0, t0 + next - 1),
+        "{err}"
+    );
+    drop(mnt);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stream_quiet_longer_than_the_idle_limit_resumes_without_false_loss() {
+    let dir = temp_dir("collect-quiet");
+    let k = key_file(&dir);
+    let out = dir.join("out");
+    // --max-skew 1s: idle streams are evicted after 2 s (2 × skew) instead of 240 s.
+    let c = start_with(Command::new(ringcap()), &out, &k, &["--max-skew", "1s"]);
+    let tcp = c.tcp.unwrap();
+    let key = key();
+    let t0 = 1_700_000_000_000_000_000;
+    let batch = |seq: u64| {
+        let recs = make_records(t0, seq as u32 * 10, 10);
+        (seq, sealed(&key, 5, 77, seq, &recs, now()))
+    };
+    send_tcp_acked(tcp, &(0..5).map(batch).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_millis(3500));
+    send_tcp_acked(tcp, &(5..10).map(batch).collect::<Vec<_>>());
+    // A real gap after the pause is still loss: seq 10 and 11 never sent.
+    send_tcp_acked(tcp, &[batch(12)]);
+    let (v, err) = stop_json(c);
+    let s = stream(&v, 5);
+    assert_eq!(s["batches"], 11, "{v}\n{err}");
+    assert_eq!(s["seq_loss"], 2, "{v}\n{err}");
+    assert_eq!(v["records_stored"], 110, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -271,6 +271,45 @@ impl Drop for Testbed {
     }
 }
 
+/// A tmpfs of a given size mounted for a test (a small disk that fills up), unmounted (lazily) on drop.
+#[derive(Debug)]
+pub struct Tmpfs {
+    pub path: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    /// Creates `dir` if needed and mounts a tmpfs of `size` (`mount -o size=`, e.g. "256k") on it.
+    pub fn mount(dir: &Path, size: &str) -> io::Result<Tmpfs> {
+        fs::create_dir_all(dir)?;
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "mount -t tmpfs on {} failed (needs root): {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(Tmpfs {
+            path: dir.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
 /// Move the calling thread into the named network namespace.
 pub fn enter_netns(ns: &str) -> io::Result<()> {
     let f = fs::File::open(format!("/run/netns/{ns}"))?;
