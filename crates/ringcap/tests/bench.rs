@@ -100,7 +100,11 @@ rate_pps = [40000, 80000]
             "generated"
         ]
     );
-    assert_eq!(&head[head.len() - 2..], &["status", "app_setup_s"]);
+    // Columns are only ever appended: the run's status and set-up time, then the CPU-limit cgroup's counters.
+    assert_eq!(
+        &head[head.len() - 5..],
+        &["status", "app_setup_s", "cg_periods", "cg_throttled", "cg_throttled_s"]
+    );
     let rows: Vec<HashMap<String, String>> = r
         .records()
         .map(|rec| {
