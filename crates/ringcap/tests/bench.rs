@@ -103,7 +103,13 @@ rate_pps = [40000, 80000]
     // Columns are only ever appended: the run's status and set-up time, then the CPU-limit cgroup's counters.
     assert_eq!(
         &head[head.len() - 5..],
-        &["status", "app_setup_s", "cg_periods", "cg_throttled", "cg_throttled_s"]
+        &[
+            "status",
+            "app_setup_s",
+            "cg_periods",
+            "cg_throttled",
+            "cg_throttled_s"
+        ]
     );
     let rows: Vec<HashMap<String, String>> = r
         .records()

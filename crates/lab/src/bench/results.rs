@@ -341,7 +341,10 @@ mod tests {
         let done = finished_runs(&csv, &factors).unwrap();
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
-        assert!(text.ends_with("capturer exited before ready,,,,\n"), "{text}");
+        assert!(
+            text.ends_with("capturer exited before ready,,,,\n"),
+            "{text}"
+        );
         assert_eq!(text.lines().count(), 4);
         // The quoted level with a comma survives the round trip.
         assert!(text.contains("\"udp, port 9\""));
