@@ -18,7 +18,12 @@ fn gen_sends_exactly_n_and_capture_gets_them_all() {
     let file = dir.join("g.pcap");
     let child = capture_to_file(&tb, &file, &[]);
     let before = tb.rx_packets();
-    let out = gen_tx(&tb, &["-n", "54321", "--dist", "imix", "--json"]);
+    // Paced: the test is about the exact count, and an unpaced burst on a loaded 2-core CI machine makes the
+    // capturer drop (seen in CI: 45 646 of 54 321), which is loss to measure in `make bench-*`, not here.
+    let out = gen_tx(
+        &tb,
+        &["-n", "54321", "--dist", "imix", "--pps", "100000", "--json"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -35,7 +40,7 @@ fn gen_sends_exactly_n_and_capture_gets_them_all() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let o = stop(child, libc::SIGINT);
     assert!(o.status.success(), "{}", stderr_text(&o));
-    assert_eq!(capinfos_count(&file), 54321);
+    assert_eq!(capinfos_count(&file), 54321, "capture: {}", stderr_text(&o));
     // The sizes follow imix: 40, 576 and 1500 IP bytes only (frames 14 bytes longer; 40 pads to 46 on the
     // wire only on real NICs, veth does not pad).
     for (len, _) in read_all(&file) {
