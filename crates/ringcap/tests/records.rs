@@ -299,6 +299,7 @@ fn bad_destination_and_short_key_are_clear_errors() {
     );
     let short = dir.join("short");
     std::fs::write(&short, b"abc\n").unwrap();
+    std::fs::set_permissions(&short, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let out = ringcap_rx(
         &tb,
         &[
