@@ -65,7 +65,7 @@ trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 testbed_up ""   # no RPS: the receive softirq runs on the sending CPU (CPU0)
 ip -n "$RX_NS" link set lo up   # the collectors listen on the Rx namespace's loopback
 KEY="$WORK/key"
-head -c 32 /dev/urandom >"$KEY"
+(umask 077; head -c 32 /dev/urandom >"$KEY")
 GEN_CMD=("$RINGCAP" gen -i "$TX_IF" -n "$PACKETS" --dst-mac "$DST_MAC" --src-mac "$SRC_MAC" --cpu 0 -q)
 
 echo "tool,run,offered,offered_bytes,captured,drops,stored,record_bytes,out_bytes,bytes_pct,cpu_ns,ns_per_pkt,coll_cpu_ns,coll_ns_per_rec,status,drop_detail" >"$CSV"

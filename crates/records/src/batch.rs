@@ -70,7 +70,7 @@ impl fmt::Debug for Key {
 pub enum KeyError {
     /// The file could not be read.
     #[error(
-        "cannot read key file {path}: {source} (create one with: head -c 32 /dev/urandom > {path})"
+        "cannot read key file {path}: {source} (create one with: (umask 077; head -c 32 /dev/urandom > {path}))"
     )]
     Read {
         /// The key file.
@@ -78,8 +78,18 @@ pub enum KeyError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Group or others may read the file (a secret must be private, as ssh requires of private keys).
+    #[error(
+        "key file {path} is readable by group or others (mode {mode:04o}): run chmod 600 {path}"
+    )]
+    NotPrivate {
+        /// The key file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Fewer than [`MIN_KEY_LEN`] bytes.
-    #[error("key{where_} is {len} bytes, at least {MIN_KEY_LEN} are needed (create one with: head -c 32 /dev/urandom > FILE)")]
+    #[error("key{where_} is {len} bytes, at least {MIN_KEY_LEN} are needed (create one with: (umask 077; head -c 32 /dev/urandom > FILE))")]
     TooShort {
         /// " file PATH" or "".
         where_: String,
@@ -89,13 +99,27 @@ pub enum KeyError {
 }
 
 impl Key {
-    /// Reads a key file (at least 16 bytes; one trailing `\n` or `\r\n` is stripped).
+    /// Reads a key file (at least 16 bytes; one trailing `\n` or `\r\n` is stripped). A file that group or
+    /// others may read is refused.
     pub fn load(path: impl AsRef<Path>) -> Result<Key, KeyError> {
+        use std::io::Read;
+        use std::os::unix::fs::PermissionsExt;
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| KeyError::Read {
+        let read_err = |source| KeyError::Read {
             path: path.display().to_string(),
             source,
-        })?;
+        };
+        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        // The mode of the file opened, not of a name that could change in between.
+        let mode = file.metadata().map_err(read_err)?.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(KeyError::NotPrivate {
+                path: path.display().to_string(),
+                mode,
+            });
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(read_err)?;
         Key::from_bytes(&bytes).map_err(|e| match e {
             KeyError::TooShort { len, .. } => KeyError::TooShort {
                 where_: format!(" file {}", path.display()),
@@ -555,6 +579,7 @@ pub fn unix_now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
     use wire::{IpPair, LinkType, MacAddr, UdpFrameSpec};
 
     fn key() -> Key {
@@ -812,6 +837,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("k");
         std::fs::write(&p, b"tooshort").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let e = Key::load(&p).unwrap_err().to_string();
         assert!(
             e.contains("8 bytes") && e.contains(&p.display().to_string()),
@@ -822,6 +848,26 @@ mod tests {
             .to_string();
         assert!(e.contains("cannot read key file"), "{e}");
         assert_eq!(format!("{a:?}"), "Key(..)");
+    }
+
+    #[test]
+    fn key_files_readable_by_others_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        std::fs::write(&p, b"0123456789abcdef0123").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o602] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = Key::load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("chmod 600 {}", p.display()))
+                    && e.contains(&format!("{mode:04o}")),
+                "{mode:o}: {e}"
+            );
+        }
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(Key::load(&p).is_ok(), "{mode:o}");
+        }
     }
 
     #[test]

@@ -23,6 +23,8 @@ fn key() -> Key {
 fn key_file(dir: &Path) -> PathBuf {
     let p = dir.join("key");
     std::fs::write(&p, KEY).unwrap();
+    // Keys must be private (ringcap refuses files group or others can read).
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     p
 }
 
@@ -605,6 +607,28 @@ fn records_read_back_like_convert_of_the_same_packets_and_dedup_merges_two_probe
 fn usage_errors_exit_2() {
     let dir = temp_dir("collect-usage");
     std::fs::write(dir.join("short"), b"tiny").unwrap();
+    std::fs::set_permissions(
+        dir.join("short"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    // A key others can read is refused, as ssh refuses such private keys.
+    let open = dir.join("open-key");
+    std::fs::write(&open, KEY).unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    let o = Command::new(ringcap())
+        .args(["collect", "--listen", "tcp://127.0.0.1:0", "-o"])
+        .arg(dir.join("o"))
+        .arg("--key")
+        .arg(&open)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
+    assert!(
+        stderr_text(&o).contains(&format!("chmod 600 {}", open.display())),
+        "{}",
+        stderr_text(&o)
+    );
     let o = Command::new(ringcap())
         .args(["collect", "--listen", "tcp://127.0.0.1:0", "-o"])
         .arg(dir.join("o"))

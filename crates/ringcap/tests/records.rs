@@ -100,6 +100,8 @@ fn read_full(s: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> bool {
 fn key_file(dir: &std::path::Path) -> String {
     let p = dir.join("key");
     std::fs::write(&p, KEY).unwrap();
+    // Keys must be private (ringcap refuses files group or others can read).
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     p.display().to_string()
 }
 
@@ -297,6 +299,7 @@ fn bad_destination_and_short_key_are_clear_errors() {
     );
     let short = dir.join("short");
     std::fs::write(&short, b"abc\n").unwrap();
+    std::fs::set_permissions(&short, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let out = ringcap_rx(
         &tb,
         &[
