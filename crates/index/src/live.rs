@@ -23,12 +23,23 @@ pub fn write_index(capture: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let path = index_path(capture);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.partial"));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o640)
-        .open(&tmp)?;
+    // Owner-only, as the capture files; created anew (O_EXCL) and never through a symlink: a
+    // name already there (a crash's leftover, or planted) is unlinked first, never followed.
+    let create = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(store::CAPTURE_FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+    };
+    let mut f = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            fs::remove_file(&tmp)?;
+            create()?
+        }
+        r => r?,
+    };
     f.write_all(bytes)?;
     drop(f);
     fs::rename(&tmp, &path).inspect_err(|_| {
@@ -151,5 +162,28 @@ impl FileIndexer for LiveIndexer {
             return Err("the previous file's index was not written".into());
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    #[test]
+    fn an_index_is_owner_only_and_never_written_through_a_planted_symlink() {
+        let dir = std::env::temp_dir().join(format!("ringcap-live-idx-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, b"not an index").unwrap();
+        symlink(&victim, dir.join(".c.pcap.idx.partial")).unwrap();
+        let idx = write_index(&dir.join("c.pcap"), b"index bytes").unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"not an index");
+        let meta = fs::symlink_metadata(&idx).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(fs::read(&idx).unwrap(), b"index bytes");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -574,7 +574,8 @@ fn by_index(
                     compression: h.compression,
                     cur: None,
                 };
-                read_stream(prelude, Box::new(body), path, out, r, 1 << 20)?;
+                let body = past_header(Box::new(body), frames[first].raw_start, prelude, path)?;
+                read_stream(prelude, body, path, out, r, 1 << 20)?;
             } else {
                 let from = frames[first].rec_start;
                 let to = frames.get(k).map_or(h.covered, |f| f.rec_start);
@@ -604,9 +605,29 @@ fn by_index(
             compression: h.compression,
             cur: None,
         };
-        read_stream(prelude, Box::new(body), path, out, r, 1 << 20)?;
+        let raw_start = frames.last().map_or(0, |f| f.raw_start + f.raw_len);
+        let body = past_header(Box::new(body), raw_start, prelude, path)?;
+        read_stream(prelude, body, path, out, r, 1 << 20)?;
     }
     Ok(())
+}
+
+/// The uncompressed stream of a file from `raw_start` on, less the part of the file header
+/// (`prelude`, which [`read_stream`] puts in front of every stream) that it holds: a compressed
+/// file's first frame begins with the header. Read twice, a pcap header is a zero-length packet
+/// (libpcap reads it so) followed by garbage, and the packets after it are lost as damage.
+fn past_header(
+    mut body: Box<dyn Read + Send>,
+    raw_start: u64,
+    prelude: &[u8],
+    path: &Path,
+) -> Result<Box<dyn Read + Send>, String> {
+    let skip = (prelude.len() as u64).saturating_sub(raw_start);
+    if skip > 0 {
+        io::copy(&mut body.by_ref().take(skip), &mut io::sink())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(body)
 }
 
 /// Reads the candidate records of a plain file, nearby ones together.
@@ -705,5 +726,71 @@ impl Layout {
             return Err(format!("an impossible record length {v}: the index does not match the file; run `ringcap index`"));
         }
         Ok(u64::from(len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pcap stream (µs) of `n` Ethernet/IPv4/UDP packets from 10.0.0.(i % 4 + 1).
+    fn pcap_packets(range: std::ops::Range<u32>) -> Vec<u8> {
+        let mut v = Vec::new();
+        for i in range {
+            let mut f = vec![0u8; 60];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&46u16.to_be_bytes());
+            f[22] = 64;
+            f[23] = 17;
+            f[26..30].copy_from_slice(&[10, 0, 0, (i % 4 + 1) as u8]);
+            f[30..34].copy_from_slice(&[10, 1, 0, 1]);
+            f[34..36].copy_from_slice(&1000u16.to_be_bytes());
+            f[36..38].copy_from_slice(&53u16.to_be_bytes());
+            f[38..40].copy_from_slice(&26u16.to_be_bytes());
+            for x in [1_700_000_000 + i, i, 60, 60] {
+                v.extend_from_slice(&x.to_le_bytes());
+            }
+            v.extend_from_slice(&f);
+        }
+        v
+    }
+
+    #[test]
+    fn a_compressed_files_first_frame_is_read_without_its_header_twice() {
+        let dir = std::env::temp_dir().join(format!("ringcap-query-hdr-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.pcap.zst");
+        // Two zstd frames, as ringcap writes them: the first holds the file header.
+        let mut header = Vec::new();
+        for x in [store::PCAP_MAGIC_US, 0x0004_0002, 0, 0, 65535, 1] {
+            header.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut first = header.clone();
+        first.extend(pcap_packets(0..40));
+        let mut file = zstd::encode_all(&first[..], 1).unwrap();
+        file.extend(zstd::encode_all(&pcap_packets(40..100)[..], 1).unwrap());
+        std::fs::write(&path, &file).unwrap();
+        crate::scan::index_file(&path, &std::sync::atomic::AtomicU64::new(0)).unwrap();
+
+        let opts = QueryOptions {
+            jobs: 1,
+            use_index: true,
+            max_read_rate: None,
+        };
+        for (expr, want) in [("", 100), ("host 10.0.0.2", 25)] {
+            let q = crate::parse_query(expr, 0).unwrap();
+            let mut got = 0;
+            let reports = run(std::slice::from_ref(&path), &q, &opts, |_| {
+                got += 1;
+                Ok(true)
+            })
+            .unwrap();
+            assert_eq!(reports[0].how, "index", "{expr}");
+            assert_eq!(reports[0].error, None, "{expr}");
+            assert_eq!(got, want, "{expr}: {reports:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -303,6 +303,7 @@ fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
     plan.rotate_secs = a.rotate_seconds;
     plan.max_files = a.file_count;
     plan.budget = a.disk_budget;
+    plan.keep_newest = a.keep_newest;
     plan.compression = a.compress;
     plan.compressors = a.compress_threads;
     plan.max_write_rate = a.max_write_rate.map(|r| (r * 1e6).max(1.0) as u64);

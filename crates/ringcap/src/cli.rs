@@ -222,9 +222,16 @@ pub struct CaptureArgs {
     pub out_dirs: Vec<PathBuf>,
 
     /// Per-directory budget: SIZE (bytes of this capture's files, e.g. 50GiB) or PERCENT (file-system
-    /// usage, e.g. 90%). The oldest complete files of this base name are deleted first.
+    /// use as `df` shows it, e.g. 90%). After every write, while a directory is over it, the oldest
+    /// complete file of this base name there is deleted; never one of the --keep-newest newest files.
     #[arg(long = "disk-budget", value_name = "SIZE|PERCENT", value_parser = parse_budget)]
     pub disk_budget: Option<store::Budget>,
+
+    /// The disk budget never deletes the newest N files of this capture, counting the one being
+    /// written (default 2: it and the newest complete one); 1 lets it delete every complete file.
+    #[arg(long = "keep-newest", value_name = "N", default_value_t = store::DEFAULT_KEEP_NEWEST,
+          value_parser = parse_keep_newest)]
+    pub keep_newest: usize,
 
     /// Keep only the first SIZE bytes of each connection (both directions, wire lengths; e.g. 64KiB, 1MB)
     /// in the file and cut the rest, as the Time Machine's cutoff; 0 = off. Needs -w (or --out-dir). A
@@ -316,6 +323,15 @@ fn parse_file_size(s: &str) -> Result<u64, String> {
 
 fn parse_compress(s: &str) -> Result<store::CompressMode, String> {
     store::CompressMode::parse(s)
+}
+
+fn parse_keep_newest(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "`{s}`: give a number of files of at least 1 (the file being written is always kept)"
+        )),
+    }
 }
 
 fn parse_budget(s: &str) -> Result<store::Budget, String> {

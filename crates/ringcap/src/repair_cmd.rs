@@ -1,5 +1,5 @@
-//! `ringcap repair FILE...`: cut damaged or interrupted capture files (plain, .zst, .lz4) back to
-//! their last whole packet, and give ringcap's hidden `.<name>.partial` files their final name.
+//! `ringcap repair FILE...`: keep every whole packet of damaged or interrupted capture files
+//! (plain, .zst, .lz4) and give ringcap's hidden `.<name>.partial` files their final name.
 
 use anyhow::anyhow;
 use clap::Args;
@@ -9,47 +9,27 @@ use crate::Fatal;
 
 #[derive(Args, Debug, Clone)]
 pub struct RepairArgs {
-    /// Capture files to repair (pcap/pcapng, plain or zstd/lz4 compressed).
+    /// Capture files to repair (pcap/pcapng, plain or zstd/lz4 compressed): ringcap's
+    /// `.NAME.partial` files; others only with --force.
     #[arg(value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
+    /// Change nothing: say what would be done.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also repair files not named `.NAME.partial` (finished captures, other tools' files).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(a: RepairArgs) -> Result<(), Fatal> {
+    let opts = store::RepairOptions {
+        dry_run: a.dry_run,
+        force: a.force,
+    };
     let mut failed = 0;
     for f in &a.files {
-        match store::repair(f) {
-            Ok(r) => {
-                let what = if r.rewritten {
-                    "re-encoded to its last whole packet"
-                } else if r.truncated() {
-                    "cut after its last whole packet"
-                } else {
-                    "already whole"
-                };
-                let mut line = format!(
-                    "{}: {what}: {} packets kept, {} → {}",
-                    f.display(),
-                    r.packets,
-                    units::bytes(r.original_len),
-                    units::bytes(r.new_len)
-                );
-                if let Some(n) = r.frames {
-                    line.push_str(&format!(", {n} whole frames"));
-                }
-                if r.packets_after_damage > 0 {
-                    line.push_str(&format!(
-                        ", {} packets after the damage dropped",
-                        r.packets_after_damage
-                    ));
-                }
-                if let Some(d) = &r.first_damage {
-                    line.push_str(&format!(" (damage at {d})"));
-                }
-                if let Some(to) = &r.renamed_to {
-                    line.push_str(&format!("; renamed to {}", to.display()));
-                }
-                println!("{line}");
-            }
+        match store::repair(f, opts) {
+            Ok(r) => println!("{}: {}", f.display(), describe(&r)),
             Err(e) => {
                 eprintln!("ringcap: repair {}: {e}", f.display());
                 failed += 1;
@@ -63,4 +43,55 @@ pub fn run(a: RepairArgs) -> Result<(), Fatal> {
         )));
     }
     Ok(())
+}
+
+/// One line: what was (or, with --dry-run, would be) done.
+fn describe(r: &store::RepairReport) -> String {
+    let (would, kept, cut, renamed) = if r.dry_run {
+        (
+            "dry run, nothing changed: would keep",
+            "would be",
+            "would cut",
+            "would rename",
+        )
+    } else {
+        ("kept", "", "cut", "renamed")
+    };
+    let mut line = if r.changed() {
+        format!(
+            "{would} {} whole packets, {cut} {} damaged region(s) ({} of {}), {} → {}",
+            r.packets,
+            r.regions,
+            units::bytes(r.dropped_bytes),
+            if r.compression == store::Compression::None {
+                "file"
+            } else {
+                "decompressed data"
+            },
+            units::bytes(r.original_len),
+            units::bytes(r.new_len)
+        )
+    } else {
+        format!("already whole: {} packets", r.packets)
+    };
+    if r.rewritten && !r.dry_run {
+        line.push_str(" (written anew)");
+    } else if r.rewritten {
+        line.push_str(&format!(" ({kept} written anew)"));
+    }
+    if let Some(n) = r.frames {
+        line.push_str(&format!(", {n} whole frames"));
+    }
+    if r.undecodable {
+        line.push_str(
+            ", the compressed stream cannot be decoded past the damage: what follows it is lost",
+        );
+    }
+    if let Some(d) = &r.first_damage {
+        line.push_str(&format!(" (first damage at {d})"));
+    }
+    if let Some(to) = &r.renamed_to {
+        line.push_str(&format!("; {renamed} to {}", to.display()));
+    }
+    line
 }

@@ -10,6 +10,13 @@ pub enum StoreError {
     #[error("invalid writer option: {0}")]
     Config(String),
 
+    /// The output path is a symbolic link: never written through (it could point anywhere).
+    #[error(
+        "{path} is a symbolic link: ringcap does not write capture files through one (it could point \
+         at any file); remove it or give the real path"
+    )]
+    Symlink { path: PathBuf },
+
     /// The output could not be opened.
     #[error("cannot create {path}: {source} (check the directory exists and is writable)")]
     Create { path: PathBuf, source: io::Error },

@@ -1,9 +1,11 @@
 //! File mode's writer thread: a series of files `<base>-<UTC start>-<seq>.<ext>` spread over one
 //! or more directories. Each file is written hidden as `.<name>.partial` and renamed into place
 //! once complete and synced (stenographer's habit), so every visible file is whole. Old files are
-//! deleted oldest first to honour `-W` and `--disk-budget`. A full disk does not stop the capture:
-//! the file is cut after its last whole packet and closed, the next directory is tried, and with
-//! none left packets are counted as storage drops until space returns (retried every second).
+//! deleted oldest first to honour `-W` and `--disk-budget`, and only for them: the budget never
+//! deletes the newest `keep_newest` files. A full disk does not stop the capture and deletes
+//! nothing by itself: the file is cut after its last whole packet and closed, the next directory
+//! is tried, and with none left packets are counted as storage drops until space returns (retried
+//! every second).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -30,9 +32,12 @@ const FULL_RETRY: Duration = Duration::from_secs(1);
 pub enum Budget {
     /// At most this many bytes of this capture's files (complete ones plus the one being written).
     Bytes(u64),
-    /// Delete old files while the file system is fuller than this percentage.
+    /// Delete old files while the file system is fuller than this percentage, as `df` shows it.
     Percent(f64),
 }
+
+/// Default of [`FilePlan::keep_newest`]: the file being written and the newest complete one.
+pub const DEFAULT_KEEP_NEWEST: usize = 2;
 
 impl Budget {
     /// Parses `100MB`-style sizes (with `parse_size`) or `80%`.
@@ -77,6 +82,9 @@ pub struct FilePlan {
     pub max_files: Option<usize>,
     /// Per-directory space budget (`--disk-budget`).
     pub budget: Option<Budget>,
+    /// The budget never deletes the newest this many files of the capture, counting the one being
+    /// written (`--keep-newest`; at least 1).
+    pub keep_newest: usize,
     /// Compression of the files.
     pub compression: CompressMode,
     /// Compressor threads.
@@ -99,6 +107,7 @@ impl FilePlan {
             rotate_secs: None,
             max_files: None,
             budget: None,
+            keep_newest: DEFAULT_KEEP_NEWEST,
             compression: CompressMode::None,
             compressors: 2,
             max_write_rate: None,
@@ -210,6 +219,9 @@ pub(crate) struct FileSink {
     done: BTreeMap<FileKey, DoneFile>,
     max_files: Option<usize>,
     budget: Option<Budget>,
+    keep_newest: usize,
+    /// The budget is exceeded but only protected files are left (said once until it holds again).
+    budget_stuck: bool,
     max_write_rate: Option<u64>,
     written: u64,
     /// Lab throttle: when the bytes written so far may be done at the allowed rate.
@@ -292,6 +304,8 @@ impl FileSink {
             done,
             max_files: plan.max_files,
             budget: plan.budget,
+            keep_newest: plan.keep_newest.max(1),
+            budget_stuck: false,
             max_write_rate: plan.max_write_rate,
             written: 0,
             pace: Instant::now(),
@@ -533,9 +547,13 @@ impl FileSink {
             return false;
         }
         let d = self.last_dir();
-        // With a budget the user allowed deleting old files: make room before giving up.
-        if self.budget.is_some() && self.delete_oldest(Some(d)) {
-            return true;
+        // A full disk deletes only what a percentage budget asks for (the file system is over it
+        // now); a size budget is about this capture's bytes, which a full disk does not change.
+        if matches!(self.budget, Some(Budget::Percent(_))) && self.over_budget(d) {
+            if self.delete_oldest(Some(d), self.keep_newest - 1) {
+                return true;
+            }
+            self.budget_cannot_hold(d);
         }
         if self.dirs[d].full_since.is_none() {
             self.counters.dirs_full.fetch_add(1, Relaxed);
@@ -576,21 +594,37 @@ impl FileSink {
         };
         self.next_dir = (d + 1) % n;
         if let Some(max) = self.max_files {
-            while self.done.len() + 1 > max && self.delete_oldest(None) {}
+            while self.done.len() + 1 > max && self.delete_oldest(None, 0) {}
         }
-        let name = format!(
-            "{}-{}-{:06}{}",
-            self.base,
-            utc_stamp(start_ns),
-            self.seq,
-            self.ext
-        );
-        self.seq += 1;
-        let dir = self.dirs[d].path.clone();
-        let final_path = dir.join(&name);
-        let partial = dir.join(format!(".{name}.partial"));
-        // Compressed frames have any length: O_DIRECT could not write them.
-        match Output::open(&partial, self.direct_io && !self.compressed) {
+        // A name already taken (a `.partial` left by a crash, or anything planted there) is
+        // never opened: the next sequence number is tried.
+        let mut tries = 0;
+        let (opened, final_path, partial) = loop {
+            let name = format!(
+                "{}-{}-{:06}{}",
+                self.base,
+                utc_stamp(start_ns),
+                self.seq,
+                self.ext
+            );
+            self.seq += 1;
+            let dir = self.dirs[d].path.clone();
+            let partial = dir.join(format!(".{name}.partial"));
+            // Compressed frames have any length: O_DIRECT could not write them.
+            let r = Output::open(&partial, self.direct_io && !self.compressed, true);
+            let taken = matches!(&r, Err(StoreError::Create { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists);
+            tries += 1;
+            if taken && tries < 100 {
+                self.event(&format!(
+                    "{} exists already (left by a crash? `ringcap repair` it): not touched, using the next name",
+                    partial.display()
+                ));
+                continue;
+            }
+            break (r, dir.join(&name), partial);
+        };
+        match opened {
             Ok(out) => {
                 self.counters.direct_io.store(out.is_direct(), Relaxed);
                 if let Some(f) = self.feed.as_mut() {
@@ -690,34 +724,61 @@ impl FileSink {
     }
 
     /// Deletes the oldest complete files of directory `d` while it is over its budget; never the
-    /// open file, and no more than needed.
+    /// open file nor the newest `keep_newest - 1` complete ones, and no more than needed.
     fn enforce_budget(&mut self, d: usize) {
-        let Some(budget) = self.budget else {
-            return;
-        };
-        loop {
-            let over = match budget {
-                Budget::Bytes(max) => {
-                    let open = self
-                        .cur
-                        .as_ref()
-                        .filter(|c| c.dir == d)
-                        .map_or(0, |c| c.len);
-                    self.dirs[d].done_bytes + open > max
-                }
-                Budget::Percent(p) => fs_used_percent(&self.dirs[d].path).is_some_and(|u| u > p),
-            };
-            if !over || !self.delete_oldest(Some(d)) {
+        while self.over_budget(d) {
+            if !self.delete_oldest(Some(d), self.keep_newest - 1) {
+                self.budget_cannot_hold(d);
                 return;
             }
         }
+        self.budget_stuck = false;
     }
 
-    /// Deletes the oldest complete file (of directory `d`, or of any); false if there is none.
-    fn delete_oldest(&mut self, d: Option<usize>) -> bool {
+    /// Whether directory `d` is over the budget: this capture's bytes there (complete files and
+    /// the open one) above SIZE, or the file system's use as `df` shows it above P %.
+    fn over_budget(&self, d: usize) -> bool {
+        match self.budget {
+            None => false,
+            Some(Budget::Bytes(max)) => {
+                let open = self
+                    .cur
+                    .as_ref()
+                    .filter(|c| c.dir == d)
+                    .map_or(0, |c| c.len);
+                self.dirs[d].done_bytes + open > max
+            }
+            Some(Budget::Percent(p)) => disk_use_percent(&self.dirs[d].path).is_ok_and(|u| u > p),
+        }
+    }
+
+    /// Says once (until the budget holds again) that only protected files are left.
+    fn budget_cannot_hold(&mut self, d: usize) {
+        if std::mem::replace(&mut self.budget_stuck, true) {
+            return;
+        }
+        let state = match (self.budget, disk_use_percent(&self.dirs[d].path)) {
+            (Some(Budget::Percent(p)), Ok(u)) => {
+                format!("the file system is {u:.1}% full (budget {p}%) with other data")
+            }
+            _ => "this capture's newest files alone exceed it".to_string(),
+        };
+        self.event(&format!(
+            "disk budget cannot hold in {}: {state}; keeping the newest {} files of this capture \
+             (--keep-newest)",
+            self.dirs[d].path.display(),
+            self.keep_newest
+        ));
+    }
+
+    /// Deletes the oldest complete file (of directory `d`, or of any), never one of the newest
+    /// `protect` complete files; false if there is none to delete.
+    fn delete_oldest(&mut self, d: Option<usize>, protect: usize) -> bool {
+        let deletable = self.done.len().saturating_sub(protect);
         let Some(key) = self
             .done
             .values()
+            .take(deletable)
             .find(|f| d.is_none_or(|d| f.dir == d))
             .map(|f| f.key.clone())
         else {
@@ -797,16 +858,25 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-/// Percentage of the file system holding `dir` that is in use.
-fn fs_used_percent(dir: &Path) -> Option<f64> {
+/// Use of the file system holding `dir` in percent, computed as `df` does: used blocks
+/// (`f_blocks - f_bfree`) over the blocks a user can have (used + `f_bavail`), so blocks reserved
+/// for root count as neither. `df` rounds this up: `Use%` is its ceiling.
+pub fn disk_use_percent(dir: &Path) -> io::Result<f64> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: statvfs fills a plain struct for a valid C string.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 || s.f_blocks == 0 {
-        return None;
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(io::Error::last_os_error());
     }
-    Some(100.0 * (s.f_blocks - s.f_bfree) as f64 / s.f_blocks as f64)
+    let used = s.f_blocks.saturating_sub(s.f_bfree) as f64;
+    let usable = used + s.f_bavail as f64;
+    Ok(if usable == 0.0 {
+        0.0
+    } else {
+        100.0 * used / usable
+    })
 }
 
 #[cfg(test)]

@@ -20,13 +20,17 @@ mod writer;
 
 pub use compress::{zstd_stored_frame, CompressMode, Level};
 pub use error::StoreError;
-pub use files::{extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan};
+pub use files::{
+    disk_use_percent, extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan,
+    DEFAULT_KEEP_NEWEST,
+};
 pub use format::{
     own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US,
 };
 pub use indexing::{FileIndexer, FrameSpan, IndexerFactory};
+pub use output::CAPTURE_FILE_MODE;
 pub use producer::Producer;
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
-pub use repair::{repair, repair_truncate, RepairReport};
+pub use repair::{finished_name, repair, RepairOptions, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
 pub use writer::{CaptureWriter, WriterOptions, MIN_BUFFER_SIZE};

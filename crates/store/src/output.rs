@@ -15,6 +15,9 @@ use crate::format::{walk_own_records, Format};
 use crate::pool::{OutBuf, ALIGN};
 use crate::stats::WriterCounters;
 
+/// Permissions of the capture files ringcap creates: the owner's only.
+pub const CAPTURE_FILE_MODE: u32 = 0o600;
+
 /// Where the bytes go.
 pub(crate) enum Output {
     /// A file descriptor: regular file (can be cut back on error), pipe, tty, /dev/null...
@@ -29,10 +32,21 @@ pub(crate) enum Output {
 
 impl Output {
     /// Opens `path` ("-" is stdout), with O_DIRECT when asked and the file system accepts it.
-    pub(crate) fn open(path: &Path, direct_io: bool) -> Result<Output, StoreError> {
-        let create_err = |source| StoreError::Create {
-            path: path.to_path_buf(),
-            source,
+    /// The file is readable by its owner only (capture files hold other people's traffic) and
+    /// never opened through a symbolic link; `new_only` (file mode's `.partial` files) also
+    /// refuses an existing file (O_EXCL), else an existing file is emptied, as tcpdump -w does.
+    pub(crate) fn open(path: &Path, direct_io: bool, new_only: bool) -> Result<Output, StoreError> {
+        let create_err = |source: io::Error| {
+            if source.raw_os_error() == Some(libc::ELOOP) {
+                StoreError::Symlink {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                StoreError::Create {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
         };
         if path.as_os_str() == "-" {
             let fd = std::os::fd::AsFd::as_fd(&io::stdout())
@@ -41,12 +55,15 @@ impl Output {
             return Ok(Output::from_file(File::from(fd), false));
         }
         let open = |flags: i32| {
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o644)
-                .custom_flags(flags)
+            let mut o = OpenOptions::new();
+            o.write(true);
+            if new_only {
+                o.create_new(true); // O_CREAT | O_EXCL: fails on any existing name, links too
+            } else {
+                o.create(true).truncate(true);
+            }
+            o.mode(CAPTURE_FILE_MODE)
+                .custom_flags(flags | libc::O_NOFOLLOW)
                 .open(path)
         };
         if direct_io {

@@ -84,7 +84,7 @@ impl CaptureWriter {
     /// Creates `path` ("-" means stdout) and starts the writer thread.
     pub fn create(path: &Path, opts: WriterOptions) -> Result<Self, StoreError> {
         let opts = validate(opts)?;
-        let output = Output::open(path, opts.direct_io)?;
+        let output = Output::open(path, opts.direct_io, false)?;
         let label = if path.as_os_str() == "-" {
             PathBuf::from("stdout")
         } else {

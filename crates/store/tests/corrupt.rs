@@ -1,6 +1,6 @@
 //! Damaged input: truncation at every offset, bad lengths, zero-length records, unknown blocks,
 //! wrong magic. The reader must return every whole packet it can find, say what it skipped and
-//! where, and never panic or hang. Also `repair_truncate`.
+//! where, and never panic or hang. Also `repair`.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::io::Cursor;
 use std::path::Path;
 
 use common::*;
-use store::{repair_truncate, CaptureReader, Format, Issue, StoreError, WriterOptions};
+use store::{repair, CaptureReader, Format, Issue, RepairOptions, StoreError, WriterOptions};
 
 /// Reads all packets from bytes; Err only when the header is unusable.
 fn read_bytes(bytes: &[u8]) -> Result<(Vec<ReadPacket>, Vec<Issue>), StoreError> {
@@ -169,20 +169,24 @@ fn pcap_absurd_caplen_is_skipped_and_reading_resumes() {
 }
 
 #[test]
-fn pcap_zero_length_record_is_skipped() {
+fn pcap_zero_length_record_is_a_packet_as_in_libpcap() {
     let (bytes, full, ends) = sample(Format::Pcap { nanos: false }, 4);
     let mut b = bytes[..ends[1]].to_vec();
     b.extend([0u8; 16]);
     b.extend(&bytes[ends[1]..]);
     let (got, issues) = read_bytes(&b).unwrap();
-    assert_eq!(got, full);
-    assert_eq!(issues.len(), 1);
-    assert_eq!((issues[0].offset, issues[0].skipped), (ends[1] as u64, 16));
-    assert!(issues[0].reason.contains("zero-length"));
+    assert!(issues.is_empty(), "{issues:?}");
+    assert_eq!(got.len(), 5);
+    assert_eq!(got[..2], full[..2]);
+    assert_eq!(
+        (got[2].ts_ns, got[2].wire_len, got[2].data.len()),
+        (0, 0, 0)
+    );
+    assert_eq!(got[3..], full[2..]);
 }
 
 #[test]
-fn pcap_caplen_above_snaplen_is_kept_and_noted() {
+fn pcap_caplen_above_snaplen_is_cut_to_it_and_noted_as_in_libpcap() {
     let mut b = Vec::new();
     b.extend(0xa1b2c3d4u32.to_le_bytes());
     b.extend(2u16.to_le_bytes());
@@ -194,10 +198,15 @@ fn pcap_caplen_above_snaplen_is_kept_and_noted() {
     b.extend([0xab; 20]);
     let (got, issues) = read_bytes(&b).unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].data, vec![0xab; 20]);
+    assert_eq!((got[0].data.len(), got[0].wire_len), (10, 20));
     assert_eq!(got[0].ts_ns, 1_000_002_000);
     assert_eq!(issues.len(), 1);
-    assert!(!issues[0].corrupt && issues[0].reason.contains("exceeds the file's snaplen 10"));
+    assert!(
+        !issues[0].corrupt
+            && issues[0]
+                .reason
+                .contains("exceeds the file's snaplen 10: cut to 10")
+    );
 }
 
 #[test]
@@ -307,6 +316,10 @@ fn random_garbage_after_a_header_terminates_without_panic() {
 #[test]
 fn repair_cuts_after_the_last_whole_packet() {
     let dir = TempDir::new("repair");
+    let force = RepairOptions {
+        force: true, // not a .partial file
+        dry_run: false,
+    };
     for format in [Format::Pcap { nanos: true }, Format::PcapNg] {
         let (bytes, _, ends) = sample(format, 5);
         let path = dir.path("r.cap");
@@ -322,8 +335,8 @@ fn repair_cuts_after_the_last_whole_packet() {
         }
         for b in cases {
             std::fs::write(&path, &b).unwrap();
-            let rep = repair_truncate(&path).unwrap();
-            assert!(rep.truncated());
+            let rep = repair(&path, force).unwrap();
+            assert!(rep.changed() && !rep.rewritten);
             assert_eq!(
                 (rep.original_len, rep.new_len, rep.packets),
                 (b.len() as u64, ends[3] as u64, 4)
@@ -338,8 +351,8 @@ fn repair_cuts_after_the_last_whole_packet() {
         }
         // A clean file is left alone.
         std::fs::write(&path, &bytes).unwrap();
-        let rep = repair_truncate(&path).unwrap();
-        assert!(!rep.truncated());
+        let rep = repair(&path, force).unwrap();
+        assert!(!rep.changed());
         assert_eq!(rep.packets, 5);
     }
 }

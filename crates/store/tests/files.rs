@@ -175,10 +175,10 @@ fn compressed_files_are_standard_frames_and_survive_a_cut() {
             .unwrap()
             .set_len(len - 1000)
             .unwrap();
-        let rep = store::repair(&cut).unwrap();
+        let rep = store::repair(&cut, store::RepairOptions::default()).unwrap();
         let fixed = rep.renamed_to.clone().expect("renamed");
         assert_eq!(fixed, dir.path("c-cut.pcap"));
-        assert!(!rep.rewritten && rep.truncated(), "{rep:?}");
+        assert!(!rep.rewritten && rep.changed(), "{rep:?}");
         let (kept, r) = read_all(&fixed);
         assert!(!r.damaged(), "{:?}", r.issues());
         assert!(
@@ -191,4 +191,66 @@ fn compressed_files_are_standard_frames_and_survive_a_cut() {
             assert_eq!(g.data, expected_bytes(p, 262_144));
         }
     }
+}
+
+#[test]
+fn files_are_owner_only_and_never_written_through_a_symlink() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = TempDir::new("files-modes");
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    let victim = dir.path("victim");
+    std::fs::write(&victim, b"not a capture").unwrap();
+
+    // -w FILE: created 0600; a symlink there is refused, its target untouched.
+    let plain = dir.path("plain.pcap");
+    write_all(
+        &plain,
+        opts(Format::Pcap { nanos: true }),
+        &packets(10, false),
+    );
+    assert_eq!(mode(&plain), 0o600);
+    let link = dir.path("link.pcap");
+    symlink(&victim, &link).unwrap();
+    let err = CaptureWriter::create(&link, opts(Format::Pcap { nanos: true }))
+        .err()
+        .expect("a symlink is refused");
+    assert!(err.to_string().contains("is a symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not a capture");
+
+    // File mode: symlinks planted at every `.partial` name the first file could get (its stamp
+    // is the wall clock or the first packet's time) are not followed; the capture goes on.
+    let pkts = packets(3000, false);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let first_s = pkts[0].ts_ns / 1_000_000_000;
+    for s in (now_s - 2..now_s + 30).chain([first_s]) {
+        let stamp = store::utc_stamp(s * 1_000_000_000);
+        let _ = symlink(
+            &victim,
+            dir.path(&format!(".m-{stamp}-000000.pcap.partial")),
+        );
+    }
+    let mut plan = FilePlan::new(&dir.0, "m");
+    plan.rotate_bytes = Some(300_000);
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = events.clone();
+    plan.events = Some(std::sync::Arc::new(move |m: &str| {
+        sink.lock().unwrap().push(m.to_string())
+    }));
+    plan.indexer = None;
+    let accepted = write_files(plan, opts(Format::Pcap { nanos: true }), &pkts);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not a capture");
+    let files = listed(&dir.0, "m");
+    assert!(files.len() > 3);
+    assert_same(&files, &accepted);
+    for f in &files {
+        assert_eq!(mode(f), 0o600, "{}", f.display());
+    }
+    let ev = events.lock().unwrap();
+    assert!(
+        ev.iter().any(|e| e.contains("exists already")),
+        "the planted name was skipped, and said so: {ev:?}"
+    );
 }

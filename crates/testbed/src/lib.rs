@@ -7,7 +7,7 @@
 use std::fs;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -325,6 +325,70 @@ pub fn cpu_count() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
+}
+
+/// A small ext4 file system in an image file under /var/tmp, mounted by loop device on a fresh
+/// directory for one test (needs root, `mkfs.ext4` and `mount`); unmounted (which frees the loop
+/// device) and removed on drop, also when the test panics.
+#[derive(Debug)]
+pub struct LoopExt4 {
+    /// Where it is mounted.
+    pub dir: PathBuf,
+    image: PathBuf,
+}
+
+impl LoopExt4 {
+    /// Makes and mounts an ext4 of `mib` MiB with `mkfs_args` added (e.g. `["-m", "5"]`).
+    pub fn new(tag: &str, mib: u64, mkfs_args: &[&str]) -> io::Result<LoopExt4> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let stem = format!("/var/tmp/ringcap-ext4-{}-{n}-{tag}", std::process::id());
+        let fs = LoopExt4 {
+            dir: PathBuf::from(&stem),
+            image: PathBuf::from(format!("{stem}.img")),
+        };
+        fs::create_dir_all(&fs.dir)?;
+        fs::File::create(&fs.image)?.set_len(mib << 20)?;
+        let run = |cmd: &mut Command, what: &str| -> io::Result<()> {
+            let out = cmd.output().map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot run {what} ({e}): install e2fsprogs and util-linux"),
+                )
+            })?;
+            if out.status.success() {
+                return Ok(());
+            }
+            Err(io::Error::other(format!(
+                "{what} failed (needs root and loop devices): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )))
+        };
+        run(
+            Command::new("mkfs.ext4")
+                .args(["-q", "-F"])
+                .args(mkfs_args)
+                .arg(&fs.image),
+            "mkfs.ext4",
+        )?;
+        run(
+            Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&fs.image)
+                .arg(&fs.dir),
+            "mount -o loop",
+        )?;
+        Ok(fs)
+    }
+}
+
+impl Drop for LoopExt4 {
+    fn drop(&mut self) {
+        // Lazy: a file still open in a dying test must not keep the mount (and loop device) alive.
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        let _ = fs::remove_dir(&self.dir);
+        let _ = fs::remove_file(&self.image);
+    }
 }
 
 /// Whether an external program is installed; when not, [`skip`]s with `hint` (how to install it).

@@ -133,6 +133,11 @@ pub struct CaptureReader {
     /// End of the last whole record before the first damage (where `repair` cuts).
     clean_end: u64,
     clean_packets: u64,
+    /// End of the last whole record read, damage or not (what follows is a cut tail).
+    records_end: u64,
+    /// pcap: the run of all-zero records (caplen, length and time 0) the stream ends with so
+    /// far: its offset and length in packets.
+    zero_run: Option<(u64, u64)>,
     damaged: bool,
     done: bool,
 }
@@ -264,6 +269,8 @@ impl CaptureReader {
             packets: 0,
             clean_end: 0,
             clean_packets: 0,
+            records_end: 0,
+            zero_run: None,
             damaged: false,
             done: false,
         };
@@ -279,6 +286,7 @@ impl CaptureReader {
         match result {
             Ok(Ok(())) => {
                 self.clean_end = self.src.offset();
+                self.records_end = self.clean_end;
                 Ok(())
             }
             Ok(Err(reason)) => Err(StoreError::format(&self.path, reason)),
@@ -340,9 +348,19 @@ impl CaptureReader {
                 }
             };
             self.damaged = self.log.damaged;
+            if !matches!(step, Step::End) {
+                self.records_end = self.src.offset();
+            }
             match step {
                 Step::Packet(m) => {
                     self.packets += 1;
+                    let zero = matches!(self.kind, Kind::Pcap(_))
+                        && (m.len, m.wire_len, m.ts_ns) == (0, 0, 0);
+                    self.zero_run = match self.zero_run {
+                        _ if !zero => None,
+                        None => Some((m.offset, 1)),
+                        Some((at, n)) => Some((at, n + 1)),
+                    };
                     if !self.damaged {
                         self.clean_end = self.src.offset();
                         self.clean_packets += 1;
@@ -421,6 +439,25 @@ impl CaptureReader {
     pub fn damaged(&self) -> bool {
         self.damaged
     }
+
+    /// Stream offset just after the last whole record or block read (damage before it or not).
+    pub fn records_end(&self) -> u64 {
+        self.records_end
+    }
+
+    /// pcap: where the run of all-zero records the stream ends with begins, and how many there
+    /// are. libpcap reads them as empty packets, but zeros at the end are what a torn write
+    /// leaves (the file grew, its blocks were never written), so `repair` cuts them.
+    pub fn zero_tail(&self) -> Option<(u64, u64)> {
+        self.zero_run
+    }
+
+    /// Every damaged region skipped so far, as (stream offset, length), in stream order. The
+    /// stream without them (and without what follows [`Self::records_end`]) holds exactly the
+    /// records this reader returned: what `repair` keeps.
+    pub fn dropped_regions(&self) -> &[(u64, u64)] {
+        &self.log.dropped
+    }
 }
 
 /// Adds the bytes read through it to a shared counter.
@@ -476,12 +513,17 @@ pub(crate) struct Log {
     list: Vec<Issue>,
     total: u64,
     damaged: bool,
+    /// Every damaged region skipped (all of them, not only the first [`MAX_ISSUES`]).
+    dropped: Vec<(u64, u64)>,
 }
 
 impl Log {
     fn push(&mut self, offset: u64, skipped: u64, reason: String, corrupt: bool) {
         self.total += 1;
         self.damaged |= corrupt;
+        if corrupt && skipped > 0 {
+            self.dropped.push((offset, skipped));
+        }
         if self.list.len() < MAX_ISSUES {
             self.list.push(Issue {
                 offset,

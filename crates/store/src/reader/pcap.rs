@@ -17,7 +17,31 @@ pub(crate) struct PcapState {
     pub nanos: bool,
     pub snaplen: u32,
     pub linktype: u32,
+    /// Longest packet returned: the snaplen as libpcap adjusts it (0 or too large: the link
+    /// type's maximum); longer records are cut to it, as libpcap does.
+    snapshot: u32,
+    /// The largest caplen libpcap believes for this link type; larger is damage.
+    max_caplen: u32,
+    /// Files before version 2.3 swap caplen and len; 2.3 files may (libpcap's rule).
+    lengths: Lengths,
     last_sec: Option<u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lengths {
+    Normal,
+    Swapped,
+    MaybeSwapped,
+}
+
+/// libpcap's `max_snaplen_for_dlt`: 256 KiB, more for a few link types.
+fn max_caplen(linktype: u32) -> u32 {
+    match linktype {
+        231 => 128 << 20, // D-Bus
+        279 => 8 << 20,   // EBHSCR
+        249 => 1 << 20,   // USBPcap
+        _ => MAX_SNAPLEN,
+    }
 }
 
 impl PcapState {
@@ -36,6 +60,9 @@ impl PcapState {
             nanos,
             snaplen: 0,
             linktype: 0,
+            snapshot: MAX_SNAPLEN,
+            max_caplen: MAX_SNAPLEN,
+            lengths: Lengths::Normal,
             last_sec: None,
         })
     }
@@ -52,9 +79,19 @@ impl PcapState {
                 "unsupported pcap version {major}.{minor} (only 2.x exists)"
             )));
         }
+        self.lengths = match minor {
+            0..=2 => Lengths::Swapped,
+            3 => Lengths::MaybeSwapped,
+            _ => Lengths::Normal,
+        };
         self.snaplen = rd32(h, 16, self.be);
         // The top bits carry FCS information, not the link type (libpcap's LT_LINKTYPE).
         self.linktype = rd32(h, 20, self.be) & 0x03ff_ffff;
+        self.max_caplen = max_caplen(self.linktype);
+        self.snapshot = match self.snaplen {
+            0 => self.max_caplen,
+            n => n.min(self.max_caplen),
+        };
         src.consume(PCAP_HEADER_LEN);
         Ok(Ok(()))
     }
@@ -69,24 +106,35 @@ impl PcapState {
         }
         let h = src.peek(PCAP_RECORD_LEN);
         let (sec, frac) = (rd32(h, 0, self.be), rd32(h, 4, self.be));
-        let (caplen, wire_len) = (rd32(h, 8, self.be), rd32(h, 12, self.be));
-        if caplen > MAX_SNAPLEN {
-            let why = format!("record claims caplen {caplen}, more than the maximum {MAX_SNAPLEN}");
-            return self.resync(src, log, offset, why);
+        let (mut caplen, mut wire_len) = (rd32(h, 8, self.be), rd32(h, 12, self.be));
+        let swap = match self.lengths {
+            Lengths::Normal => false,
+            Lengths::Swapped => true,
+            Lengths::MaybeSwapped => caplen > wire_len,
+        };
+        if swap {
+            std::mem::swap(&mut caplen, &mut wire_len);
         }
-        if caplen == 0 && wire_len == 0 {
-            return self.resync(src, log, offset, "zero-length record".into());
+        // A caplen of 0 is legal (libpcap reads it, and what follows); one above the link
+        // type's maximum is damage.
+        if caplen > self.max_caplen {
+            let why = format!(
+                "record claims caplen {caplen}, more than the maximum {}",
+                self.max_caplen
+            );
+            return self.resync(src, log, offset, why);
         }
         let total = PCAP_RECORD_LEN + caplen as usize;
         if !src.fill(total)? {
             return truncated(src, log, "record", total);
         }
-        if caplen > self.snaplen {
+        let kept = caplen.min(self.snapshot);
+        if kept < caplen {
             log.odd(
                 offset,
-                0,
+                u64::from(caplen - kept),
                 format!(
-                    "caplen {caplen} exceeds the file's snaplen {} (packet kept)",
+                    "caplen {caplen} exceeds the file's snaplen {}: cut to {kept} bytes, as libpcap does",
                     self.snaplen
                 ),
             );
@@ -98,7 +146,7 @@ impl PcapState {
         };
         let meta = Meta {
             start: src.pos + PCAP_RECORD_LEN,
-            len: caplen as usize,
+            len: kept as usize,
             ts_ns: u64::from(sec) * 1_000_000_000 + sub_ns,
             wire_len,
             linktype: self.linktype,
@@ -114,11 +162,7 @@ impl PcapState {
     fn plausible(&self, h: &[u8]) -> bool {
         let (sec, frac) = (rd32(h, 0, self.be), rd32(h, 4, self.be));
         let (caplen, wire_len) = (rd32(h, 8, self.be), rd32(h, 12, self.be));
-        let limit = if self.snaplen == 0 {
-            MAX_SNAPLEN
-        } else {
-            self.snaplen.min(MAX_SNAPLEN)
-        };
+        let limit = self.snapshot;
         let frac_limit = if self.nanos { 1_000_000_000 } else { 1_000_000 };
         caplen <= limit
             && wire_len >= caplen
