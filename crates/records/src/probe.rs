@@ -309,6 +309,17 @@ impl Shared {
     }
 }
 
+/// Reads a probe's counters (see [`Probe::stats_handle`]).
+#[derive(Clone, Debug)]
+pub struct StatsHandle(Arc<Shared>);
+
+impl StatsHandle {
+    /// Counters now.
+    pub fn snapshot(&self) -> ProbeStats {
+        self.0.snapshot()
+    }
+}
+
 /// A filled batch and, with flow striping, the collector it belongs to.
 struct Msg {
     batch: Batch,
@@ -445,6 +456,11 @@ impl Probe {
     /// Counters now.
     pub fn stats(&self) -> ProbeStats {
         self.shared.snapshot()
+    }
+
+    /// A handle that reads the counters from another thread (metrics), also after the probe is moved.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(Arc::clone(&self.shared))
     }
 
     /// Waits for the sender to send everything queued and collect acks (up to the ack timeout), after

@@ -179,6 +179,13 @@ pub struct CaptureArgs {
     #[command(flatten)]
     pub json: Json,
 
+    /// Serve the counters (packets, drops by stage, writer backlog, compression level, files written and
+    /// deleted, disk space per directory, index lag, records per collector) as Prometheus text on
+    /// http://ADDR/metrics, e.g. --metrics 127.0.0.1:9100. Plain HTTP: bind it to loopback or a
+    /// management network.
+    #[arg(long = "metrics", value_name = "ADDR")]
+    pub metrics: Option<String>,
+
     /// Seconds between statistics lines on stderr (0 = none).
     #[arg(long = "stats-interval", value_name = "SECONDS", default_value_t = 1.0)]
     pub stats_interval: f64,

@@ -14,6 +14,7 @@ mod extcap;
 mod gen_cmd;
 mod generate_cmd;
 mod index_cmd;
+mod metrics;
 mod progress;
 mod query_cmd;
 mod repair_cmd;

@@ -235,6 +235,35 @@ impl Drop for RingMap {
     }
 }
 
+/// Space of a file system, counted as `df` counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Total bytes.
+    pub size: u64,
+    /// Bytes an unprivileged user may still write (df's Avail, `f_bavail`).
+    pub available: u64,
+    /// Bytes in use (df's Used: total minus all free blocks).
+    pub used: u64,
+}
+
+/// The space of the file system holding `path` (statvfs(3)).
+pub fn fs_space(path: &std::path::Path) -> io::Result<FsSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs fills a plain struct for a valid C string.
+    let mut s: libc::statvfs = unsafe { zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let unit = s.f_frsize;
+    Ok(FsSpace {
+        size: s.f_blocks * unit,
+        available: s.f_bavail * unit,
+        used: (s.f_blocks - s.f_bfree) * unit,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +323,27 @@ mod tests {
     fn packet_socket_opens_as_root() {
         // The suite runs as root (the testbeds need it), so the socket must open.
         assert!(packet_socket().is_ok());
+    }
+
+    #[test]
+    fn fs_space_agrees_with_df() {
+        let out = std::process::Command::new("df")
+            .args(["-B1", "--output=size,avail,used", "/"])
+            .output()
+            .expect("df (coreutils)");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let v: Vec<u64> = text
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let s = fs_space(std::path::Path::new("/")).unwrap();
+        assert_eq!(s.size, v[0]);
+        // Other processes write meanwhile: agree within 64 MiB.
+        assert!(s.available.abs_diff(v[1]) < 64 << 20, "{s:?} vs df {v:?}");
+        assert!(s.used.abs_diff(v[2]) < 64 << 20, "{s:?} vs df {v:?}");
+        assert!(fs_space(std::path::Path::new("/nonexistent/x")).is_err());
     }
 }

@@ -1,0 +1,48 @@
+//! `--records`: the header-record probe and the line that names its collectors.
+
+use std::time::Duration;
+
+use anyhow::anyhow;
+
+use crate::cli::CaptureArgs;
+use crate::Fatal;
+
+/// Starts the header-record probe for `--records` (None without it). Bad destinations or keys are usage
+/// errors; collectors that cannot be reached yet are retried by the sender, not errors.
+pub fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, Fatal> {
+    use records::probe::{Dest, Probe, ProbeConfig, Stripe};
+    if a.records.is_empty() {
+        return Ok(None);
+    }
+    let dests = a
+        .records
+        .iter()
+        .map(|d| Dest::parse(d.trim()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Fatal::usage)?;
+    let key_path = a.key.as_ref().ok_or_else(|| {
+        Fatal::usage(anyhow!(
+            "--records needs --key FILE (the collectors' shared key)"
+        ))
+    })?;
+    let key = records::batch::Key::load(key_path).map_err(Fatal::usage)?;
+    let stripe: Stripe = a.stripe.parse().map_err(Fatal::usage)?;
+    let mut cfg = ProbeConfig::new(dests, key);
+    cfg.stripe = stripe;
+    cfg.probe_id = a
+        .probe_id
+        .unwrap_or_else(|| records::probe::default_probe_id(&a.interface));
+    cfg.flush = Duration::from_millis(a.records_flush.max(1));
+    cfg.ack_timeout = Duration::from_millis(a.ack_timeout_ms.max(1));
+    Probe::start(cfg).map(Some).map_err(Fatal::usage)
+}
+
+pub fn records_destinations(a: &CaptureArgs, p: &records::probe::Probe) -> String {
+    let dests: Vec<String> = a
+        .records
+        .iter()
+        .zip(p.capacities())
+        .map(|(d, cap)| format!("{} ({} B batches)", d.trim(), cap))
+        .collect();
+    format!("{}, stripe {}", dests.join(", "), a.stripe)
+}

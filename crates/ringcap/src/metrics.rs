@@ -1,0 +1,450 @@
+//! `--metrics ADDR`: the capture's counters as Prometheus text (exposition format 0.0.4) on
+//! `http://ADDR/metrics`, for the same numbers the stats lines and the summary print.
+//!
+//! One thread answers one connection at a time: a scrape is a few kilobytes, and a client that is
+//! slow to send its request is cut at [`REQUEST_DEADLINE`], so a stuck or hostile peer can delay
+//! scrapes by at most that, never the capture (the counters are atomics read without locks).
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capture::Counters;
+use store::{Level, WriterCounters};
+
+/// Longest time a client may take to send its request line and headers.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+/// Largest request accepted (a GET with ordinary headers is a few hundred bytes).
+const MAX_REQUEST: usize = 8 * 1024;
+
+/// What the metrics are read from: the same shared counters the stats printer reads.
+pub struct MetricSources {
+    pub interface: String,
+    pub capture: Vec<Arc<Counters>>,
+    pub writer: Option<Arc<WriterCounters>>,
+    pub records: Option<records::probe::StatsHandle>,
+    /// Output directories (file mode), for their disk use.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Binds `addr` (e.g. `127.0.0.1:9100`, `[::]:9100`) while ringcap still has its privileges (a port
+/// below 1024 needs them), so a taken or bad address is reported before the capture starts.
+pub fn bind(addr: &str) -> io::Result<TcpListener> {
+    TcpListener::bind(addr)
+}
+
+/// Serves scrapes from a background thread until the process ends.
+pub fn serve(listener: TcpListener, sources: MetricSources) -> io::Result<()> {
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                // A failed connection only affects its client.
+                if let Ok(stream) = conn {
+                    let _ = answer(stream, &sources, started);
+                }
+            }
+        })?;
+    Ok(())
+}
+
+fn answer(mut stream: TcpStream, sources: &MetricSources, started: f64) -> io::Result<()> {
+    stream.set_write_timeout(Some(REQUEST_DEADLINE))?;
+    let request = read_request(&mut stream)?;
+    let line = request.lines().next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, kind, body) = match (method, path.split('?').next().unwrap_or("")) {
+        ("GET" | "HEAD", "/metrics") => (
+            "200 OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            render(sources, started),
+        ),
+        ("GET" | "HEAD", "/") => (
+            "200 OK",
+            "text/html; charset=utf-8",
+            "<html><body><a href=\"/metrics\">ringcap metrics</a></body></html>\n".to_string(),
+        ),
+        ("GET" | "HEAD", _) => (
+            "404 Not Found",
+            "text/plain",
+            "not found: try /metrics\n".into(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "only GET /metrics\n".into(),
+        ),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    if method != "HEAD" {
+        out.push_str(&body);
+    }
+    stream.write_all(out.as_bytes())
+}
+
+/// Reads up to the blank line that ends the headers, within the deadline and the size limit.
+fn read_request(stream: &mut TcpStream) -> io::Result<String> {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || buf.len() > MAX_REQUEST {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "slow or large request",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// Writes one metric family: its HELP and TYPE lines, then one sample per (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP ringcap_{name} {help}");
+    let _ = writeln!(out, "# TYPE ringcap_{name} {kind}");
+    for (labels, v) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "ringcap_{name} {v}");
+        } else {
+            let _ = writeln!(out, "ringcap_{name}{{{labels}}} {v}");
+        }
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the text format asks.
+fn label(key: &str, value: &str) -> String {
+    let v = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    format!("{key}=\"{v}\"")
+}
+
+/// The number of a compression level: N for zstd level N (-7..=22), -99 for lz4, -100 for stored blocks.
+fn level_code(l: Level) -> f64 {
+    match l {
+        Level::Stored => -100.0,
+        Level::Lz4 => -99.0,
+        Level::Zstd(n) => n as f64,
+    }
+}
+
+fn render(s: &MetricSources, started: f64) -> String {
+    let mut out = String::with_capacity(4096);
+    let ifl = label("interface", &s.interface);
+    let one = |v: u64| vec![(ifl.clone(), v as f64)];
+    let (mut packets, mut wire_bytes, mut ring) = (0, 0, 0);
+    let mut kernel = capture::KernelStats::default();
+    for c in &s.capture {
+        let snap = c.snapshot();
+        packets += snap.packets;
+        wire_bytes += snap.wire_bytes;
+        ring += snap.corrupt;
+        kernel.add(&c.kernel_stats());
+    }
+    family(
+        &mut out,
+        "start_time_seconds",
+        "gauge",
+        "When this capture started (Unix time).",
+        &[(String::new(), started)],
+    );
+    family(
+        &mut out,
+        "received_packets_total",
+        "counter",
+        "Packets the capture threads took from the ring (after the kernel filter).",
+        &one(packets),
+    );
+    family(
+        &mut out,
+        "received_bytes_total",
+        "counter",
+        "Wire bytes of the received packets.",
+        &one(wire_bytes),
+    );
+    let w = s.writer.as_ref().map(|w| w.snapshot());
+    let mut drops = vec![
+        (
+            format!("{ifl},{}", label("stage", "kernel")),
+            kernel.drops as f64,
+        ),
+        (format!("{ifl},{}", label("stage", "ring")), ring as f64),
+    ];
+    if let Some(w) = &w {
+        drops.push((
+            format!("{ifl},{}", label("stage", "storage")),
+            w.storage_drops as f64,
+        ));
+    }
+    family(&mut out, "dropped_packets_total", "counter", "Packets lost, by the stage that lost them: kernel (ring full), ring (corrupt block), storage (no free buffer or a failed output).", &drops);
+    family(
+        &mut out,
+        "ring_freezes_total",
+        "counter",
+        "Times the kernel found the ring full (TPACKET_V3 queue freezes).",
+        &one(kernel.freeze_q_cnt),
+    );
+    if let Some(w) = &w {
+        family(
+            &mut out,
+            "written_packets_total",
+            "counter",
+            "Packets in the output.",
+            &one(w.packets),
+        );
+        family(
+            &mut out,
+            "written_bytes_total",
+            "counter",
+            "Bytes that reached the output (after compression).",
+            &one(w.bytes_written),
+        );
+        family(
+            &mut out,
+            "writer_backlog_buffers",
+            "gauge",
+            "Filled buffers waiting for the writer.",
+            &one(w.buffers_filled),
+        );
+        family(
+            &mut out,
+            "writer_buffers",
+            "gauge",
+            "Buffers in the writer's pool.",
+            &one(w.buffers_total),
+        );
+        family(
+            &mut out,
+            "write_errors_total",
+            "counter",
+            "Write errors (the first one stops the output).",
+            &one(w.write_errors),
+        );
+        // The level is known once a chunk was compressed (before that it reads "stored").
+        if w.compressing && w.compressed_in > 0 {
+            family(
+                &mut out,
+                "compression_level",
+                "gauge",
+                "Level of the latest compressed chunk: zstd level, -99 lz4, -100 stored.",
+                &one_f(&ifl, level_code(w.level)),
+            );
+        }
+        if w.compressing {
+            family(
+                &mut out,
+                "compression_input_bytes_total",
+                "counter",
+                "Bytes given to the compressors.",
+                &one(w.compressed_in),
+            );
+            family(
+                &mut out,
+                "compression_output_bytes_total",
+                "counter",
+                "Bytes the compressors produced.",
+                &one(w.compressed_out),
+            );
+        }
+        family(
+            &mut out,
+            "files_written_total",
+            "counter",
+            "Capture files completed (synced and renamed into place).",
+            &one(w.files_done),
+        );
+        family(
+            &mut out,
+            "files_deleted_total",
+            "counter",
+            "Old capture files deleted by retention (-W, --disk-budget).",
+            &one(w.files_deleted),
+        );
+        family(
+            &mut out,
+            "deleted_bytes_total",
+            "counter",
+            "Bytes of the files retention deleted.",
+            &one(w.bytes_deleted),
+        );
+        family(
+            &mut out,
+            "disk_full_total",
+            "counter",
+            "Times an output directory was found full.",
+            &one(w.disk_full_events),
+        );
+        if w.indexing {
+            family(
+                &mut out,
+                "files_indexed_total",
+                "counter",
+                "Completed files whose packet index was written.",
+                &one(w.files_indexed),
+            );
+            family(
+                &mut out,
+                "files_unindexed_total",
+                "counter",
+                "Completed files left without an index (ringcap index catches up).",
+                &one(w.files_unindexed),
+            );
+            let lag = w
+                .files_done
+                .saturating_sub(w.files_indexed + w.files_unindexed);
+            family(
+                &mut out,
+                "index_lag_files",
+                "gauge",
+                "Completed files the indexer has not finished yet.",
+                &one(lag),
+            );
+        }
+    }
+    let disks: Vec<_> = s
+        .dirs
+        .iter()
+        .filter_map(|d| disk_use(d).map(|u| (d, u)))
+        .collect();
+    if !disks.is_empty() {
+        let size = disks
+            .iter()
+            .map(|(d, u)| (label("dir", &d.display().to_string()), u.0 as f64))
+            .collect::<Vec<_>>();
+        let avail = disks
+            .iter()
+            .map(|(d, u)| (label("dir", &d.display().to_string()), u.1 as f64))
+            .collect::<Vec<_>>();
+        family(
+            &mut out,
+            "disk_size_bytes",
+            "gauge",
+            "Size of the file system of each output directory.",
+            &size,
+        );
+        family(
+            &mut out,
+            "disk_available_bytes",
+            "gauge",
+            "Bytes available to ringcap there (df's Avail).",
+            &avail,
+        );
+    }
+    if let Some(r) = &s.records {
+        let p = r.snapshot();
+        family(
+            &mut out,
+            "records_total",
+            "counter",
+            "Header records built from packets.",
+            &one(p.records),
+        );
+        family(
+            &mut out,
+            "records_queue_dropped_total",
+            "counter",
+            "Header records dropped because the sender's queue was full.",
+            &one(p.queue_drops),
+        );
+        family(
+            &mut out,
+            "records_pending",
+            "gauge",
+            "Header records waiting for a live collector.",
+            &one(p.pending),
+        );
+        let per = |f: fn(&records::probe::CollectorStats) -> u64| {
+            p.collectors
+                .iter()
+                .map(|c| (label("collector", &c.dest), f(c) as f64))
+                .collect::<Vec<_>>()
+        };
+        family(
+            &mut out,
+            "records_sent_total",
+            "counter",
+            "Header records written to each collector (with re-sends).",
+            &per(|c| c.sent),
+        );
+        family(
+            &mut out,
+            "records_acked_total",
+            "counter",
+            "Header records each TCP collector acknowledged (stored durably).",
+            &per(|c| c.acked),
+        );
+        family(
+            &mut out,
+            "records_dropped_total",
+            "counter",
+            "Header records meant for each collector and dropped.",
+            &per(|c| c.dropped),
+        );
+        family(
+            &mut out,
+            "collector_failures_total",
+            "counter",
+            "Times each collector failed (refused, reset, ack timeout).",
+            &per(|c| c.failures),
+        );
+        family(
+            &mut out,
+            "collector_up",
+            "gauge",
+            "1 while connected to the collector.",
+            &per(|c| c.up as u64),
+        );
+    }
+    out
+}
+
+fn one_f(labels: &str, v: f64) -> Vec<(String, f64)> {
+    vec![(labels.to_string(), v)]
+}
+
+/// (size, available) bytes of the file system holding `dir`, as df counts them.
+fn disk_use(dir: &std::path::Path) -> Option<(u64, u64)> {
+    let st = sys::fs_space(dir).ok()?;
+    Some((st.size, st.available))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped_as_the_text_format_says() {
+        assert_eq!(label("dir", "a\"b\\c\nd"), "dir=\"a\\\"b\\\\c\\nd\"");
+    }
+
+    #[test]
+    fn a_family_has_help_type_and_samples() {
+        let mut out = String::new();
+        family(
+            &mut out,
+            "x_total",
+            "counter",
+            "X.",
+            &[(label("a", "1"), 3.0)],
+        );
+        assert_eq!(out, "# HELP ringcap_x_total X.\n# TYPE ringcap_x_total counter\nringcap_x_total{a=\"1\"} 3\n");
+    }
+}
