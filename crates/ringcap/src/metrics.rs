@@ -45,9 +45,11 @@ pub fn serve(listener: TcpListener, sources: MetricSources) -> io::Result<()> {
         .name("metrics".into())
         .spawn(move || {
             for conn in listener.incoming() {
-                // A failed connection only affects its client.
-                if let Ok(stream) = conn {
-                    let _ = answer(stream, &sources, started);
+                match conn {
+                    // A failed answer only affects its client.
+                    Ok(stream) => drop(answer(stream, &sources, started)),
+                    // Out of descriptors or memory: wait rather than spin.
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
                 }
             }
         })?;
