@@ -334,7 +334,13 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                 note: String::new(),
             };
             let Some(hi) = lossy_at else {
-                found.note = "no loss anywhere in the sweep: the maximum is above the highest rate (the generator's limit here)".into();
+                found.note = match clean {
+                    Some((r, _)) => format!(
+                        "no loss anywhere in the sweep: the maximum is at least {} (the highest rate reached; the generator's limit here)",
+                        search::rate_text(&spec.factor, r)
+                    ),
+                    None => "no loss-free run to report".into(),
+                };
                 outcome.search.push(found);
                 continue;
             };
@@ -378,7 +384,15 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                         })
                         .flatten();
                     let measured_pps = rows.first().and_then(|r| r.pps);
+                    let reached = rows.first().and_then(|r| {
+                        if spec.factor == "rate_pps" {
+                            r.pps
+                        } else {
+                            r.mbps
+                        }
+                    });
                     found.probes.push(search::Probe {
+                        reached,
                         rate: match run.setup.rate {
                             crate::plan::Rate::Pps(v) | crate::plan::Rate::Mbps(v) => v,
                             _ => rate,
@@ -392,9 +406,6 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                             .unwrap_or("ok")
                             .to_string(),
                     });
-                    if loss.is_some_and(|l| l < spec.loss) {
-                        found.measured_pps = measured_pps;
-                    }
                     Ok::<_, cycle::Interrupted>(loss)
                 },
                 spec.loss,
@@ -404,11 +415,19 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                 outcome.interrupted = true;
                 break;
             }
-            if let Ok((lo, hi, complete)) = bisected {
-                found.max_loss_free = (lo > 0.0).then_some(lo);
-                found.lossy_at = Some(hi);
-                if found.max_loss_free.is_none() {
-                    found.measured_pps = None;
+            if let Ok((_, _, complete)) = bisected {
+                // The bracket in rates reached (measured), as the sweep's: the highest loss-free probe
+                // and the lowest lossy one, or the sweep's bracket where no probe beat it.
+                let rate = |p: &search::Probe| p.reached.unwrap_or(p.rate);
+                for p in found.probes.iter().filter(|p| p.loss.is_some()) {
+                    let lossy = p.loss.is_some_and(|l| l >= spec.loss);
+                    if lossy && found.lossy_at.is_none_or(|h| rate(p) < h) {
+                        found.lossy_at = Some(rate(p));
+                    }
+                    if !lossy && found.max_loss_free.is_none_or(|m| rate(p) > m) {
+                        found.max_loss_free = Some(rate(p));
+                        found.measured_pps = p.measured_pps;
+                    }
                 }
                 found.note = if complete {
                     format!("bisected in {} runs", spec.steps)

@@ -12,6 +12,8 @@ use crate::report::RunResult;
 pub struct Probe {
     /// Rate asked of the generator (the plan's unit).
     pub rate: f64,
+    /// Rate reached, measured, in the plan's unit (None: not measured).
+    pub reached: Option<f64>,
     /// Measured: 1 - capture rate of the worst app (None: the run failed).
     pub loss: Option<f64>,
     pub measured_pps: Option<f64>,
@@ -26,24 +28,26 @@ pub struct Found {
     pub levels: Vec<(String, String)>,
     /// `rate_pps` or `rate_mbps`.
     pub factor: String,
-    /// Highest rate seen without loss (None: loss even at the lowest rate tried).
+    /// Highest rate reached without loss, as measured (None: loss even at the lowest rate tried).
     pub max_loss_free: Option<f64>,
     /// Packets per second measured in the run that gave `max_loss_free`.
     pub measured_pps: Option<f64>,
-    /// Lowest rate seen with loss (None: no loss anywhere, so the true maximum is above the sweep).
+    /// Lowest rate reached with loss, as measured (None: no loss anywhere, so the true maximum is at
+    /// least `max_loss_free`).
     pub lossy_at: Option<f64>,
     pub probes: Vec<Probe>,
     /// What the numbers mean in words ("no loss up to the generator's top speed", ...).
     pub note: String,
 }
 
-/// A rate level as a number in the plan's unit; `max` is the measured rate of that run.
+/// The rate a run reached, in the plan's unit (pps or Mb/s as measured on the wire); the level asked for
+/// only when the run has no measurement. Asked and reached differ near the generator's limit, and a
+/// bracket must compare like with like.
 fn rate_of(factor: &str, level: &str, r: &RunResult) -> Option<f64> {
-    level.parse().ok().or_else(|| {
-        r.values
-            .get(if factor == "rate_pps" { "pps" } else { "mbps" })
-            .copied()
-    })
+    r.values
+        .get(if factor == "rate_pps" { "pps" } else { "mbps" })
+        .copied()
+        .or_else(|| level.parse().ok())
 }
 
 /// Loss of a run: 1 - capture rate of its worst app.
@@ -198,5 +202,38 @@ mod tests {
         // A failed run stops the search with the bracket so far.
         let (lo, hi, done) = bisect::<()>(100.0, 200.0, 5, |_| Ok(None), 0.001).unwrap();
         assert_eq!((lo, hi, done), (100.0, 200.0, false));
+    }
+
+    /// Near the generator's limit a run asked for 200 kpps reaches 150 kpps, and "max" reaches 180 kpps: the
+    /// bracket compares what was reached, not a number asked with a number measured.
+    #[test]
+    fn brackets_compare_rates_reached() {
+        let run = |level: &str, pps: f64, capture_rate: f64| RunResult {
+            run: 0,
+            point: String::new(),
+            rerun: 0,
+            levels: vec!["tcpdump".into(), level.into()],
+            apps: 1,
+            ok: true,
+            status: "ok".into(),
+            values: [
+                ("pps".to_string(), pps),
+                ("capture_rate".to_string(), capture_rate),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let factors = ["method".to_string(), "rate_pps".to_string()];
+        let runs = [
+            run("100000", 99_000.0, 1.0),
+            run("200000", 150_000.0, 1.0),
+            run("max", 180_000.0, 0.97),
+        ];
+        let b = brackets(&factors, &runs, "rate_pps", 0.001);
+        assert_eq!(b.len(), 1);
+        let (key, clean, lossy) = &b[0];
+        assert_eq!(key, &vec![("method".to_string(), "tcpdump".to_string())]);
+        assert_eq!(*clean, Some((150_000.0, Some(150_000.0))));
+        assert_eq!(*lossy, Some(180_000.0));
     }
 }
