@@ -243,6 +243,35 @@ pub fn capinfos_count(path: &std::path::Path) -> u64 {
         .unwrap_or_else(|| panic!("no packet count in capinfos output: {text}"))
 }
 
+/// tshark's decode of a capture file: per packet, the value of each field (first occurrence; "" when the
+/// packet has none).
+pub fn tshark_fields(path: &std::path::Path, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(path).args([
+        "-n",
+        "-T",
+        "fields",
+        "-E",
+        "separator=\t",
+        "-E",
+        "occurrence=f",
+    ]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let out = c.output().expect("tshark (make deps installs it)");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
 /// Every packet of a file as (wire_len, bytes), read with ringcap's own reader.
 pub fn read_all(path: &std::path::Path) -> Vec<(u32, Vec<u8>)> {
     let mut r = store::open_capture(path).expect("open capture");
