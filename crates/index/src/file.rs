@@ -280,7 +280,8 @@ impl IndexFile {
         let flows_at = addrs_at + header.addrs as usize * 16;
         let by_b_at = flows_at + header.flows as usize * FLOW_LEN;
         let postings_at = by_b_at + header.flows as usize * 4;
-        if postings_at as u64 + header.postings_len != bytes.len() as u64 {
+        // postings_len is read from the file: a sum that overflows is a corrupt index, not a panic.
+        if (postings_at as u64).checked_add(header.postings_len) != Some(bytes.len() as u64) {
             return Err(corrupt());
         }
         let ix = IndexFile {
