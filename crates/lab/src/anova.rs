@@ -12,7 +12,7 @@ use std::io::Read;
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal};
 
-use crate::plot::{RefLine, ScatterPlot};
+use plot::{Chart, RefLine};
 
 /// At most this many factors: 2^k components, and a plan with more factors is not a full factorial anyone runs.
 pub const MAX_FACTORS: usize = 8;
@@ -608,7 +608,7 @@ fn pvalue(p: f64) -> String {
 /// The two visual tests of seed 004 Figure 3 as plots: residuals vs. predicted response (with the zero
 /// line) and the normal Q-Q plot of the residuals (with the line expected for normal errors).
 /// `what` names the response in titles and labels, e.g. "capture rate".
-pub fn residual_plots(a: &Anova, what: &str) -> [ScatterPlot; 2] {
+pub fn residual_plots(a: &Anova, what: &str) -> [Chart; 2] {
     let what = if a.log10 {
         format!("log10({what})")
     } else {
@@ -620,18 +620,18 @@ pub fn residual_plots(a: &Anova, what: &str) -> [ScatterPlot; 2] {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
             (l.min(p.0), h.max(p.0))
         });
-    let residuals = ScatterPlot {
-        title: format!("Residuals vs. predicted {what}"),
-        x_label: format!("predicted {what} (mean of the cell)"),
-        y_label: "residual (observed − predicted)".into(),
-        points: fitted,
-        lines: vec![RefLine {
-            from: (lo, 0.0),
-            to: (hi, 0.0),
-            label: "zero residual".into(),
-        }],
-        size: (700, 500),
-    };
+    let mut residuals = Chart::scatter(
+        &format!("Residuals vs. predicted {what}"),
+        &format!("predicted {what} (mean of the cell)"),
+        "residual (observed − predicted)",
+        fitted,
+    )
+    .line(RefLine {
+        from: (lo, 0.0),
+        to: (hi, 0.0),
+        label: "zero residual".into(),
+    });
+    residuals.size = (700, 500);
     // Under normal errors the sorted residuals lie on the line residual = s · z (s: error standard deviation).
     let qq = a.qq_points();
     let s = a.component("error").map(|e| e.ms.sqrt()).unwrap_or(0.0);
@@ -639,18 +639,18 @@ pub fn residual_plots(a: &Anova, what: &str) -> [ScatterPlot; 2] {
         (Some(f), Some(l)) => (f.0, l.0),
         _ => (-1.0, 1.0),
     };
-    let normal_qq = ScatterPlot {
-        title: format!("Normal Q-Q plot of the residuals of {what}"),
-        x_label: "normal quantile".into(),
-        y_label: "residual quantile".into(),
-        points: qq,
-        lines: vec![RefLine {
-            from: (z0, s * z0),
-            to: (z1, s * z1),
-            label: format!("expected if the errors are normal (σ = {})", num(s)),
-        }],
-        size: (700, 500),
-    };
+    let mut normal_qq = Chart::scatter(
+        &format!("Normal Q-Q plot of the residuals of {what}"),
+        "normal quantile",
+        "residual quantile",
+        qq,
+    )
+    .line(RefLine {
+        from: (z0, s * z0),
+        to: (z1, s * z1),
+        label: format!("expected if the errors are normal (σ = {})", num(s)),
+    });
+    normal_qq.size = (700, 500);
     [residuals, normal_qq]
 }
 

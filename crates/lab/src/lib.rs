@@ -7,6 +7,5 @@ pub mod cgroup;
 pub mod cpusage;
 pub mod machine;
 pub mod plan;
-pub mod plot;
 pub mod proc_cpu;
 pub mod report;

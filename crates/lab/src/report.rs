@@ -19,7 +19,6 @@ pub use data::{
 pub use figures::{Figure, Section};
 
 use crate::anova::{self, Anova, AnovaOptions, Observation};
-use crate::plot;
 
 /// Why no report could be written. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +139,7 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
             .into_iter()
             .zip(anova::residual_plots(a, &what))
         {
-            match plot::scatter_svg(&p) {
+            match plot::chart_svg(&p) {
                 Ok(svg) => figs.push(Figure {
                     name: name.into(),
                     caption: String::new(),

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use clap::Args;
 use lab::anova::{self, Anova, AnovaError, AnovaOptions};
-use lab::plot;
 use serde::Serialize;
 
 use crate::Fatal;
@@ -121,7 +120,7 @@ fn write_plots(dir: &Path, response: &str, a: &Anova) -> anyhow::Result<()> {
     let [residuals, normal_qq] = anova::residual_plots(a, response);
     for (name, p) in [("residuals.svg", residuals), ("qq.svg", normal_qq)] {
         let path = dir.join(name);
-        let svg = plot::scatter_svg(&p)?;
+        let svg = plot::chart_svg(&p)?;
         plot::write_svg(&path, &svg).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }

@@ -215,7 +215,7 @@ pub fn runs(results: &Results, multi_app: bool) -> Vec<RunResult> {
                     .filter_map(|r| r.values.get("capture_rate").copied())
                     .collect();
                 if !rates.is_empty() {
-                    let (lo, avg, hi) = crate::plot::min_avg_max(&rates).unwrap_or_default();
+                    let (lo, avg, hi) = plot::min_avg_max(&rates).unwrap_or_default();
                     values.insert("capture_rate_worst".into(), lo);
                     values.insert("capture_rate_avg".into(), avg);
                     values.insert("capture_rate_best".into(), hi);
@@ -251,7 +251,7 @@ pub struct Stats {
 
 /// Stats of the values; None if empty.
 pub fn stats(v: &[f64]) -> Option<Stats> {
-    let (min, avg, max) = crate::plot::min_avg_max(v)?;
+    let (min, avg, max) = plot::min_avg_max(v)?;
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let n = s.len();

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::data::{level_text, series_name, ReportConfig, RunResult};
 use crate::bench::results::cpu_modes;
-use crate::plot::{line_plot_svg, ErrorPoint, LinePlot, Series};
+use plot::{chart_svg, Chart, ErrorPoint, Series};
 
 /// Factors that make a good x axis, best first (when the plan's `[report]` names none).
 const X_CANDIDATES: [&str; 12] = [
@@ -200,10 +200,10 @@ impl XAxis {
         level.parse().ok()
     }
 
-    fn plot(&self, title: &str, y: &YSpec) -> LinePlot {
-        let mut p = LinePlot::new(title, &self.label, &y.label);
-        p.x_log = self.log;
-        p.x_names = self.names.clone();
+    fn plot(&self, title: &str, y: &YSpec) -> Chart {
+        let mut p = Chart::new(title, &self.label, &y.label);
+        p.x.log = self.log;
+        p.x.names = self.names.clone();
         p
     }
 }
@@ -351,7 +351,7 @@ pub fn line_figures(
                 let Some(mut p) = finish(x.plot(&suffix(&y.title), &y), series, &y) else {
                     continue;
                 };
-                p.y_range = Some(0.0..((top / 10.0).ceil() * 10.0).clamp(10.0, 100.0) + 2.0);
+                p.y.range = Some(0.0..((top / 10.0).ceil() * 10.0).clamp(10.0, 100.0) + 2.0);
                 p.size = (700, 440);
                 let caption = format!(
                     "Share of all CPUs' time in {} mode (from /proc/stat), same scale in every mode plot.",
@@ -399,9 +399,11 @@ fn multi_app(
             ("best app", "capture_rate_best"),
         ]
         .iter()
-        .map(|(name, m)| Series {
-            name: name.to_string(),
-            points: points(&these, x, |r| r.values.get(*m).map(|v| v * 100.0)),
+        .map(|(name, m)| {
+            Series::new(
+                name,
+                points(&these, x, |r| r.values.get(*m).map(|v| v * 100.0)),
+            )
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -500,13 +502,11 @@ fn by_series(
                 .copied()
                 .filter(|r| series.is_none_or(|s| r.levels[s] == level))
                 .collect();
-            Series {
-                name: match series {
-                    Some(s) if !level.is_empty() => series_name(&factors[s], &level),
-                    _ => "all runs".into(),
-                },
-                points: points(&these, x, y),
-            }
+            let name = match series {
+                Some(s) if !level.is_empty() => series_name(&factors[s], &level),
+                _ => "all runs".into(),
+            };
+            Series::new(&name, points(&these, x, y))
         })
         .filter(|s| !s.points.is_empty())
         .collect()
@@ -542,7 +542,7 @@ fn points(
 }
 
 /// Put the series in the plot and fix the y range (from 0; 0..100 % for percentages). None if empty.
-fn finish(mut p: LinePlot, series: Vec<Series>, y: &YSpec) -> Option<LinePlot> {
+fn finish(mut p: Chart, series: Vec<Series>, y: &YSpec) -> Option<Chart> {
     if series.is_empty() {
         return None;
     }
@@ -552,7 +552,7 @@ fn finish(mut p: LinePlot, series: Vec<Series>, y: &YSpec) -> Option<LinePlot> {
         .map(|q| q.y_max)
         .fold(0.0f64, f64::max);
     p.series = series;
-    p.y_range = Some(if y.percent {
+    p.y.range = Some(if y.percent {
         0.0..top.max(100.0) * 1.04
     } else if top > 0.0 {
         0.0..top * 1.08
@@ -568,9 +568,9 @@ fn push(
     name: String,
     caption: String,
     section: Section,
-    p: &LinePlot,
+    p: &Chart,
 ) {
-    match line_plot_svg(p) {
+    match chart_svg(p) {
         Ok(svg) => figures.push(Figure {
             name,
             caption,

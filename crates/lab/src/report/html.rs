@@ -3,6 +3,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use plot::html::{esc, svg_figure};
+
 use super::data::{level_text, series_name, Meta, PlanInfo, PointSummary, RunResult, Stats};
 use super::figures::{Figure, Layout, Section};
 use super::AnovaOutcome;
@@ -52,12 +54,6 @@ pub fn render(p: &Page) -> String {
         .title
         .clone()
         .unwrap_or_else(|| format!("Bench results in {}", p.dir.display()));
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{CSS}</style></head><body>\n",
-        esc(&title)
-    );
     let _ = writeln!(h, "<h1>{}</h1>", esc(&title));
     if let Some(d) = &p.plan.description {
         let _ = writeln!(h, "<p class=\"lead\">{}</p>", esc(d));
@@ -100,11 +96,11 @@ pub fn render(p: &Page) -> String {
         h,
         "<p class=\"muted\">Files: results.csv (one row per run and app), summary.csv (per point and \
          metric: n, avg, min, max, median), plots/ (SVG and PNG){}. Rebuild this page with \
-         <code>ringcap report {}</code>.</p></body></html>",
+         <code>ringcap report {}</code>.</p>",
         if p.anova.is_some() { ", anova.json" } else { "" },
         esc(&p.dir.display().to_string())
     );
-    h
+    plot::html::page(&title, CSS, &h)
 }
 
 /// The two sentences: what was measured and how.
@@ -248,15 +244,12 @@ fn plots(h: &mut String, p: &Page) {
 }
 
 fn figure(h: &mut String, f: &Figure) {
-    // Inline the SVG (without its XML prolog, if any) so the page is one file.
-    let svg = f.svg.find("<svg").map_or(f.svg.as_str(), |i| &f.svg[i..]);
-    let _ = writeln!(
-        h,
-        "<figure id=\"{n}\">{svg}<figcaption>{c} <a href=\"plots/{n}.svg\">SVG</a> · \
-         <a href=\"plots/{n}.png\">PNG</a></figcaption></figure>",
+    let caption = format!(
+        "{c} <a href=\"plots/{n}.svg\">SVG</a> · <a href=\"plots/{n}.png\">PNG</a>",
         n = esc(&f.name),
         c = esc(&f.caption)
     );
+    h.push_str(&svg_figure(&f.name, &f.svg, &caption));
 }
 
 /// The max loss-free rate per point (search.json of a plan with `[search]`): "how fast can it go here?".
@@ -692,21 +685,6 @@ fn machine(h: &mut String, meta: &Meta) {
     }
 }
 
-/// HTML-escape text.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            _ => o.push(c),
-        }
-    }
-    o
-}
-
 /// A capture rate (0..1) as percent: "99.87 %".
 pub fn pct01(v: f64) -> String {
     format!("{:.2} %", v * 100.0)
@@ -719,9 +697,5 @@ pub fn pct100(v: f64) -> String {
 
 /// Mbit/s with the right prefix: "412 Mb/s", "1.23 Gb/s".
 pub fn mbit(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{} Gb/s", units::sig(v / 1000.0))
-    } else {
-        format!("{} Mb/s", units::sig(v))
-    }
+    units::si(v * 1e6, "b/s")
 }

@@ -2,16 +2,14 @@
 
 use std::fmt::Write;
 
+use plot::html::esc;
+
 use super::traffic::Share;
 use super::Analysis;
 use crate::time::ns_to_utc;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+const CSS: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}\
+                   td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}th{background:#eee}";
 
 fn share_table(out: &mut String, title: &str, rows: &[Share]) {
     let _ = write!(
@@ -36,13 +34,6 @@ fn share_table(out: &mut String, title: &str, rows: &[Share]) {
 /// The whole page.
 pub fn page(a: &Analysis) -> String {
     let mut o = String::new();
-    let _ = write!(
-        o,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>ringcap analyze: {}</title>\
-         <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;margin:1em 0}}\
-         td,th{{border:1px solid #bbb;padding:2px 8px;text-align:right}}th{{background:#eee}}</style></head><body>",
-        esc(&a.input)
-    );
     let _ = write!(
         o,
         "<h1>Trace analysis</h1><p>{} ({} files): {} packets, {} on the wire, {} → {} UTC ({:.3} s).<br>\
@@ -138,8 +129,8 @@ pub fn page(a: &Analysis) -> String {
         o,
         "<h2>Flows</h2><p>{} directional 5-tuples in <a href=\"flows.parquet\">flows.parquet</a> \
          (ip_version, protocol, ethertype, src_ip4, dst_ip4, src_ip6, dst_ip6, src_port, dst_port, first_ts, last_ts, packets, bytes; addresses typed as in the packet table).</p>\
-         <p>All numbers: <a href=\"report.json\">report.json</a>.</p></body></html>",
+         <p>All numbers: <a href=\"report.json\">report.json</a>.</p>",
         a.flows
     );
-    o
+    plot::html::page(&format!("ringcap analyze: {}", a.input), CSS, &o)
 }

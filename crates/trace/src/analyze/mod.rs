@@ -366,7 +366,7 @@ fn write_report(a: &mut Analysis, t: &Traffic, dir: &Path) -> Result<(), TraceEr
         path: dir.to_path_buf(),
         source,
     })?;
-    let plot = |name: &str, r: Result<String, String>| -> Result<(), TraceError> {
+    let plot = |name: &str, r: Result<String, plot::PlotError>| -> Result<(), TraceError> {
         let svg = r.map_err(|e| TraceError::Usage(format!("cannot draw {name}: {e}")))?;
         write_file(&dir.join(name), svg.as_bytes())
     };
