@@ -1,7 +1,9 @@
-//! Batch v1: a 64-byte header, records back to back, a 32-byte HMAC-SHA256 tag (docs/records.md).
+//! Batch v2: a 64-byte header, records back to back, a 32-byte HMAC-SHA256 tag (docs/records.md). The tag
+//! covers the id of the collector the batch was sealed for (not sent: both ends know it from the handshake),
+//! so a batch recorded on its way to one collector fails the tag on any other.
 //!
 //! ```text
-//!  0 4 magic "RCB1"   4 1 version 1    5 1 flags 0       6 2 header_len 64   8 8 probe_id
+//!  0 4 magic "RCB1"   4 1 version 2    5 1 flags 0       6 2 header_len 64   8 8 probe_id
 //! 16 4 stream_id     20 4 record_count 24 8 seq         32 8 first_ts_ns     40 8 last_ts_ns
 //! 48 8 sent_unix_ns  56 4 payload_len  60 4 crc32 of payload   64.. payload   then 32 tag
 //! ```
@@ -19,8 +21,11 @@ use wire::record::{Record, RECORD_LEN, RECORD_V6_LEN};
 
 /// First four bytes of every batch.
 pub const MAGIC: [u8; 4] = *b"RCB1";
-/// Format version written by this code (the record layout is versioned with it).
-pub const VERSION: u8 = 1;
+/// Format version written by this code (the record layout is versioned with it). 2: the tag covers the
+/// collector id (v1 batches are refused with BadVersion, so an old probe is told to upgrade).
+pub const VERSION: u8 = 2;
+/// Longest collector id (bytes).
+pub const MAX_COLLECTOR_ID: usize = 255;
 /// Header bytes before the payload.
 pub const HEADER_LEN: usize = 64;
 /// HMAC-SHA256 tag bytes after the payload.
@@ -29,10 +34,6 @@ pub const TAG_LEN: usize = 32;
 pub const MAX_PAYLOAD: usize = 65536;
 /// Largest batch on the wire (header + payload + tag).
 pub const MAX_BATCH_LEN: usize = HEADER_LEN + MAX_PAYLOAD + TAG_LEN;
-/// Bytes of a TCP ack: `b"RCA1"`, 4 zero bytes, u64 seq.
-pub const ACK_LEN: usize = 16;
-/// First four bytes of an ack.
-pub const ACK_MAGIC: [u8; 4] = *b"RCA1";
 /// Shortest key accepted.
 pub const MIN_KEY_LEN: usize = 16;
 
@@ -143,16 +144,26 @@ impl Key {
         Ok(Key { mac })
     }
 
+    #[cfg(test)]
     fn tag(&self, data: &[u8]) -> [u8; TAG_LEN] {
+        self.tag_parts(&[data])
+    }
+
+    /// HMAC over the concatenation of `parts` (callers make the encoding unambiguous).
+    pub(crate) fn tag_parts(&self, parts: &[&[u8]]) -> [u8; TAG_LEN] {
         let mut m = self.mac.clone();
-        m.update(data);
+        for p in parts {
+            m.update(p);
+        }
         m.finalize().into_bytes().into()
     }
 
-    /// Constant-time check of `tag` over `data`.
-    fn verify(&self, data: &[u8], tag: &[u8]) -> bool {
+    /// Constant-time check of `tag` over the concatenation of `parts`.
+    pub(crate) fn verify_parts(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
         let mut m = self.mac.clone();
-        m.update(data);
+        for p in parts {
+            m.update(p);
+        }
         m.verify_slice(tag).is_ok()
     }
 }
@@ -201,7 +212,8 @@ pub enum BatchError {
     #[error("bad magic {0:02x?} (not a ringcap record batch)")]
     BadMagic([u8; 4]),
     /// Unknown version or header length.
-    #[error("unsupported batch version {version} / header length {header_len} (this build reads v1, 64)")]
+    #[error("unsupported batch version {version} / header length {header_len} (this build reads v2, 64; \
+             a v1 batch comes from a ringcap before collector-bound tags: upgrade that probe)")]
     BadVersion {
         /// Version byte.
         version: u8,
@@ -284,11 +296,21 @@ pub fn batch_len(header: &[u8]) -> Result<usize, BatchError> {
     Ok(HEADER_LEN + payload_len as usize + TAG_LEN)
 }
 
+/// The collector id as the tag covers it: one length byte, then the id (so id and header cannot be shifted
+/// into each other). Panics above [`MAX_COLLECTOR_ID`] bytes (a caller bug: ids are checked where made).
+fn id_prefix(collector_id: &[u8]) -> [u8; 1] {
+    assert!(
+        collector_id.len() <= MAX_COLLECTOR_ID,
+        "collector id too long"
+    );
+    [collector_id.len() as u8]
+}
+
 /// Writes the header for `h` (crc computed over the payload already in `buf[64..64 + payload_len]`) and the
-/// tag after the payload; returns the batch length.
+/// tag (over `collector_id`, header and payload) after the payload; returns the batch length.
 ///
 /// Panics if `buf` is shorter than `64 + payload_len + 32` or `payload_len > MAX_PAYLOAD` (caller bugs).
-pub fn seal(buf: &mut [u8], h: &Header, key: &Key) -> usize {
+pub fn seal(buf: &mut [u8], h: &Header, key: &Key, collector_id: &[u8]) -> usize {
     let p = h.payload_len as usize;
     assert!(p <= MAX_PAYLOAD, "batch::seal: payload {p} > {MAX_PAYLOAD}");
     let total = HEADER_LEN + p + TAG_LEN;
@@ -308,14 +330,31 @@ pub fn seal(buf: &mut [u8], h: &Header, key: &Key) -> usize {
     hd[off::SENT..off::SENT + 8].copy_from_slice(&h.sent_unix_ns.to_le_bytes());
     hd[off::PAYLOAD_LEN..off::PAYLOAD_LEN + 4].copy_from_slice(&h.payload_len.to_le_bytes());
     hd[off::CRC..off::CRC + 4].copy_from_slice(&crc.to_le_bytes());
-    let tag = key.tag(&buf[..HEADER_LEN + p]);
+    let tag = key.tag_parts(&[
+        &id_prefix(collector_id),
+        collector_id,
+        &buf[..HEADER_LEN + p],
+    ]);
     buf[HEADER_LEN + p..].copy_from_slice(&tag);
     total
 }
 
-/// Checks one batch (length, magic/version, payload bound, tag in constant time, crc, record framing) and
-/// gives a view of it. Nothing of a batch that fails is trusted.
-pub fn open<'a>(buf: &'a [u8], key: &Key) -> Result<BatchView<'a>, BatchError> {
+/// The probe id of a batch whose first 64 bytes passed [`batch_len`], *before* authentication: only for
+/// choosing which probe's key to check the tag with (the tag then covers it).
+pub fn claimed_probe_id(header: &[u8]) -> Option<u64> {
+    (header.len() >= HEADER_LEN).then(|| u64_at(header, off::PROBE_ID))
+}
+
+/// Checks one batch (length, magic/version, payload bound, tag over `collector_id` and the batch in constant
+/// time, crc, record framing) and gives a view of it. Nothing of a batch that fails is trusted.
+pub fn open<'a>(
+    buf: &'a [u8],
+    key: &Key,
+    collector_id: &[u8],
+) -> Result<BatchView<'a>, BatchError> {
+    if collector_id.len() > MAX_COLLECTOR_ID {
+        return Err(BatchError::BadTag);
+    }
     let total = batch_len(buf)?;
     if buf.len() < total {
         return Err(BatchError::Truncated {
@@ -330,7 +369,10 @@ pub fn open<'a>(buf: &'a [u8], key: &Key) -> Result<BatchView<'a>, BatchError> {
         });
     }
     let end = total - TAG_LEN;
-    if !key.verify(&buf[..end], &buf[end..]) {
+    if !key.verify_parts(
+        &[&id_prefix(collector_id), collector_id, &buf[..end]],
+        &buf[end..],
+    ) {
         return Err(BatchError::BadTag);
     }
     let payload = &buf[HEADER_LEN..end];
@@ -539,11 +581,11 @@ impl Batch {
         self.header.record_count
     }
 
-    /// Sets seq and sent time, writes header and tag; returns the bytes to send.
-    pub fn seal(&mut self, key: &Key, seq: u64, sent_unix_ns: u64) -> &[u8] {
+    /// Sets seq and sent time, writes header and tag (for `collector_id`); returns the bytes to send.
+    pub fn seal(&mut self, key: &Key, collector_id: &[u8], seq: u64, sent_unix_ns: u64) -> &[u8] {
         self.header.seq = seq;
         self.header.sent_unix_ns = sent_unix_ns;
-        let n = seal(&mut self.buf, &self.header, key);
+        let n = seal(&mut self.buf, &self.header, key, collector_id);
         &self.buf[..n]
     }
 
@@ -551,22 +593,6 @@ impl Batch {
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }
-}
-
-/// The 16-byte ack of batch `seq`.
-pub fn ack(seq: u64) -> [u8; ACK_LEN] {
-    let mut a = [0u8; ACK_LEN];
-    a[..4].copy_from_slice(&ACK_MAGIC);
-    a[8..].copy_from_slice(&seq.to_le_bytes());
-    a
-}
-
-/// The seq of an ack, or `None` if the bytes are not one.
-pub fn parse_ack(b: &[u8]) -> Option<u64> {
-    if b.len() != ACK_LEN || b[..4] != ACK_MAGIC || b[4..8] != [0; 4] {
-        return None;
-    }
-    Some(u64_at(b, 8))
 }
 
 /// Current Unix time in ns (for `sent_unix_ns` and the replay check).
@@ -581,6 +607,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
     use wire::{IpPair, LinkType, MacAddr, UdpFrameSpec};
+
+    const CID: &[u8] = b"collector-a";
 
     fn key() -> Key {
         Key::from_bytes(b"0123456789abcdef-test-key").unwrap()
@@ -629,7 +657,7 @@ mod tests {
             assert!(b.push(r));
         }
         let mut batch = b.take(7, 99);
-        (batch.seal(&key(), seq, 12345).to_vec(), recs)
+        (batch.seal(&key(), CID, seq, 12345).to_vec(), recs)
     }
 
     #[test]
@@ -638,7 +666,7 @@ mod tests {
         // 40 IPv4 records of 48 bytes, 10 IPv6 of 80.
         assert_eq!(bytes.len(), 64 + 40 * 48 + 10 * 80 + 32);
         assert_eq!(&bytes[..4], b"RCB1");
-        let v = open(&bytes, &key()).unwrap();
+        let v = open(&bytes, &key(), CID).unwrap();
         let h = v.header();
         assert_eq!(
             *h,
@@ -661,11 +689,11 @@ mod tests {
     fn empty_batch_and_reseal() {
         let mut b = BatchBuilder::new(1000);
         let mut batch = b.take(1, 2);
-        let bytes = batch.seal(&key(), 0, 1).to_vec();
+        let bytes = batch.seal(&key(), CID, 0, 1).to_vec();
         assert_eq!(bytes.len(), 96);
-        assert_eq!(open(&bytes, &key()).unwrap().records().count(), 0);
-        let bytes2 = batch.seal(&key(), 9, 2).to_vec();
-        assert_eq!(open(&bytes2, &key()).unwrap().header().seq, 9);
+        assert_eq!(open(&bytes, &key(), CID).unwrap().records().count(), 0);
+        let bytes2 = batch.seal(&key(), CID, 9, 2).to_vec();
+        assert_eq!(open(&bytes2, &key(), CID).unwrap().header().seq, 9);
         assert_ne!(bytes[64..], bytes2[64..], "reseal changes the tag");
     }
 
@@ -686,8 +714,8 @@ mod tests {
         assert_eq!(b.payload_len(), 448);
         let mut batch = b.take(1, 1);
         assert!(b.is_empty());
-        let bytes = batch.seal(&key(), 0, 0).to_vec();
-        assert_eq!(open(&bytes, &key()).unwrap().records().count(), 8);
+        let bytes = batch.seal(&key(), CID, 0, 0).to_vec();
+        assert_eq!(open(&bytes, &key(), CID).unwrap().records().count(), 8);
         b.recycle(batch);
         assert!(b.push(&recs[1]));
         assert_eq!(b.take(1, 1).record_count(), 1);
@@ -700,7 +728,7 @@ mod tests {
             for bit in [0, 3, 7] {
                 let mut t = bytes.clone();
                 t[i] ^= 1 << bit;
-                let e = open(&t, &key()).unwrap_err();
+                let e = open(&t, &key(), CID).unwrap_err();
                 // Structural fields fail before the tag; everything else fails the tag.
                 let ok = match i {
                     0..=3 => matches!(e, BatchError::BadMagic(_)),
@@ -722,14 +750,14 @@ mod tests {
     fn wrong_key_is_bad_tag() {
         let (bytes, _) = sealed(5, 0);
         let other = Key::from_bytes(b"another key of 16+ bytes").unwrap();
-        assert_eq!(open(&bytes, &other).unwrap_err(), BatchError::BadTag);
+        assert_eq!(open(&bytes, &other, CID).unwrap_err(), BatchError::BadTag);
     }
 
     #[test]
     fn truncated_at_every_length() {
         let (bytes, _) = sealed(3, 0);
         for n in 0..bytes.len() {
-            let e = open(&bytes[..n], &key()).unwrap_err();
+            let e = open(&bytes[..n], &key(), CID).unwrap_err();
             assert!(
                 matches!(e, BatchError::Truncated { have, .. } if have == n),
                 "{n}: {e:?}"
@@ -738,7 +766,7 @@ mod tests {
         let mut long = bytes.clone();
         long.push(0);
         assert_eq!(
-            open(&long, &key()).unwrap_err(),
+            open(&long, &key(), CID).unwrap_err(),
             BatchError::TrailingBytes {
                 len: bytes.len(),
                 have: bytes.len() + 1
@@ -751,7 +779,7 @@ mod tests {
         let (mut bytes, _) = sealed(1, 0);
         bytes[56..60].copy_from_slice(&65537u32.to_le_bytes());
         assert_eq!(
-            open(&bytes, &key()).unwrap_err(),
+            open(&bytes, &key(), CID).unwrap_err(),
             BatchError::TooLarge(65537)
         );
     }
@@ -764,9 +792,9 @@ mod tests {
         let mut t = good.clone();
         t[60] ^= 1;
         let end = t.len() - 32;
-        let tag = key().tag(&t[..end]);
+        let tag = key().tag_parts(&[&[CID.len() as u8], CID, &t[..end]]);
         t[end..].copy_from_slice(&tag);
-        assert_eq!(open(&t, &key()).unwrap_err(), BatchError::BadCrc);
+        assert_eq!(open(&t, &key(), CID).unwrap_err(), BatchError::BadCrc);
 
         // record_count says 5 records, there are 4.
         let recs = records(4);
@@ -776,26 +804,26 @@ mod tests {
         }
         let mut batch = b.take(1, 1);
         batch.header.record_count = 5;
-        let bytes = batch.seal(&key(), 0, 0).to_vec();
+        let bytes = batch.seal(&key(), CID, 0, 0).to_vec();
         assert_eq!(
-            open(&bytes, &key()).unwrap_err(),
+            open(&bytes, &key(), CID).unwrap_err(),
             BatchError::BadRecord {
                 index: 4,
                 what: "payload ends before record_count records"
             }
         );
         batch.header.record_count = 3;
-        let bytes = batch.seal(&key(), 0, 0).to_vec();
+        let bytes = batch.seal(&key(), CID, 0, 0).to_vec();
         assert!(matches!(
-            open(&bytes, &key()).unwrap_err(),
+            open(&bytes, &key(), CID).unwrap_err(),
             BatchError::BadRecord { index: 3, .. }
         ));
         // An unknown ip_version byte in record 1.
         batch.header.record_count = 4;
         batch.buf[64 + 80 + 28] = 9;
-        let bytes = batch.seal(&key(), 0, 0).to_vec();
+        let bytes = batch.seal(&key(), CID, 0, 0).to_vec();
         assert!(matches!(
-            open(&bytes, &key()).unwrap_err(),
+            open(&bytes, &key(), CID).unwrap_err(),
             BatchError::BadRecord { index: 1, .. }
         ));
     }
@@ -815,12 +843,12 @@ mod tests {
             if i % 2 == 0 {
                 // Plausible header so the deeper checks run too.
                 buf[..4].copy_from_slice(b"RCB1");
-                buf[4] = 1;
+                buf[4] = 2;
                 buf[6..8].copy_from_slice(&64u16.to_le_bytes());
                 buf[56..60].copy_from_slice(&((x % 300) as u32).to_le_bytes());
             }
             let n = (x % 401) as usize;
-            assert!(open(&buf[..n], &k).is_err());
+            assert!(open(&buf[..n], &k, CID).is_err());
         }
     }
 
@@ -871,13 +899,24 @@ mod tests {
     }
 
     #[test]
-    fn acks() {
-        let a = ack(0x0102030405060708);
-        assert_eq!(&a[..8], b"RCA1\0\0\0\0");
-        assert_eq!(parse_ack(&a), Some(0x0102030405060708));
-        let mut bad = a;
-        bad[0] = b'X';
-        assert_eq!(parse_ack(&bad), None);
-        assert_eq!(parse_ack(&a[..15]), None);
+    fn tag_binds_the_collector_id() {
+        let (bytes, _) = sealed(3, 0);
+        assert!(open(&bytes, &key(), CID).is_ok());
+        for other in [&b"collector-b"[..], b"", b"collector-a ", b"collector-"] {
+            assert_eq!(open(&bytes, &key(), other).unwrap_err(), BatchError::BadTag);
+        }
+        assert_eq!(claimed_probe_id(&bytes), Some(7));
+    }
+
+    #[test]
+    fn v1_batches_are_refused_by_version() {
+        let (mut bytes, _) = sealed(1, 0);
+        bytes[4] = 1;
+        let e = open(&bytes, &key(), CID).unwrap_err();
+        assert!(
+            matches!(e, BatchError::BadVersion { version: 1, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("upgrade"), "{e}");
     }
 }

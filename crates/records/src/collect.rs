@@ -1,15 +1,20 @@
 //! The collector (seed 001's "application box"): receives record batches over TCP and UDP, checks them
-//! ([`crate::batch::open`] with the shared key, then [`ReplayGuard`]), appends them to the spool and, on TCP,
-//! acks them once they are on disk: a connection reads the batches that are already waiting in its socket
+//! ([`crate::batch::open`] with the probe's key and this collector's id, then [`ReplayGuard`]), appends them
+//! to the spool and, on TCP, acks them (authenticated acks, [`crate::auth`]) once they are on disk: a connection reads the batches that are already waiting in its socket
 //! (up to [`ACK_RUN_MAX`]), appends them, makes them durable with one fdatasync and acks the last one (an
 //! ack covers every batch up to its seq on that connection).
 //!
-//! Threads: one acceptor per TCP listener (a thread per connection, at most `max_connections`), one
-//! receiver per UDP socket; the owner calls [`Collector::tick`] for time rotation. Every buffer is bounded
+//! A TCP connection first runs the handshake ([`crate::auth`], inside TLS when configured) and must finish
+//! it within `auth_timeout`; a connection still handshaking takes one of `max_connections` handshake slots
+//! (when all are taken the oldest is closed), an authenticated one one of `max_connections` connection
+//! slots, and one address holds at most `max_per_address` connections. Once a message's first byte arrived,
+//! the whole message must arrive within `message_timeout`, so a client dripping bytes cannot hold a slot.
+//!
+//! Threads: one acceptor per TCP listener (a thread per connection), one receiver per UDP socket; the owner calls [`Collector::tick`] for time rotation. Every buffer is bounded
 //! (one batch per connection/socket). A batch that fails any check is counted by reason and logged at most
 //! once per second per peer address and transport; a TCP peer that sends one is disconnected. Nothing of it is stored.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -23,7 +28,9 @@ use serde::Serialize;
 
 use crate::antireplay::{Rejected, ReplayGuard, DEFAULT_MAX_SKEW};
 use crate::archive::{Archive, ArchiveConfig, ArchiveReport, ConvertedFile, Events};
-use crate::batch::{self, batch_len, BatchError, Key, HEADER_LEN, MAX_BATCH_LEN};
+use crate::auth::{self, HandshakeError, Hello, KeySet, ServerPending, Session};
+use crate::batch::{self, batch_len, BatchError, HEADER_LEN, MAX_BATCH_LEN, MAX_COLLECTOR_ID};
+use crate::tls::Stream;
 
 /// How often blocked receivers look at the stop flag.
 const POLL: Duration = Duration::from_millis(200);
@@ -77,15 +84,27 @@ pub struct CollectorConfig {
     pub listen: Vec<Listen>,
     /// Output directory and rotation.
     pub archive: ArchiveConfig,
-    /// The shared key.
-    pub key: Key,
+    /// The probes' keys: one shared key or one per probe id.
+    pub keys: KeySet,
+    /// This collector's id, covered by every batch tag and ack (None: `HOST:PORT` of the first TCP listener,
+    /// the host name standing for an unspecified address).
+    pub collector_id: Option<String>,
+    /// A TCP connection must finish the handshake (and TLS) within this time.
+    pub auth_timeout: Duration,
+    /// Once a message's first byte arrived, the whole message must arrive within this time.
+    pub message_timeout: Duration,
+    /// Connections open at once from one IP address.
+    pub max_per_address: usize,
+    /// Mutual TLS on the TCP listeners.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Allowed difference between a batch's sent time and our clock (replay freshness).
     pub max_skew: Duration,
     /// Probe streams tracked by the replay guard at once.
     pub max_streams: usize,
-    /// TCP connections served at once; more are accepted and closed at once.
+    /// Authenticated TCP connections served at once (more are closed after their handshake); as many
+    /// connections may be handshaking at once (then the oldest handshake is closed for a new one).
     pub max_connections: usize,
-    /// A TCP connection that sends nothing for this long is closed (frees its slot).
+    /// An authenticated TCP connection that sends nothing for this long is closed (frees its slot).
     pub idle_timeout: Duration,
     /// Socket receive buffer asked for each UDP socket (absorbs bursts while the spool is written).
     pub udp_rcvbuf: usize,
@@ -94,12 +113,23 @@ pub struct CollectorConfig {
 }
 
 impl CollectorConfig {
-    /// Defaults: 120 s skew, 4096 streams, 64 connections, 10 min idle, 8 MiB UDP buffers.
-    pub fn new(listen: Vec<Listen>, archive: ArchiveConfig, key: Key, events: Events) -> Self {
+    /// Defaults: 120 s skew, 4096 streams, 64 connections (16 per address), 5 s to authenticate, 10 s
+    /// per message, 10 min idle, 8 MiB UDP buffers, no TLS.
+    pub fn new(
+        listen: Vec<Listen>,
+        archive: ArchiveConfig,
+        keys: impl Into<KeySet>,
+        events: Events,
+    ) -> Self {
         CollectorConfig {
             listen,
             archive,
-            key,
+            keys: keys.into(),
+            collector_id: None,
+            auth_timeout: Duration::from_secs(5),
+            message_timeout: Duration::from_secs(10),
+            max_per_address: 16,
+            tls: None,
             max_skew: DEFAULT_MAX_SKEW,
             max_streams: 4096,
             max_connections: 64,
@@ -151,8 +181,14 @@ pub struct CollectStats {
     pub rejected_total: u64,
     /// TCP connections accepted in total.
     pub connections: u64,
-    /// TCP connections open now.
+    /// TCP connections open now (handshaking or authenticated).
     pub connections_open: u64,
+    /// Of those, authenticated.
+    pub connections_authenticated: u64,
+    /// Per-stream reports dropped to stay within `max_streams` (their records stay counted above).
+    pub streams_evicted: u64,
+    /// Log lines about rejected input left out because the rate limiter's table was full of recent peers.
+    pub log_suppressed: u64,
 }
 
 impl CollectStats {
@@ -176,22 +212,38 @@ pub struct CollectReport {
     pub errors: Vec<String>,
 }
 
+/// Entries of the log rate limiter (peer address, transport); when full, entries older than a second go and,
+/// if it is still full, lines of new peers are left out (counted in `log_suppressed`).
+const LOGGED_MAX: usize = 4096;
+
 /// Guard + archive + per-stream counters: one lock per batch keeps seq accounting and the spool in step.
 struct State {
     guard: ReplayGuard,
     archive: Option<Archive>,
-    streams: BTreeMap<(u64, u32), StreamReport>,
+    /// Per (probe, stream): report and when it last stored a batch. At most `max_streams` entries: a new
+    /// stream evicts the one idle longest.
+    streams: BTreeMap<(u64, u32), (StreamReport, Instant)>,
+    streams_evicted: u64,
 }
 
 struct Shared {
-    key: Key,
+    keys: KeySet,
+    /// Covered by every batch tag and ack on TCP.
+    collector_id: Vec<u8>,
     stop: AtomicBool,
     state: Mutex<State>,
     rejected: Mutex<BTreeMap<&'static str, u64>>,
-    /// Last log line per peer address and transport (rate limit: one per second each).
+    /// Last log line per peer address and transport (rate limit: one per second each; LOGGED_MAX entries).
     logged: Mutex<HashMap<(IpAddr, &'static str), Instant>>,
+    log_suppressed: AtomicU64,
     connections_open: AtomicUsize,
+    connections_authenticated: AtomicUsize,
     connections: AtomicU64,
+    /// Open connections per address (entries removed at 0: at most 2 × max_connections).
+    per_address: Mutex<HashMap<IpAddr, usize>>,
+    /// Connections still handshaking, oldest first, with a handle to close them (at most max_connections).
+    handshaking: Mutex<VecDeque<(u64, TcpStream)>>,
+    next_conn: AtomicU64,
     workers: Mutex<Vec<JoinHandle<()>>>,
     cfg: CollectorConfig,
 }
@@ -201,9 +253,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Why one batch was refused.
+/// Why one batch (or connection) was refused.
 enum Refusal {
     Batch(BatchError),
+    Handshake(HandshakeError),
     Replay(Rejected),
     Storage(io::Error),
     Other(&'static str, String),
@@ -213,6 +266,7 @@ impl Refusal {
     fn reason(&self) -> &'static str {
         match self {
             Refusal::Batch(e) => e.reason(),
+            Refusal::Handshake(e) => e.reason(),
             Refusal::Replay(r) => r.reason(),
             Refusal::Storage(_) => "storage",
             Refusal::Other(r, _) => r,
@@ -221,6 +275,7 @@ impl Refusal {
     fn message(&self) -> String {
         match self {
             Refusal::Batch(e) => e.to_string(),
+            Refusal::Handshake(e) => format!("handshake failed: {e}"),
             Refusal::Replay(r) => r.to_string(),
             Refusal::Storage(e) => format!("could not write the spool: {e}"),
             Refusal::Other(_, m) => m.clone(),
@@ -233,9 +288,40 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Checks and stores one batch; returns its seq (to ack) and its number in the archive (to sync).
-    fn accept(&self, buf: &[u8]) -> Result<(u64, u64), Refusal> {
-        let view = batch::open(buf, &self.key).map_err(Refusal::Batch)?;
+    /// Checks and stores one batch of an authenticated TCP connection: it must carry the connection's probe
+    /// id and verify under its key and this collector's id.
+    fn accept_tcp(&self, buf: &[u8], session: &Session) -> Result<(u64, u64), Refusal> {
+        let view =
+            batch::open(buf, session.key(), session.collector_id()).map_err(Refusal::Batch)?;
+        if view.header().probe_id != session.key_id() {
+            return Err(Refusal::Other(
+                "probe_id_mismatch",
+                format!(
+                    "a batch of probe {} on a connection authenticated as probe {}",
+                    view.header().probe_id,
+                    session.key_id()
+                ),
+            ));
+        }
+        self.store(&view)
+    }
+
+    /// Checks and stores one UDP batch: no handshake, so the key is chosen by the probe id it claims (and the
+    /// tag covers an empty collector id: UDP batches are not bound to a collector).
+    fn accept_udp(&self, buf: &[u8]) -> Result<(u64, u64), Refusal> {
+        batch_len(buf).map_err(Refusal::Batch)?;
+        let id = batch::claimed_probe_id(buf).unwrap_or(0);
+        let key = self
+            .keys
+            .get(id)
+            .ok_or_else(|| Refusal::Handshake(HandshakeError::UnknownKeyId(id)))?;
+        let view = batch::open(buf, key, b"").map_err(Refusal::Batch)?;
+        self.store(&view)
+    }
+
+    /// Replay check, spool append and counters of one authentic batch; returns its seq (to ack) and its
+    /// number in the archive (to sync).
+    fn store(&self, view: &batch::BatchView<'_>) -> Result<(u64, u64), Refusal> {
         let h = *view.header();
         let mut st = lock(&self.state);
         let now = batch::unix_now_ns();
@@ -247,7 +333,7 @@ impl Shared {
             Ok(g) => g,
             Err(r) => {
                 if let Rejected::Duplicate { .. } = r {
-                    if let Some(s) = st.streams.get_mut(&(h.probe_id, h.stream_id)) {
+                    if let Some((s, _)) = st.streams.get_mut(&(h.probe_id, h.stream_id)) {
                         s.duplicates += 1;
                     }
                 }
@@ -261,14 +347,28 @@ impl Shared {
         let number = archive
             .append(h.probe_id, h.stream_id, h.record_count, view.payload())
             .map_err(Refusal::Storage)?;
-        let s = st
-            .streams
-            .entry((h.probe_id, h.stream_id))
-            .or_insert(StreamReport {
+        let id = (h.probe_id, h.stream_id);
+        if !st.streams.contains_key(&id) && st.streams.len() >= self.cfg.max_streams.max(1) {
+            // Bounded: the stream idle longest goes (its records stay in the totals).
+            let oldest = st
+                .streams
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| *k);
+            if let Some(k) = oldest {
+                st.streams.remove(&k);
+                st.streams_evicted += 1;
+            }
+        }
+        let (s, seen) = st.streams.entry(id).or_insert((
+            StreamReport {
                 probe_id: h.probe_id,
                 stream_id: h.stream_id,
                 ..StreamReport::default()
-            });
+            },
+            Instant::now(),
+        ));
+        *seen = Instant::now();
         s.batches += 1;
         s.records += h.record_count as u64;
         s.record_bytes += view.payload().len() as u64;
@@ -280,7 +380,14 @@ impl Shared {
 
     /// Makes batches up to archive number `upto` durable, then acks `seq` on `c`. False when the
     /// connection must be closed (the sync failed: the probe re-sends; or the ack could not be written).
-    fn sync_and_ack(&self, c: &mut TcpStream, peer: SocketAddr, upto: u64, seq: u64) -> bool {
+    fn sync_and_ack(
+        &self,
+        c: &mut Stream,
+        session: &Session,
+        peer: SocketAddr,
+        upto: u64,
+        seq: u64,
+    ) -> bool {
         let synced = match lock(&self.state).archive.as_mut() {
             Some(a) => a.sync(upto),
             None => Err(io::Error::other("collector is stopping")),
@@ -291,7 +398,7 @@ impl Shared {
         }
         // On a write error the batches are stored anyway; the probe re-sends them elsewhere and
         // `ringcap dedup` removes the second copy.
-        c.write_all(&batch::ack(seq)).is_ok()
+        c.write_all(&session.ack(seq)).is_ok() && c.flush().is_ok()
     }
 
     /// Counts a refusal and logs it (at most once per second per peer address).
@@ -299,9 +406,14 @@ impl Shared {
         *lock(&self.rejected).entry(r.reason()).or_insert(0) += 1;
         let now = Instant::now();
         let mut logged = lock(&self.logged);
-        if logged.len() > 4096 {
-            // Bounded: a flood from many addresses forgets old entries (and logs a little more).
+        if logged.len() >= LOGGED_MAX && !logged.contains_key(&(peer.ip(), via)) {
+            // Bounded: a flood from many addresses forgets entries older than the rate limit, and while the
+            // table is still full of recent peers their lines are left out (counted, never stored).
             logged.retain(|_, t| now.duration_since(*t) < Duration::from_secs(1));
+            if logged.len() >= LOGGED_MAX {
+                self.log_suppressed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
         }
         let due = logged
             .get(&(peer.ip(), via))
@@ -359,19 +471,30 @@ impl Collector {
                 }
             }
         }
+        let collector_id = match &cfg.collector_id {
+            Some(id) => check_collector_id(id)?,
+            None => default_collector_id(&local),
+        };
         let (archive, recovered) = Archive::open(cfg.archive.clone(), Arc::clone(&cfg.events))?;
         let shared = Arc::new(Shared {
-            key: cfg.key.clone(),
+            keys: cfg.keys.clone(),
+            collector_id: collector_id.into_bytes(),
             stop: AtomicBool::new(false),
             state: Mutex::new(State {
                 guard: ReplayGuard::new(cfg.max_skew, cfg.max_streams),
                 archive: Some(archive),
                 streams: BTreeMap::new(),
+                streams_evicted: 0,
             }),
             rejected: Mutex::new(BTreeMap::new()),
             logged: Mutex::new(HashMap::new()),
+            log_suppressed: AtomicU64::new(0),
             connections_open: AtomicUsize::new(0),
+            connections_authenticated: AtomicUsize::new(0),
             connections: AtomicU64::new(0),
+            per_address: Mutex::new(HashMap::new()),
+            handshaking: Mutex::new(VecDeque::new()),
+            next_conn: AtomicU64::new(0),
             workers: Mutex::new(Vec::new()),
             cfg,
         });
@@ -406,6 +529,11 @@ impl Collector {
         &self.local
     }
 
+    /// The id batch tags and acks are bound to (printed at start: probes learn it in the handshake).
+    pub fn collector_id(&self) -> String {
+        String::from_utf8_lossy(&self.shared.collector_id).into_owned()
+    }
+
     /// Spools of an earlier run converted at start.
     pub fn recovered(&self) -> &[ConvertedFile] {
         &self.recovered
@@ -428,7 +556,8 @@ impl Collector {
             .archive
             .as_ref()
             .map_or((0, 0), |s| (s.records(), s.batches()));
-        let streams: Vec<StreamReport> = st.streams.values().copied().collect();
+        let streams: Vec<StreamReport> = st.streams.values().map(|(r, _)| *r).collect();
+        let streams_evicted = st.streams_evicted;
         drop(st);
         let record_bytes = streams.iter().map(|s| s.record_bytes).sum();
         let rejected: BTreeMap<String, u64> = lock(&self.shared.rejected)
@@ -444,6 +573,12 @@ impl Collector {
             rejected,
             connections: self.shared.connections.load(Ordering::Relaxed),
             connections_open: self.shared.connections_open.load(Ordering::Relaxed) as u64,
+            connections_authenticated: self
+                .shared
+                .connections_authenticated
+                .load(Ordering::Relaxed) as u64,
+            streams_evicted,
+            log_suppressed: self.shared.log_suppressed.load(Ordering::Relaxed),
         }
     }
 
@@ -486,6 +621,53 @@ impl Collector {
             errors: rep.errors,
         })
     }
+}
+
+/// A given collector id, checked: 1 to 255 bytes of printable ASCII.
+fn check_collector_id(id: &str) -> io::Result<String> {
+    if id.is_empty() || id.len() > MAX_COLLECTOR_ID || !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("collector id `{id}`: use 1 to {MAX_COLLECTOR_ID} printable characters without spaces"),
+        ));
+    }
+    Ok(id.to_string())
+}
+
+/// `HOST:PORT` of the first TCP listener (else the first listener), the host name standing for an
+/// unspecified address: two collectors on one host differ by port, on two hosts by name.
+fn default_collector_id(local: &[Listen]) -> String {
+    let addr = local
+        .iter()
+        .find_map(|l| match l {
+            Listen::Tcp(a) => Some(*a),
+            Listen::Udp(_) => None,
+        })
+        .or_else(|| {
+            local.first().map(|l| match l {
+                Listen::Tcp(a) | Listen::Udp(a) => *a,
+            })
+        });
+    let Some(addr) = addr else {
+        return "collector".into();
+    };
+    let host = if addr.ip().is_unspecified() {
+        let h = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let h = h.trim();
+        if h.is_empty() {
+            "collector".to_string()
+        } else {
+            h.to_string()
+        }
+    } else {
+        addr.ip().to_string()
+    };
+    let mut id: String = format!("{host}:{}", addr.port())
+        .chars()
+        .filter(|c| c.is_ascii_graphic())
+        .collect();
+    id.truncate(MAX_COLLECTOR_ID);
+    id
 }
 
 /// Asks for a large receive buffer (root may exceed net.core.rmem_max with SO_RCVBUFFORCE).
@@ -535,35 +717,108 @@ fn accept_loop(sh: Arc<Shared>, l: TcpListener) {
             }
         };
         sh.connections.fetch_add(1, Ordering::Relaxed);
-        if sh.connections_open.load(Ordering::Relaxed) >= sh.cfg.max_connections {
-            let r = Refusal::Other(
-                "too_many_connections",
-                format!(
-                    "{} connections open (limit {}); closed",
-                    sh.cfg.max_connections, sh.cfg.max_connections
-                ),
-            );
-            sh.refuse(peer, "tcp", &r);
+        let Some(slot) = Slot::take(&sh, &conn, peer) else {
             drop(conn);
             continue;
-        }
-        sh.connections_open.fetch_add(1, Ordering::Relaxed);
+        };
         let sh2 = Arc::clone(&sh);
         let spawned = std::thread::Builder::new()
             .name("collect-conn".into())
-            .spawn(move || {
-                serve_connection(&sh2, conn, peer);
-                sh2.connections_open.fetch_sub(1, Ordering::Relaxed);
-            });
+            .spawn(move || serve_connection(&sh2, conn, peer, slot));
         let mut workers = lock(&sh.workers);
         workers.retain(|t| !t.is_finished());
         match spawned {
             Ok(t) => workers.push(t),
-            Err(e) => {
-                sh.connections_open.fetch_sub(1, Ordering::Relaxed);
-                (sh.cfg.events)(&format!("cannot start a thread for {peer}: {e}"));
+            Err(e) => (sh.cfg.events)(&format!("cannot start a thread for {peer}: {e}")),
+        }
+    }
+}
+
+/// One open TCP connection's place in the limits; released (counts, address, handshake slot) on drop.
+struct Slot {
+    sh: Arc<Shared>,
+    ip: IpAddr,
+    id: u64,
+    authenticated: bool,
+}
+
+impl Slot {
+    /// Admits a new connection: within the per-address limit, and with a handshake slot (the oldest
+    /// handshake is closed when all are taken, so clients that never finish cannot lock probes out).
+    fn take(sh: &Arc<Shared>, conn: &TcpStream, peer: SocketAddr) -> Option<Slot> {
+        {
+            let mut per = lock(&sh.per_address);
+            let n = per.entry(peer.ip()).or_insert(0);
+            if *n >= sh.cfg.max_per_address.max(1) {
+                drop(per);
+                let r = Refusal::Other(
+                    "per_address_limit",
+                    format!(
+                        "{} connections open from {} (limit {}); closed",
+                        sh.cfg.max_per_address,
+                        peer.ip(),
+                        sh.cfg.max_per_address
+                    ),
+                );
+                sh.refuse(peer, "tcp", &r);
+                return None;
+            }
+            *n += 1;
+        }
+        let id = sh.next_conn.fetch_add(1, Ordering::Relaxed);
+        let evicted = {
+            let mut hs = lock(&sh.handshaking);
+            let evicted = (hs.len() >= sh.cfg.max_connections.max(1))
+                .then(|| hs.pop_front())
+                .flatten();
+            if let Ok(clone) = conn.try_clone() {
+                hs.push_back((id, clone));
+            }
+            evicted
+        };
+        if let Some((_, old)) = evicted {
+            // Its thread sees EOF and ends; counted there as a handshake that did not finish.
+            let _ = old.shutdown(std::net::Shutdown::Both);
+            *lock(&sh.rejected).entry("handshake_evicted").or_insert(0) += 1;
+        }
+        sh.connections_open.fetch_add(1, Ordering::Relaxed);
+        Some(Slot {
+            sh: Arc::clone(sh),
+            ip: peer.ip(),
+            id,
+            authenticated: false,
+        })
+    }
+
+    /// Moves the connection from a handshake slot to a connection slot; false when all are taken.
+    fn authenticated(&mut self) -> bool {
+        lock(&self.sh.handshaking).retain(|(id, _)| *id != self.id);
+        let n = self
+            .sh
+            .connections_authenticated
+            .fetch_add(1, Ordering::Relaxed);
+        self.authenticated = true;
+        n < self.sh.cfg.max_connections.max(1)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.authenticated {
+            self.sh
+                .connections_authenticated
+                .fetch_sub(1, Ordering::Relaxed);
+        } else {
+            lock(&self.sh.handshaking).retain(|(id, _)| *id != self.id);
+        }
+        let mut per = lock(&self.sh.per_address);
+        if let Some(n) = per.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.ip);
             }
         }
+        self.sh.connections_open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -575,21 +830,36 @@ enum Fill {
     /// EOF after `have` bytes.
     Short(usize),
     Stopped,
-    Idle,
-    /// Reset or another socket error: the peer is gone.
-    Failed,
+    /// The deadline passed with `have` bytes read.
+    Timeout {
+        have: usize,
+    },
+    /// Reset, TLS failure or another error: the peer is gone.
+    Failed(io::Error),
 }
 
-/// Reads exactly `buf.len()` bytes, looking at the stop flag between timeouts.
-fn fill(sh: &Shared, c: &mut TcpStream, buf: &mut [u8], last_byte: &mut Instant) -> Fill {
+/// Reads exactly `buf.len()` bytes by `deadline`, looking at the stop flag between socket timeouts. With
+/// `per_message`, the first byte pulls the deadline in to that long after it: once a message started it
+/// must arrive whole soon, however long the wait for it was allowed to be.
+fn fill(
+    sh: &Shared,
+    c: &mut Stream,
+    buf: &mut [u8],
+    deadline: &mut Instant,
+    per_message: Option<Duration>,
+) -> Fill {
     let mut have = 0;
     while have < buf.len() {
         match c.read(&mut buf[have..]) {
             Ok(0) if have == 0 => return Fill::Closed,
             Ok(0) => return Fill::Short(have),
             Ok(n) => {
+                if have == 0 {
+                    if let Some(d) = per_message {
+                        *deadline = (*deadline).min(Instant::now() + d);
+                    }
+                }
                 have += n;
-                *last_byte = Instant::now();
             }
             Err(e)
                 if matches!(
@@ -597,30 +867,77 @@ fn fill(sh: &Shared, c: &mut TcpStream, buf: &mut [u8], last_byte: &mut Instant)
                     io::ErrorKind::WouldBlock
                         | io::ErrorKind::TimedOut
                         | io::ErrorKind::Interrupted
-                ) =>
-            {
-                if sh.stopping() {
-                    return Fill::Stopped;
-                }
-                if last_byte.elapsed() >= sh.cfg.idle_timeout {
-                    return Fill::Idle;
-                }
+                ) => {}
+            Err(e) => return Fill::Failed(e),
+        }
+        if have < buf.len() {
+            if sh.stopping() {
+                return Fill::Stopped;
             }
-            Err(_) => return Fill::Failed,
+            if Instant::now() >= *deadline {
+                return Fill::Timeout { have };
+            }
         }
     }
     Fill::Full
 }
 
-/// True when the socket has bytes to read right now.
-fn readable_now(c: &TcpStream) -> bool {
-    let mut p = libc::pollfd {
-        fd: c.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no wait.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+/// The collector's side of the handshake, by `deadline`: hello, reply, finish. Refusals with a reason the
+/// probe can print are told to it before the connection closes.
+fn handshake(sh: &Shared, c: &mut Stream, deadline: Instant) -> Result<Session, Option<Refusal>> {
+    let mut deadline = deadline;
+    let mut hello = [0u8; auth::HELLO_LEN];
+    read_handshake(sh, c, &mut hello, &mut deadline)?;
+    let pending =
+        Hello::parse(&hello).and_then(|h| ServerPending::reply(h, &sh.keys, &sh.collector_id));
+    let pending = pending.map_err(|e| tell_refusal(c, e))?;
+    if c.write_all(pending.bytes())
+        .and_then(|_| c.flush())
+        .is_err()
+    {
+        return Err(None);
+    }
+    let mut finish = [0u8; auth::FINISH_LEN];
+    read_handshake(sh, c, &mut finish, &mut deadline)?;
+    pending.finish(&finish).map_err(|e| tell_refusal(c, e))
+}
+
+fn tell_refusal(c: &mut Stream, e: HandshakeError) -> Option<Refusal> {
+    if let Some(code) = e.refuse_code() {
+        let _ = c
+            .write_all(&auth::error_message(code))
+            .and_then(|_| c.flush());
+    }
+    Some(Refusal::Handshake(e))
+}
+
+/// One handshake message by the deadline; None for a stop or a peer that just went away.
+fn read_handshake(
+    sh: &Shared,
+    c: &mut Stream,
+    buf: &mut [u8],
+    deadline: &mut Instant,
+) -> Result<(), Option<Refusal>> {
+    match fill(sh, c, buf, deadline, None) {
+        Fill::Full => Ok(()),
+        Fill::Stopped => Err(None),
+        Fill::Closed | Fill::Short(_) => Err(Some(Refusal::Other(
+            "handshake_closed",
+            "closed before finishing the handshake".into(),
+        ))),
+        Fill::Timeout { have } => Err(Some(Refusal::Other(
+            "auth_timeout",
+            format!(
+                "no handshake within {:?} ({have} bytes of a message); closed",
+                sh.cfg.auth_timeout
+            ),
+        ))),
+        Fill::Failed(e) if e.kind() == io::ErrorKind::InvalidData => Err(Some(Refusal::Other(
+            "tls_failed",
+            format!("TLS handshake failed: {e}"),
+        ))),
+        Fill::Failed(_) => Err(None),
+    }
 }
 
 /// Batches stored on one connection but not yet synced and acked.
@@ -631,45 +948,83 @@ struct Run {
     last: Option<(u64, u64)>,
 }
 
-fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
-    if c.set_read_timeout(Some(POLL)).is_err()
-        || c.set_write_timeout(Some(Duration::from_secs(5))).is_err()
+fn serve_connection(sh: &Shared, conn: TcpStream, peer: SocketAddr, mut slot: Slot) {
+    if conn.set_read_timeout(Some(POLL)).is_err()
+        || conn
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .is_err()
     {
         return;
     }
-    let _ = c.set_nodelay(true);
+    let _ = conn.set_nodelay(true);
+    let Ok(mut c) = Stream::server(conn, sh.cfg.tls.as_ref()) else {
+        return;
+    };
+    let session = match handshake(sh, &mut c, Instant::now() + sh.cfg.auth_timeout) {
+        Ok(s) => s,
+        Err(r) => {
+            if let Some(r) = r {
+                sh.refuse(peer, "tcp", &r);
+            }
+            return;
+        }
+    };
+    if !slot.authenticated() {
+        let r = Refusal::Other(
+            "too_many_connections",
+            format!(
+                "{} connections open (limit {}); closed",
+                sh.cfg.max_connections, sh.cfg.max_connections
+            ),
+        );
+        sh.refuse(peer, "tcp", &r);
+        return;
+    }
+    serve_batches(sh, &mut c, &session, peer);
+}
+
+/// Reads batches off an authenticated connection, stores them and acks them in runs (group commit).
+fn serve_batches(sh: &Shared, c: &mut Stream, session: &Session, peer: SocketAddr) {
     // One batch at most: the per-connection bound.
     let mut buf = vec![0u8; MAX_BATCH_LEN];
-    let mut last_byte = Instant::now();
     let mut run = Run::default();
     // Acks what was stored before the connection ends (or before the next batch is waited for).
-    let flush = |c: &mut TcpStream, run: &mut Run| -> bool {
+    let flush = |c: &mut Stream, run: &mut Run| -> bool {
         let Some((upto, seq)) = run.last.take() else {
             return true;
         };
         run.batches = 0;
-        sh.sync_and_ack(c, peer, upto, seq)
+        sh.sync_and_ack(c, session, peer, upto, seq)
     };
     loop {
         // Group commit: sync and ack once nothing more is waiting (or the run is long enough).
         if run.last.is_some()
-            && (run.batches >= ACK_RUN_MAX || !readable_now(&c))
-            && !flush(&mut c, &mut run)
+            && (run.batches >= ACK_RUN_MAX || !c.readable_now())
+            && !flush(c, &mut run)
         {
             return;
         }
-        let hdr = match fill(sh, &mut c, &mut buf[..HEADER_LEN], &mut last_byte) {
+        // Idle between messages for up to idle_timeout; a message once begun has message_timeout.
+        let mut deadline = Instant::now() + sh.cfg.idle_timeout;
+        let per_message = Some(sh.cfg.message_timeout);
+        let hdr = match fill(sh, c, &mut buf[..HEADER_LEN], &mut deadline, per_message) {
             Fill::Full => HEADER_LEN,
-            Fill::Closed | Fill::Stopped | Fill::Failed => {
-                flush(&mut c, &mut run);
+            Fill::Closed | Fill::Stopped | Fill::Failed(_) => {
+                flush(c, &mut run);
                 return;
             }
-            Fill::Idle => {
+            Fill::Timeout { have: 0 } => {
+                flush(c, &mut run);
                 (sh.cfg.events)(&format!("closing idle connection from {peer}"));
                 return;
             }
+            Fill::Timeout { have } => {
+                flush(c, &mut run);
+                sh.refuse(peer, "tcp", &stalled(sh, have, HEADER_LEN));
+                return;
+            }
             Fill::Short(have) => {
-                flush(&mut c, &mut run);
+                flush(c, &mut run);
                 let r = Refusal::Batch(BatchError::Truncated {
                     need: HEADER_LEN,
                     have,
@@ -682,15 +1037,15 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
         let total = match batch_len(&buf[..hdr]) {
             Ok(n) => n,
             Err(e) => {
-                flush(&mut c, &mut run);
+                flush(c, &mut run);
                 sh.refuse(peer, "tcp", &Refusal::Batch(e));
                 return;
             }
         };
-        match fill(sh, &mut c, &mut buf[HEADER_LEN..total], &mut last_byte) {
+        match fill(sh, c, &mut buf[HEADER_LEN..total], &mut deadline, None) {
             Fill::Full => {}
             Fill::Closed => {
-                flush(&mut c, &mut run);
+                flush(c, &mut run);
                 let r = Refusal::Batch(BatchError::Truncated {
                     need: total,
                     have: HEADER_LEN,
@@ -699,7 +1054,7 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
                 return;
             }
             Fill::Short(have) => {
-                flush(&mut c, &mut run);
+                flush(c, &mut run);
                 let r = Refusal::Batch(BatchError::Truncated {
                     need: total,
                     have: HEADER_LEN + have,
@@ -707,28 +1062,38 @@ fn serve_connection(sh: &Shared, mut c: TcpStream, peer: SocketAddr) {
                 sh.refuse(peer, "tcp", &r);
                 return;
             }
-            Fill::Stopped | Fill::Failed => {
-                flush(&mut c, &mut run);
+            Fill::Stopped | Fill::Failed(_) => {
+                flush(c, &mut run);
                 return;
             }
-            Fill::Idle => {
-                flush(&mut c, &mut run);
-                (sh.cfg.events)(&format!("closing connection from {peer}: batch stalled"));
+            Fill::Timeout { have } => {
+                flush(c, &mut run);
+                sh.refuse(peer, "tcp", &stalled(sh, HEADER_LEN + have, total));
                 return;
             }
         }
-        match sh.accept(&buf[..total]) {
+        match sh.accept_tcp(&buf[..total], session) {
             Ok((seq, number)) => {
                 run.batches += 1;
                 run.last = Some((number, seq));
             }
             Err(r) => {
-                flush(&mut c, &mut run);
+                flush(c, &mut run);
                 sh.refuse(peer, "tcp", &r);
                 return;
             }
         }
     }
+}
+
+fn stalled(sh: &Shared, have: usize, need: usize) -> Refusal {
+    Refusal::Other(
+        "message_timeout",
+        format!(
+            "a message did not arrive whole within {:?} ({have} of {need} bytes); closed",
+            sh.cfg.message_timeout
+        ),
+    )
 }
 
 fn udp_loop(sh: Arc<Shared>, s: UdpSocket) {
@@ -753,7 +1118,7 @@ fn udp_loop(sh: Arc<Shared>, s: UdpSocket) {
                 continue;
             }
         };
-        if let Err(r) = sh.accept(&buf[..n]) {
+        if let Err(r) = sh.accept_udp(&buf[..n]) {
             sh.refuse(peer, "udp", &r);
         }
     }

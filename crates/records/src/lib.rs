@@ -6,10 +6,13 @@ pub mod parquet_out;
 pub mod spool;
 
 pub mod antireplay;
+pub mod auth;
 pub mod batch;
 pub mod collect;
 pub mod dedup;
 pub mod probe;
+pub mod tls;
 
 pub use antireplay::{Gap, Rejected, ReplayGuard};
+pub use auth::{KeySet, Session};
 pub use batch::{open, Batch, BatchBuilder, BatchError, BatchView, Header, Key, KeyError};

@@ -11,7 +11,10 @@
 //! `flow` keeps a builder per collector and puts each record in the builder of its flow's collector (a
 //! symmetric 5-tuple hash, so both directions of a flow go to the same place) while that collector is live.
 //!
-//! TCP: every batch stays in the collector's unacked queue until its 16-byte ack arrives. A collector that
+//! TCP: a connection starts with the handshake of [`crate::auth`] (inside TLS when configured), which names
+//! the collector's id (every batch tag covers it) and binds acks to both sides' nonces. Every batch stays in
+//! the collector's unacked queue until an ack whose tag verifies arrives; an ack that does not verify is
+//! counted (`bad_acks`) and the connection dropped, its batches re-sent like any failure's. A collector that
 //! refuses, resets or does not ack within `ack_timeout` is marked down; its unacked batches are resealed with
 //! another live collector's sequence number and re-sent there; the dead one is retried with exponential
 //! backoff. Batches with nowhere to go wait in a bounded pending queue; only when that is full are records
@@ -34,7 +37,9 @@ use std::time::{Duration, Instant};
 
 use wire::record::Record;
 
+use crate::auth::{self, AckError, Session};
 use crate::batch::{self, Batch, BatchBuilder, Key, HEADER_LEN, MAX_PAYLOAD, TAG_LEN};
+use crate::tls::Stream;
 
 /// Largest UDP payload (IPv4).
 const UDP_MAX_DATAGRAM: usize = 65507;
@@ -181,6 +186,8 @@ pub struct ProbeConfig {
     pub tcp_payload: usize,
     /// No messages on stderr.
     pub quiet: bool,
+    /// TLS to TCP collectors (their certificates are checked against the host names of `dests`).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl ProbeConfig {
@@ -198,6 +205,7 @@ impl ProbeConfig {
             unacked_max: DEFAULT_UNACKED,
             tcp_payload: MAX_PAYLOAD,
             quiet: false,
+            tls: None,
         }
     }
 }
@@ -213,6 +221,8 @@ struct CollectorCounters {
     unacked: AtomicU64,
     failures: AtomicU64,
     connects: AtomicU64,
+    bad_acks: AtomicU64,
+    handshake_failures: AtomicU64,
     up: AtomicBool,
 }
 
@@ -235,8 +245,12 @@ pub struct CollectorStats {
     pub unacked: u64,
     /// Times it failed (refused, reset, ack timeout, send error).
     pub failures: u64,
-    /// Successful connects.
+    /// Successful connects (handshake done).
     pub connects: u64,
+    /// Acks whose tag did not verify (forged or replayed); each dropped the connection.
+    pub bad_acks: u64,
+    /// Connections whose handshake failed (wrong key, old collector, TLS refused, timeout).
+    pub handshake_failures: u64,
     /// Connected now.
     pub up: bool,
 }
@@ -302,6 +316,8 @@ impl Shared {
                     unacked: c.unacked.load(Relaxed),
                     failures: c.failures.load(Relaxed),
                     connects: c.connects.load(Relaxed),
+                    bad_acks: c.bad_acks.load(Relaxed),
+                    handshake_failures: c.handshake_failures.load(Relaxed),
                     up: c.up.load(Relaxed),
                 })
                 .collect(),
@@ -385,7 +401,7 @@ impl Probe {
                     capacity: cap,
                     seq: 0,
                     unacked: VecDeque::new(),
-                    ack_buf: [0; batch::ACK_LEN],
+                    ack_buf: [0; auth::ACK_LEN],
                     ack_fill: 0,
                     retry_at: now,
                     backoff: BACKOFF_MIN,
@@ -395,6 +411,8 @@ impl Probe {
             pending: VecDeque::new(),
             next: 0,
             key: cfg.key.clone(),
+            probe_id: cfg.probe_id,
+            tls: cfg.tls.clone(),
             ack_timeout: cfg.ack_timeout,
             unacked_max: cfg.unacked_max.max(1),
             shared: Arc::clone(&shared),
@@ -627,9 +645,15 @@ impl Drop for Batcher {
     }
 }
 
+/// An authenticated TCP connection (non-blocking after the handshake).
+struct Conn {
+    stream: Stream,
+    session: Session,
+}
+
 enum Link {
-    /// Connected stream (non-blocking), or none while down.
-    Tcp(Option<TcpStream>),
+    /// Connected and authenticated stream, or none while down.
+    Tcp(Option<Box<Conn>>),
     /// Connected datagram socket.
     Udp(UdpSocket),
 }
@@ -646,7 +670,7 @@ struct Collector {
     capacity: usize,
     seq: u64,
     unacked: VecDeque<Unacked>,
-    ack_buf: [u8; batch::ACK_LEN],
+    ack_buf: [u8; auth::ACK_LEN],
     ack_fill: usize,
     /// Down until then (UDP after a send error, TCP while disconnected).
     retry_at: Instant,
@@ -678,6 +702,9 @@ struct Sender {
     /// Round-robin cursor.
     next: usize,
     key: Key,
+    /// Also the key id announced in the handshake.
+    probe_id: u64,
+    tls: Option<Arc<rustls::ClientConfig>>,
     ack_timeout: Duration,
     unacked_max: usize,
     shared: Arc<Shared>,
@@ -759,14 +786,20 @@ impl Sender {
     }
 
     fn connect(&mut self, i: usize) {
+        let addr = self.collectors[i].dest.addr;
+        let host = tls_host(&self.collectors[i].dest.name);
+        let tls = self.tls.as_ref().map(|c| (c, host.as_str()));
+        let mut handshake_failed = false;
+        let result = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                handshake_failed = true;
+                open_conn(s, tls, &self.key, self.probe_id, self.ack_timeout)
+            });
         let c = &mut self.collectors[i];
-        match TcpStream::connect_timeout(&c.dest.addr, CONNECT_TIMEOUT).and_then(|s| {
-            s.set_nodelay(true)?;
-            s.set_nonblocking(true)?;
-            Ok(s)
-        }) {
-            Ok(s) => {
-                c.link = Link::Tcp(Some(s));
+        match result {
+            Ok(conn) => {
+                c.link = Link::Tcp(Some(Box::new(conn)));
                 c.backoff = BACKOFF_MIN;
                 c.ack_fill = 0;
                 if c.warned && !self.quiet {
@@ -777,9 +810,19 @@ impl Sender {
                 self.shared.collectors[i].up.store(true, Relaxed);
             }
             Err(e) => {
+                if handshake_failed {
+                    self.shared.collectors[i]
+                        .handshake_failures
+                        .fetch_add(1, Relaxed);
+                }
                 if !c.warned && !self.quiet {
+                    let what = if handshake_failed {
+                        "refused the handshake"
+                    } else {
+                        "unreachable"
+                    };
                     eprintln!(
-                        "ringcap: records: collector {} unreachable ({e}); retrying with backoff up to {:?}, records go to the others meanwhile",
+                        "ringcap: records: collector {} {what} ({e}); retrying with backoff up to {:?}, records go to the others meanwhile",
                         c.dest.name, BACKOFF_MAX
                     );
                 }
@@ -790,23 +833,38 @@ impl Sender {
         }
     }
 
-    /// Reads whatever acks arrived (non-blocking) and releases acked batches.
+    /// Reads whatever acks arrived (non-blocking) and releases acked batches. An ack whose tag does not
+    /// verify releases nothing: it is counted and the connection dropped (its batches are re-sent).
     fn read_acks(&mut self, i: usize) -> Result<(), String> {
         let c = &mut self.collectors[i];
-        let Link::Tcp(Some(s)) = &mut c.link else {
+        let Link::Tcp(Some(conn)) = &mut c.link else {
             return Ok(());
         };
         loop {
-            match s.read(&mut c.ack_buf[c.ack_fill..]) {
-                Ok(0) => return Err("connection closed by the collector".into()),
+            match conn.stream.read(&mut c.ack_buf[c.ack_fill..]) {
+                Ok(0) => {
+                    // A refusal is 8 bytes, then the collector closes.
+                    if c.ack_fill >= auth::ERROR_LEN {
+                        if let Some(code) = auth::parse_error(&c.ack_buf[..c.ack_fill]) {
+                            return Err(format!("the collector refused: {code}"));
+                        }
+                    }
+                    return Err("connection closed by the collector".into());
+                }
                 Ok(n) => {
                     c.ack_fill += n;
-                    if c.ack_fill < batch::ACK_LEN {
+                    if c.ack_fill < auth::ACK_LEN {
                         continue;
                     }
                     c.ack_fill = 0;
-                    let Some(seq) = batch::parse_ack(&c.ack_buf) else {
-                        return Err("garbage instead of an ack".into());
+                    let seq = match conn.session.check_ack(&c.ack_buf) {
+                        Ok(seq) => seq,
+                        Err(e) => {
+                            if e == AckError::BadTag {
+                                self.shared.collectors[i].bad_acks.fetch_add(1, Relaxed);
+                            }
+                            return Err(e.to_string());
+                        }
                     };
                     // Acks come in order on one stream; everything up to seq is stored.
                     while c.unacked.front().is_some_and(|u| u.seq <= seq) {
@@ -904,8 +962,15 @@ impl Sender {
         }
         let seq = self.collectors[t].seq;
         let count = o.batch.record_count() as u64;
+        // TCP batches are bound to the collector id learnt in the handshake; UDP has none (empty id).
+        let collector_id: &[u8] = match &self.collectors[t].link {
+            Link::Tcp(Some(c)) => c.session.collector_id(),
+            _ => b"",
+        };
         let bytes_len = {
-            let bytes = o.batch.seal(&self.key, seq, batch::unix_now_ns());
+            let bytes = o
+                .batch
+                .seal(&self.key, collector_id, seq, batch::unix_now_ns());
             bytes.len()
         };
         let result = match &self.collectors[t].link {
@@ -962,13 +1027,22 @@ impl Sender {
         let bytes = o.batch.bytes();
         let deadline = Instant::now() + self.ack_timeout;
         let mut at = 0;
-        while at < bytes.len() {
-            let Link::Tcp(Some(s)) = &mut self.collectors[t].link else {
+        // The last round only flushes what TLS still buffers (a no-op on plain TCP).
+        while at < bytes.len() || self.tls.is_some() {
+            let Link::Tcp(Some(conn)) = &mut self.collectors[t].link else {
                 return Err(io::Error::new(io::ErrorKind::NotConnected, "down"));
             };
-            match s.write(&bytes[at..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => at += n,
+            let s = &mut conn.stream;
+            // Some(bytes written), or None once the flush is done.
+            let step = if at < bytes.len() {
+                s.write(&bytes[at..]).map(Some)
+            } else {
+                s.flush().map(|_| None)
+            };
+            match step {
+                Ok(None) => break,
+                Ok(Some(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(Some(n)) => at += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let fd = s.as_raw_fd();
@@ -990,9 +1064,10 @@ impl Sender {
     /// Waits (≤ 20 ms) for acks on `t`; error when it failed or the oldest batch passed the ack timeout.
     fn wait_acks(&mut self, t: usize) -> Result<(), String> {
         let c = &self.collectors[t];
-        let Link::Tcp(Some(s)) = &c.link else {
+        let Link::Tcp(Some(conn)) = &c.link else {
             return Err("disconnected".into());
         };
+        let s = &conn.stream;
         if c.unacked
             .front()
             .is_some_and(|u| u.sent_at.elapsed() > self.ack_timeout)
@@ -1010,6 +1085,38 @@ impl Sender {
             .fetch_add(o.batch.record_count() as u64, Relaxed);
         give_back(&self.shared, o.batch);
     }
+}
+
+/// Connects the TLS layer (if any) and runs the handshake on a blocking socket bounded by `timeout`, then
+/// makes the socket non-blocking for the sender loop.
+fn open_conn(
+    tcp: TcpStream,
+    tls: Option<(&Arc<rustls::ClientConfig>, &str)>,
+    key: &Key,
+    probe_id: u64,
+    timeout: Duration,
+) -> Result<Conn, String> {
+    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    tcp.set_write_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    let mut stream = Stream::client(tcp, tls).map_err(|e| e.to_string())?;
+    let session = auth::client_handshake(&mut stream, key, probe_id).map_err(|e| e.to_string())?;
+    stream
+        .tcp()
+        .set_nonblocking(true)
+        .map_err(|e| e.to_string())?;
+    Ok(Conn { stream, session })
+}
+
+/// The host of `tcp://HOST:PORT` (brackets of an IPv6 literal removed): the name a TLS certificate must hold.
+fn tls_host(dest_name: &str) -> String {
+    let rest = dest_name.split_once("://").map_or(dest_name, |(_, r)| r);
+    let host = rest.rsplit_once(':').map_or(rest, |(h, _)| h);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
 }
 
 fn give_back(shared: &Shared, b: Batch) {

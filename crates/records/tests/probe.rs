@@ -1,5 +1,5 @@
 //! The probe's senders over real loopback sockets, against small collectors written here with
-//! `records::batch::open` (they store a batch, then ack it).
+//! `records::auth` (the v2 handshake) and `records::batch::open` (they store a batch, then ack it).
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
@@ -10,6 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use records::antireplay::ReplayGuard;
+use records::auth::{self, Hello, KeySet, ServerPending, Session};
 use records::batch::{self, Key, HEADER_LEN};
 use records::probe::{flow_hash, Dest, Probe, ProbeConfig, Stripe, Transport};
 use wire::record::Record;
@@ -66,6 +67,22 @@ fn read_full(s: &mut impl Read, buf: &mut [u8], stop: &AtomicBool) -> bool {
     true
 }
 
+/// The collector's side of the handshake (id "test-collector"); None if the probe went away.
+fn serve_handshake(s: &mut std::net::TcpStream, stop: &AtomicBool) -> Option<Session> {
+    let mut hello = [0u8; auth::HELLO_LEN];
+    if !read_full(s, &mut hello, stop) {
+        return None;
+    }
+    let hello = Hello::parse(&hello).ok()?;
+    let pending = ServerPending::reply(hello, &KeySet::Shared(key()), b"test-collector").ok()?;
+    s.write_all(pending.bytes()).ok()?;
+    let mut finish = [0u8; auth::FINISH_LEN];
+    if !read_full(s, &mut finish, stop) {
+        return None;
+    }
+    pending.finish(&finish).ok()
+}
+
 /// A TCP collector; with `die_after = Some(n)` it stores and acks n batches, then reads one more and
 /// closes everything (listener included) without storing it: a collector killed mid-run.
 fn tcp_collector(die_after: Option<usize>) -> TestCollector {
@@ -88,6 +105,9 @@ fn tcp_collector(die_after: Option<usize>) -> TestCollector {
             };
             s.set_nonblocking(false).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+            let Some(session) = serve_handshake(&mut s, &st) else {
+                continue;
+            };
             loop {
                 if !read_full(&mut s, &mut buf[..HEADER_LEN], &st) {
                     break;
@@ -102,11 +122,11 @@ fn tcp_collector(die_after: Option<usize>) -> TestCollector {
                 if die_after.is_some_and(|d| stored.batches.len() >= d) {
                     return stored; // killed: this batch is neither stored nor acked
                 }
-                match batch::open(&buf[..n], &key) {
+                match batch::open(&buf[..n], &key, session.collector_id()) {
                     Ok(v) => {
                         let seq = v.header().seq;
                         stored.batches.push((seq, v.records().collect()));
-                        if s.write_all(&batch::ack(seq)).is_err() {
+                        if s.write_all(&session.ack(seq)).is_err() {
                             break;
                         }
                     }
@@ -155,7 +175,7 @@ fn udp_collector(pause: Duration) -> TestCollector {
             match sock.recv(&mut buf) {
                 Ok(n) => {
                     idle_since = Instant::now();
-                    match batch::open(&buf[..n], &key) {
+                    match batch::open(&buf[..n], &key, b"") {
                         Ok(v) => stored.batches.push((v.header().seq, v.records().collect())),
                         Err(_) => stored.rejected += 1,
                     }

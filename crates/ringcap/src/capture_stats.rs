@@ -397,8 +397,17 @@ fn print_records(r: &records::probe::ProbeStats) {
     );
     for c in &r.collectors {
         eprintln!(
-            "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}",
-            c.dest, c.sent, c.resent, c.acked, c.dropped, c.unacked, c.failures
+            "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}, \
+             bad acks {}, failed handshakes {}",
+            c.dest,
+            c.sent,
+            c.resent,
+            c.acked,
+            c.dropped,
+            c.unacked,
+            c.failures,
+            c.bad_acks,
+            c.handshake_failures
         );
     }
 }

@@ -278,7 +278,8 @@ pub struct CaptureArgs {
     )]
     pub records: Vec<String>,
 
-    /// Shared key file for record batches (HMAC-SHA256); any file of at least 16 random bytes.
+    /// Key file for record batches (HMAC-SHA256; at least 16 random bytes, mode 0600): the collectors' shared
+    /// --key, or this probe's file from their --key-dir (named by its --probe-id).
     #[arg(long = "key", value_name = "FILE")]
     pub key: Option<PathBuf>,
 
@@ -286,9 +287,23 @@ pub struct CaptureArgs {
     #[arg(long = "stripe", value_name = "batch|flow", default_value = "batch")]
     pub stripe: String,
 
-    /// Probe id carried in every record batch (default: derived from the host name and interface).
+    /// Probe id carried in every record batch, and the key id the collectors check it under (default: derived
+    /// from the host name and interface).
     #[arg(long = "probe-id", value_name = "N")]
     pub probe_id: Option<u64>,
+
+    /// Send records to TCP collectors inside TLS, checking their certificates against this CA (PEM) and the
+    /// host names of --records.
+    #[arg(long = "tls-ca", value_name = "FILE", requires = "records")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// This probe's TLS client certificate (PEM; collectors with TLS require one), with --tls-key.
+    #[arg(long = "tls-cert", value_name = "FILE", requires_all = ["tls_ca", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert (PEM, mode 0600).
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 
     /// Send a record batch that is not full after this many milliseconds (records of quiet links still flow).
     #[arg(long = "records-flush", value_name = "MS", default_value_t = 100)]

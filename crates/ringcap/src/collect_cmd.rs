@@ -23,9 +23,41 @@ pub struct CollectArgs {
     /// Output directory: records-<start>-<n>.parquet, plus the hidden spool being filled.
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: PathBuf,
-    /// The shared key file (at least 16 bytes), the same as the probes'.
-    #[arg(long, value_name = "FILE")]
-    pub key: PathBuf,
+    /// The key file shared by every probe (at least 16 bytes, mode 0600), the same as the probes' --key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "key_dir",
+        conflicts_with = "key_dir"
+    )]
+    pub key: Option<PathBuf>,
+    /// A key per probe instead: DIR/<probe id> is the key of the probe with that --probe-id (each 0600); a
+    /// probe's batches must verify under its own key, so one probe cannot speak for another.
+    #[arg(long = "key-dir", value_name = "DIR")]
+    pub key_dir: Option<PathBuf>,
+    /// This collector's id, covered by every batch tag and ack so batches made for one collector are refused
+    /// by another (default: HOST:PORT of the first TCP --listen, the host name for 0.0.0.0 or ::).
+    #[arg(long = "collector-id", value_name = "ID")]
+    pub collector_id: Option<String>,
+    /// A TCP connection must finish its handshake (and TLS) within this time, or it is closed.
+    #[arg(long = "auth-timeout", value_name = "TIME", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub auth_timeout: Duration,
+    /// Once a message's first byte arrived, the whole message must arrive within this time (slow senders
+    /// cannot hold a connection slot).
+    #[arg(long = "message-timeout", value_name = "TIME", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub message_timeout: Duration,
+    /// TCP connections open at once from one IP address.
+    #[arg(long = "max-per-address", value_name = "N", default_value_t = 16)]
+    pub max_per_address: usize,
+    /// Mutual TLS on TCP: this collector's certificate (PEM), with --tls-key and --tls-ca.
+    #[arg(long = "tls-cert", value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM, mode 0600).
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The CA that probes' client certificates must chain to (a probe without one is refused).
+    #[arg(long = "tls-ca", value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
     /// Start a new output file this often (seconds).
     #[arg(long = "rotate-seconds", value_name = "N", default_value_t = 60)]
     pub rotate_seconds: u64,
@@ -38,7 +70,7 @@ pub struct CollectArgs {
     /// Largest allowed difference between a batch's sent time and this machine's clock (replay window).
     #[arg(long = "max-skew", value_name = "TIME", default_value = "120s", value_parser = humantime::parse_duration)]
     pub max_skew: Duration,
-    /// TCP connections served at once.
+    /// Authenticated TCP connections served at once (as many more may be handshaking).
     #[arg(long = "max-connections", value_name = "N", default_value_t = 64)]
     pub max_connections: usize,
     #[command(flatten)]
@@ -88,7 +120,17 @@ fn rejected_line(s: &CollectStats) -> String {
 }
 
 pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
-    let key = records::Key::load(&a.key).map_err(Fatal::usage)?;
+    let keys: records::KeySet = match (&a.key, &a.key_dir) {
+        (Some(k), _) => records::Key::load(k).map_err(Fatal::usage)?.into(),
+        (None, Some(d)) => records::KeySet::load_dir(d).map_err(Fatal::usage)?,
+        (None, None) => return Err(Fatal::usage(anyhow!("give --key FILE or --key-dir DIR"))),
+    };
+    let tls = match (&a.tls_cert, &a.tls_key, &a.tls_ca) {
+        (Some(cert), Some(key), Some(ca)) => {
+            Some(records::tls::server_config(cert, key, ca).map_err(Fatal::usage)?)
+        }
+        _ => None,
+    };
     if a.rotate_seconds == 0 || a.rotate_size == 0 {
         return Err(Fatal::usage(anyhow!(
             "--rotate-seconds and --rotate-size must be above 0"
@@ -114,21 +156,38 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
             rotate_after: Duration::from_secs(a.rotate_seconds),
             rotate_bytes: a.rotate_size,
         },
-        key,
+        keys,
         events,
     );
+    cfg.collector_id = a.collector_id.clone();
+    cfg.auth_timeout = a.auth_timeout;
+    cfg.message_timeout = a.message_timeout;
+    cfg.max_per_address = a.max_per_address.max(1);
+    cfg.tls = tls;
     cfg.max_skew = a.max_skew;
     cfg.max_connections = a.max_connections.max(1);
-    let collector = Collector::start(cfg).map_err(Fatal::runtime)?;
+    let collector = Collector::start(cfg).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            Fatal::usage(e)
+        } else {
+            Fatal::runtime(e)
+        }
+    })?;
     let addrs: Vec<String> = collector
         .local_addrs()
         .iter()
         .map(|l| l.to_string())
         .collect();
     eprintln!(
-        "ringcap collect: listening on {} (output {})",
+        "ringcap collect: listening on {} (output {}, collector id {}{})",
         addrs.join(", "),
-        a.out_dir.display()
+        a.out_dir.display(),
+        collector.collector_id(),
+        if a.tls_cert.is_some() {
+            ", mutual TLS"
+        } else {
+            ""
+        }
     );
     let interval = Duration::from_secs_f64(a.stats_interval);
     let started = Instant::now();

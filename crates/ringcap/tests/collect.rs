@@ -1,9 +1,12 @@
 //! `ringcap collect` and `ringcap dedup` end to end: the real binary on loopback sockets, batches sealed
-//! here with `records::batch` (as a probe does), output read back with DuckDB and pyarrow.
+//! here with `records::batch` and sent after the handshake of `records::auth` (as a probe does), output read
+//! back with DuckDB and pyarrow. Collectors started here are given the id [`TEST_ID`] (the tag of every TCP
+//! batch covers it); UDP batches are sealed for no collector (`sealed_udp`).
 
 mod common;
 use common::*;
 
+use records::auth::{self, Session};
 use records::batch::{self, BatchBuilder, Key};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -15,6 +18,8 @@ use wire::record::Record;
 use wire::LinkType;
 
 const KEY: &[u8] = b"collector-test-key-0123456789abcdef";
+/// `--collector-id` of the collectors these tests start (unless a test gives its own).
+const TEST_ID: &str = "test-collector";
 
 fn key() -> Key {
     Key::from_bytes(KEY).unwrap()
@@ -56,6 +61,11 @@ fn start_with(mut cmd: Command, dir: &Path, key: &Path, extra: &[&str]) -> Colle
         .arg("--key")
         .arg(key)
         .args(["--json", "--stats-interval", "0"])
+        .args(if extra.contains(&"--collector-id") {
+            &[][..]
+        } else {
+            &["--collector-id", TEST_ID][..]
+        })
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -151,35 +161,68 @@ fn make_records(t0: u64, first: u32, n: u32) -> Vec<Record> {
         .collect()
 }
 
-/// One sealed batch, as the probe sends it.
-fn sealed(key: &Key, probe: u64, stream: u32, seq: u64, recs: &[Record], sent_ns: u64) -> Vec<u8> {
+/// One batch sealed for a collector id, as the probe sends it.
+fn sealed_for(
+    id: &[u8],
+    key: &Key,
+    probe: u64,
+    stream: u32,
+    seq: u64,
+    recs: &[Record],
+    sent_ns: u64,
+) -> Vec<u8> {
     let mut b = BatchBuilder::new(batch::MAX_PAYLOAD);
     for r in recs {
         assert!(b.push(r), "test batch too large");
     }
-    b.take(probe, stream).seal(key, seq, sent_ns).to_vec()
+    b.take(probe, stream).seal(key, id, seq, sent_ns).to_vec()
+}
+
+/// One batch for TCP to a collector started here ([`TEST_ID`]).
+fn sealed(key: &Key, probe: u64, stream: u32, seq: u64, recs: &[Record], sent_ns: u64) -> Vec<u8> {
+    sealed_for(TEST_ID.as_bytes(), key, probe, stream, seq, recs, sent_ns)
+}
+
+/// One batch for UDP (no handshake, so bound to no collector id).
+fn sealed_udp(
+    key: &Key,
+    probe: u64,
+    stream: u32,
+    seq: u64,
+    recs: &[Record],
+    sent_ns: u64,
+) -> Vec<u8> {
+    sealed_for(b"", key, probe, stream, seq, recs, sent_ns)
+}
+
+/// A TCP connection after the handshake as probe `probe` with `key`.
+fn connect(addr: SocketAddr, key: &Key, probe: u64) -> (TcpStream, Session) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let session = auth::client_handshake(&mut s, key, probe).expect("handshake");
+    (s, session)
 }
 
 fn now() -> u64 {
     batch::unix_now_ns()
 }
 
-/// Sends batches on one TCP connection, checking each ack.
+/// Sends batches on one TCP connection (after the handshake as the first batch's probe), checking each ack.
 fn send_tcp_acked(addr: SocketAddr, batches: &[(u64, Vec<u8>)]) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let probe = batch::claimed_probe_id(&batches[0].1).unwrap();
+    let (mut s, session) = connect(addr, &key(), probe);
     for (seq, b) in batches {
         s.write_all(b).unwrap();
-        let mut ack = [0u8; batch::ACK_LEN];
+        let mut ack = [0u8; auth::ACK_LEN];
         s.read_exact(&mut ack).unwrap();
-        assert_eq!(batch::parse_ack(&ack), Some(*seq));
+        assert_eq!(session.check_ack(&ack), Ok(*seq));
     }
 }
 
-/// Sends raw bytes on a new connection; true if the collector closed it without acking anything.
+/// Sends raw bytes on a new connection after the handshake as probe 1; true if the collector closed it
+/// without acking anything.
 fn tcp_refused(addr: SocketAddr, bytes: &[u8], close_write: bool) -> bool {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut s, _) = connect(addr, &key(), 1);
     s.write_all(bytes).unwrap();
     if close_write {
         s.shutdown(std::net::Shutdown::Write).unwrap();
@@ -266,7 +309,7 @@ fn exact_counts_over_tcp_and_udp_to_two_collectors() {
     let udp: Vec<Vec<u8>> = order
         .iter()
         .map(|&s| {
-            sealed(
+            sealed_udp(
                 &key,
                 1,
                 0x11,
@@ -280,7 +323,7 @@ fn exact_counts_over_tcp_and_udp_to_two_collectors() {
     // Probe 2 sends UDP to A: 10 batches of 50.
     let udp2: Vec<Vec<u8>> = (0..10u64)
         .map(|s| {
-            sealed(
+            sealed_udp(
                 &key,
                 2,
                 0x22,
@@ -363,9 +406,9 @@ fn garbage_truncated_replayed_wrongly_keyed_and_stale_batches_are_refused() {
         "an hour-old batch was acked"
     );
     // UDP: one good batch of probe 2, then it again, garbage, wrong key, a truncated datagram.
-    let good2 = sealed(&key, 2, 9, 0, &make_records(t0, 1000, 100), now());
-    let wrong2 = sealed(&wrong, 2, 9, 1, &make_records(t0, 1100, 100), now());
-    let cut = sealed(&key, 2, 9, 1, &make_records(t0, 1100, 100), now());
+    let good2 = sealed_udp(&key, 2, 9, 0, &make_records(t0, 1000, 100), now());
+    let wrong2 = sealed_udp(&wrong, 2, 9, 1, &make_records(t0, 1100, 100), now());
+    let cut = sealed_udp(&key, 2, 9, 1, &make_records(t0, 1100, 100), now());
     send_udp(
         udp,
         &[
@@ -407,7 +450,7 @@ fn collector_killed_mid_run_recovers_its_spool_at_restart() {
     let acked2 = Arc::clone(&acked);
     let sender = std::thread::spawn(move || {
         let key = key();
-        let mut s = TcpStream::connect(addr).unwrap();
+        let (mut s, session) = connect(addr, &key, 5);
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         for seq in 0.. {
             let b = sealed(
@@ -418,11 +461,11 @@ fn collector_killed_mid_run_recovers_its_spool_at_restart() {
                 &make_records(0, seq as u32 * 300, 300),
                 now(),
             );
-            let mut ack = [0u8; batch::ACK_LEN];
+            let mut ack = [0u8; auth::ACK_LEN];
             if s.write_all(&b).is_err() || s.read_exact(&mut ack).is_err() {
                 break;
             }
-            assert_eq!(batch::parse_ack(&ack), Some(seq));
+            assert_eq!(session.check_ack(&ack), Ok(seq));
             *acked2.lock().unwrap() += 1;
         }
     });

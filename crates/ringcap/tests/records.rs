@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use common::*;
+use records::auth::{self, Hello, KeySet, ServerPending};
 use records::batch::{self, Key, HEADER_LEN};
 use testbed::{Side, Testbed};
 use wire::record::Record;
@@ -52,15 +53,25 @@ impl Collector {
                 };
                 s.set_nonblocking(false).unwrap();
                 s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                // The v2 handshake (records::auth), as `ringcap collect` runs it.
+                let mut hello = [0u8; auth::HELLO_LEN];
+                assert!(read_full(&mut s, &mut hello, &st));
+                let hello = Hello::parse(&hello).expect("hello");
+                let pending =
+                    ServerPending::reply(hello, &KeySet::Shared(key.clone()), b"e2e").unwrap();
+                s.write_all(pending.bytes()).unwrap();
+                let mut finish = [0u8; auth::FINISH_LEN];
+                assert!(read_full(&mut s, &mut finish, &st));
+                let session = pending.finish(&finish).expect("probe holds the key");
                 while read_full(&mut s, &mut buf[..HEADER_LEN], &st) {
                     let n = batch::batch_len(&buf[..HEADER_LEN]).expect("valid header");
                     assert!(read_full(&mut s, &mut buf[HEADER_LEN..n], &st));
                     if die_after.is_some_and(|k| stored.len() >= k) {
                         return stored;
                     }
-                    let v = batch::open(&buf[..n], &key).expect("authentic batch");
+                    let v = batch::open(&buf[..n], &key, b"e2e").expect("authentic batch");
                     stored.push((v.header().seq, v.records().collect()));
-                    s.write_all(&batch::ack(v.header().seq)).unwrap();
+                    s.write_all(&session.ack(v.header().seq)).unwrap();
                 }
             }
             stored

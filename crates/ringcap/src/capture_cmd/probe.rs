@@ -34,6 +34,10 @@ pub fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, F
         .unwrap_or_else(|| records::probe::default_probe_id(&a.interface));
     cfg.flush = Duration::from_millis(a.records_flush.max(1));
     cfg.ack_timeout = Duration::from_millis(a.ack_timeout_ms.max(1));
+    if let Some(ca) = &a.tls_ca {
+        let identity = a.tls_cert.as_deref().zip(a.tls_key.as_deref());
+        cfg.tls = Some(records::tls::client_config(ca, identity).map_err(Fatal::usage)?);
+    }
     Probe::start(cfg).map(Some).map_err(Fatal::usage)
 }
 
