@@ -144,27 +144,63 @@ fn rx_ringcap(tb: &Testbed) -> Command {
     tb.command(Side::Rx, ringcap().to_str().unwrap())
 }
 
-/// `ringcap capture -i RX --records DESTS -q --json EXTRA... udp` on the testbed, listening.
-fn probe(tb: &Testbed, dests: &str, extra: &[&str]) -> Child {
-    let mut args = vec![
-        "capture",
-        "-i",
-        &tb.rx_if,
-        "--records",
-        dests,
-        "-q",
-        "--json",
-    ];
-    args.extend_from_slice(extra);
-    args.push("udp");
-    spawn_capture(tb, &args)
+/// A running probe and all it printed on stderr (kept per child: several probes run at once).
+struct Probe {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+/// `ringcap capture -i RX --records DESTS -q --json EXTRA... udp` on the testbed, once it is listening.
+fn probe(tb: &Testbed, dests: &str, extra: &[&str]) -> Probe {
+    let mut child = rx_ringcap(tb)
+        .args(["capture", "-i", &tb.rx_if, "--records", dests, "-q", "--json"])
+        .args(extra)
+        .arg("udp")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ringcap capture");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    let all = Arc::clone(&stderr);
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if line.contains("listening on") {
+                let _ = tx.send(());
+            }
+            let mut a = all.lock().unwrap();
+            a.push_str(&line);
+            a.push('\n');
+        }
+        let _ = done_tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("probe not listening in 20 s: {}", stderr.lock().unwrap()));
+    Probe {
+        child,
+        stderr,
+        done,
+    }
 }
 
 /// Stops a probe (SIGINT) and returns its JSON summary's `records` object, `captured` and stderr.
-fn stop_probe(p: Child) -> (serde_json::Value, u64, String) {
-    let o = stop(p, libc::SIGINT);
-    let err = stderr_text(&o);
-    assert!(o.status.success(), "probe: {err}");
+fn stop_probe(mut p: Probe) -> (serde_json::Value, u64, String) {
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "probe did not exit in 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = p.done.recv_timeout(Duration::from_secs(5));
+    let err = p.stderr.lock().unwrap().clone();
+    assert!(status.success(), "probe: {err}");
     let v: serde_json::Value = err
         .lines()
         .filter(|l| l.starts_with('{') && l.contains("\"records\""))
@@ -659,6 +695,11 @@ fn silent_and_slow_drip_clients_are_closed_and_cannot_block_a_probe() {
         Duration::MAX
     });
     let (pr, captured, perr) = stop_probe(p);
+    // Keep the pressure on until every dripper was closed at least once (or 10 s passed).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lives.lock().unwrap().len() < 64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     stop_drip.store(true, Relaxed);
     for d in drippers {
         d.join().unwrap();
