@@ -2,7 +2,7 @@
 //! authenticated acks (docs/records.md, "Handshake").
 //!
 //! ```text
-//! probe → collector  hello   "RCH2" ver=2 flags=0 0 0 | key_id u64 | probe nonce [16]                   32 B
+//! probe → collector  hello   "RCH2" ver=2 flags=0 0 0 | key_id u64 | probe nonce [16] | 32 zero bytes   64 B
 //! collector → probe  server  "RCS2" ver=2 id_len 0 0  | collector nonce [16] | id | tag [32]
 //!                            tag = HMAC(K, "ringcap v2 server\0" ‖ hello ‖ server without tag)
 //! probe → collector  finish  "RCF2" 0 0 0 0 | tag [32]                                                  40 B
@@ -27,8 +27,9 @@ use crate::batch::{Key, KeyError, MAX_COLLECTOR_ID, TAG_LEN};
 
 /// Protocol version of the handshake, acks and batches.
 pub const PROTOCOL_VERSION: u8 = 2;
-/// Bytes of the probe's hello.
-pub const HELLO_LEN: usize = 32;
+/// Bytes of the probe's hello: as long as a v1 batch header, so a v1 collector (which reads 64 bytes before
+/// looking at them) refuses it at once and the probe can say why, instead of both waiting.
+pub const HELLO_LEN: usize = 64;
 /// Bytes of the collector's reply before its id and tag.
 pub const SERVER_FIXED_LEN: usize = 24;
 /// Bytes of the probe's finish.
@@ -349,7 +350,7 @@ impl Hello {
         raw[..4].copy_from_slice(&HELLO_MAGIC);
         raw[4] = PROTOCOL_VERSION;
         raw[8..16].copy_from_slice(&key_id.to_le_bytes());
-        raw[16..].copy_from_slice(&nonce);
+        raw[16..32].copy_from_slice(&nonce);
         Hello { key_id, nonce, raw }
     }
 
@@ -370,12 +371,12 @@ impl Hello {
         if b[4] != PROTOCOL_VERSION {
             return Err(HandshakeError::Version(b[4]));
         }
-        if b[5..8] != [0; 3] {
+        if b[5..8] != [0; 3] || b[32..].iter().any(|&x| x != 0) {
             return Err(HandshakeError::Malformed("reserved hello bytes are not 0"));
         }
         Ok(Hello {
             key_id: u64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
-            nonce: b[16..].try_into().expect("16 bytes"),
+            nonce: b[16..32].try_into().expect("16 bytes"),
             raw: *b,
         })
     }

@@ -154,7 +154,15 @@ struct Probe {
 /// `ringcap capture -i RX --records DESTS -q --json EXTRA... udp` on the testbed, once it is listening.
 fn probe(tb: &Testbed, dests: &str, extra: &[&str]) -> Probe {
     let mut child = rx_ringcap(tb)
-        .args(["capture", "-i", &tb.rx_if, "--records", dests, "-q", "--json"])
+        .args([
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--records",
+            dests,
+            "-q",
+            "--json",
+        ])
         .args(extra)
         .arg("udp")
         .stdout(Stdio::piped())
@@ -953,5 +961,63 @@ fn mutual_tls_delivers_with_a_client_certificate_and_refuses_without() {
     assert_eq!(probes, vec![1], "{v}");
     assert!(rejected(&v, "tls_failed") >= 2, "{v}\n{err}");
     assert!(err.contains("mutual TLS"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn old_version_peers_get_a_clear_error() {
+    let tb = rx_testbed();
+    let dir = temp_dir("auth-v1");
+    let k = write_private(&dir.join("key"), KEY);
+    let ks = k.to_str().unwrap();
+    // A v1 probe at this collector: its first bytes are a batch header (RCB1, version 1, header length 64).
+    let c = collector(rx_ringcap(&tb), &dir.join("out"), &["--key", ks]);
+    let addr = c.tcp;
+    let reply = in_rx(&tb, move || {
+        let mut v1 = [0u8; HEADER_LEN];
+        v1[..4].copy_from_slice(b"RCB1");
+        v1[4] = 1;
+        v1[6..8].copy_from_slice(&64u16.to_le_bytes());
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&v1).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        reply
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        auth::parse_error(&reply),
+        Some(auth::RefuseCode::Version),
+        "{reply:02x?}"
+    );
+    let (v, err) = c.stop_json();
+    assert_eq!(rejected(&v, "bad_version"), 1, "{v}");
+    assert!(
+        err.contains("speaks record protocol v1 (an older ringcap); upgrade it"),
+        "{err}"
+    );
+    // This probe at a v1 collector, which reads a 64-byte batch header, finds no RCB1 and closes.
+    let stop_old = Arc::new(AtomicBool::new(false));
+    let (old, h) = rx_server(&tb, Arc::clone(&stop_old), |mut s| {
+        let mut header = [0u8; HEADER_LEN];
+        if s.read_exact(&mut header).is_ok() {
+            assert_ne!(&header[..4], b"RCB1");
+        }
+    });
+    let p = probe(&tb, &format!("tcp://{old}"), &["--key", ks]);
+    std::thread::sleep(Duration::from_millis(500));
+    let (r, _, perr) = stop_probe(p);
+    stop_old.store(true, Relaxed);
+    h.join().unwrap();
+    assert!(
+        r["collectors"][0]["handshake_failures"].as_u64().unwrap() >= 1,
+        "{r}"
+    );
+    assert!(
+        perr.contains("a collector older than record protocol v2"),
+        "{perr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
