@@ -316,7 +316,7 @@ impl Shared {
         let key = self
             .keys
             .get(id)
-            .ok_or_else(|| Refusal::Handshake(HandshakeError::UnknownKeyId(id)))?;
+            .ok_or(Refusal::Handshake(HandshakeError::UnknownKeyId(id)))?;
         let view = batch::open(buf, key, b"").map_err(Refusal::Batch)?;
         self.store(&view)
     }

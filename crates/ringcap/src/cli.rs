@@ -23,7 +23,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Capture packets from an interface to a pcap/pcapng file, stdout or the terminal.
-    Capture(CaptureArgs),
+    Capture(Box<CaptureArgs>), // boxed: by far the largest variant
     /// Packet-size distributions (the thesis's createDist): read, model, draw, summarise.
     Dist(crate::dist_cmd::DistArgs),
     /// Send reproducible UDP traffic that follows a packet-size distribution, at an exact rate.

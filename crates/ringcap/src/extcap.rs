@@ -219,7 +219,7 @@ fn capture(a: &ExtcapArgs, target: &Target) -> Result<(), Fatal> {
     // summary stay unsaid, the error that ends the run (printed by main) is said.
     let said = silence_stderr();
     let result = match cli.command {
-        crate::cli::Command::Capture(c) => crate::capture_cmd::run(c),
+        crate::cli::Command::Capture(c) => crate::capture_cmd::run(*c),
         crate::cli::Command::Query(q) => crate::query_cmd::run(q),
         _ => unreachable!("the argv above names capture or query"),
     };

@@ -64,7 +64,7 @@ fn main() -> ExitCode {
 
 fn run(cli: cli::Cli) -> Result<(), Fatal> {
     match cli.command {
-        cli::Command::Capture(a) => capture_cmd::run(a),
+        cli::Command::Capture(a) => capture_cmd::run(*a),
         cli::Command::Dist(a) => dist_cmd::run(a),
         cli::Command::Gen(a) => gen_cmd::run_gen(a),
         cli::Command::Replay(a) => gen_cmd::run_replay(a),

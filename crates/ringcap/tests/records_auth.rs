@@ -211,8 +211,7 @@ fn stop_probe(mut p: Probe) -> (serde_json::Value, u64, String) {
     assert!(status.success(), "probe: {err}");
     let v: serde_json::Value = err
         .lines()
-        .filter(|l| l.starts_with('{') && l.contains("\"records\""))
-        .last()
+        .rfind(|l| l.starts_with('{') && l.contains("\"records\""))
         .and_then(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no JSON summary: {err}"));
     let captured = v["captured"].as_u64().unwrap_or_else(|| panic!("{v}"));
