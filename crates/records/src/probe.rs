@@ -789,11 +789,12 @@ impl Sender {
         let addr = self.collectors[i].dest.addr;
         let host = tls_host(&self.collectors[i].dest.name);
         let tls = self.tls.as_ref().map(|c| (c, host.as_str()));
-        let mut handshake_failed = false;
+        // TCP connected: an error after that is the handshake's (wrong key, old collector, TLS refused).
+        let mut tcp_connected = false;
         let result = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
             .map_err(|e| e.to_string())
             .and_then(|s| {
-                handshake_failed = true;
+                tcp_connected = true;
                 open_conn(s, tls, &self.key, self.probe_id, self.ack_timeout)
             });
         let c = &mut self.collectors[i];
@@ -810,13 +811,13 @@ impl Sender {
                 self.shared.collectors[i].up.store(true, Relaxed);
             }
             Err(e) => {
-                if handshake_failed {
+                if tcp_connected {
                     self.shared.collectors[i]
                         .handshake_failures
                         .fetch_add(1, Relaxed);
                 }
                 if !c.warned && !self.quiet {
-                    let what = if handshake_failed {
+                    let what = if tcp_connected {
                         "refused the handshake"
                     } else {
                         "unreachable"
