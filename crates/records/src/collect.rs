@@ -719,3 +719,29 @@ fn udp_loop(sh: Arc<Shared>, s: UdpSocket) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collector_ids() {
+        let tcp = |s: &str| Listen::Tcp(s.parse().unwrap());
+        let udp = |s: &str| Listen::Udp(s.parse().unwrap());
+        assert_eq!(
+            default_collector_id(&[udp("10.0.0.1:9"), tcp("10.0.0.2:5400")]),
+            "10.0.0.2:5400"
+        );
+        assert_eq!(default_collector_id(&[udp("[fd00::1]:7")]), "fd00::1:7");
+        // An unspecified address stands for the host: its name, so two hosts differ.
+        let any = default_collector_id(&[tcp("0.0.0.0:5400")]);
+        assert!(
+            any.ends_with(":5400") && !any.starts_with("0.0.0.0"),
+            "{any}"
+        );
+        assert!(check_collector_id("col-a").is_ok());
+        for bad in ["", "has space", &"x".repeat(256)] {
+            assert!(check_collector_id(bad).is_err(), "{bad}");
+        }
+    }
+}
