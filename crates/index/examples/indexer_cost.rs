@@ -5,7 +5,8 @@
 //! What `make bench-query` reports as "indexer ns/packet" also includes walking the written
 //! buffers' records and the thread hand-over; this isolates the builder.
 //!
-//! Usage: cargo run --release -p index --example indexer_cost -- FILE.pcap [RUNS]
+//! Usage: cargo run --release -p index --example indexer_cost -- FILE.pcap [RUNS] [plain|zst]
+//! (`zst`: index as if the file were compressed, as `--compress` captures are: frame postings.)
 //! (FILE.pcap: microsecond or nanosecond pcap in this machine's byte order, as ringcap writes.)
 
 use std::path::PathBuf;
@@ -20,6 +21,11 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let path = PathBuf::from(args.next().expect("usage: indexer_cost FILE.pcap [RUNS]"));
     let runs: usize = args.next().map_or(5, |r| r.parse().expect("RUNS is a number"));
+    let compression = match args.next().as_deref() {
+        None | Some("plain") => Compression::NONE,
+        Some("zst") => Compression::ZSTD,
+        Some(other) => panic!("{other}: say plain or zst"),
+    };
     let file = std::fs::read(&path).expect("a readable capture file");
     let (linktype, nanos) = pcap_header(&file).expect("a plain pcap file in this machine's byte order");
     // (record offset, timestamp, data range), in file order.
@@ -42,7 +48,7 @@ fn main() {
     // each frame's records into a scratch buffer first, untimed, as that pass would.
     let mut scratch = Vec::with_capacity(2 * FRAME as usize);
     for _ in 0..runs {
-        let mut b = Builder::new(vec![0; 24], Compression::NONE);
+        let mut b = Builder::new(vec![0; 24], compression);
         let mut filing_ns = 0;
         let mut i = 0;
         let mut frame_start = 24u64;

@@ -142,13 +142,12 @@ impl Builder {
         } else {
             self.frames.len() as u64 - 1
         };
+        if let Some(k) = FlowKey::compact_v4_of(data, linktype) {
+            return self.log_v4(k, pos);
+        }
         let key = FlowKey::of(data, linktype);
         if let Some(k) = key.compact_v4() {
-            self.v4_log.push((k, pos));
-            if self.v4_log.len() >= MAX_PACKETS {
-                self.stop_at_current_frame();
-            }
-            return;
+            return self.log_v4(k, pos);
         }
         let next = self.keys.len() as u32;
         let id = *self.flows.entry(key).or_insert(next);
@@ -158,6 +157,14 @@ impl Builder {
         self.log_flow.push(id);
         self.log_off.push(pos);
         if self.keys.len() > MAX_FLOWS {
+            self.stop_at_current_frame();
+        }
+    }
+
+    #[inline]
+    fn log_v4(&mut self, key: u128, pos: u64) {
+        self.v4_log.push((key, pos));
+        if self.v4_log.len() >= MAX_PACKETS {
             self.stop_at_current_frame();
         }
     }
@@ -201,11 +208,12 @@ impl Builder {
             }
         }
         // Addresses, sorted, and each flow's endpoints as address ids.
-        let mut addrs: Vec<[u8; 16]> = self
+        // As big-endian u128s, which sort as the bytes do and compare in one instruction.
+        let mut addrs: Vec<u128> = self
             .keys
             .iter()
             .filter(|k| k.kind & KIND_IP != 0)
-            .flat_map(|k| [k.a, k.b])
+            .flat_map(|k| [u128::from_be_bytes(k.a), u128::from_be_bytes(k.b)])
             .collect();
         addrs.sort_unstable();
         addrs.dedup();
@@ -213,7 +221,8 @@ impl Builder {
             if kind & KIND_IP == 0 {
                 u32::MAX
             } else {
-                addrs.binary_search(a).expect("listed") as u32
+                let a = u128::from_be_bytes(*a);
+                addrs.binary_search(&a).expect("listed") as u32
             }
         };
         struct Row {
@@ -323,7 +332,7 @@ impl Builder {
             f.write(&mut body);
         }
         for a in &addrs {
-            body.extend_from_slice(a);
+            body.extend_from_slice(&a.to_be_bytes());
         }
         for (n, (r, &p)) in rows.iter().zip(&posting_at).enumerate() {
             body.extend_from_slice(&r.a.to_le_bytes());
