@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use wire::LinkType;
 
-use crate::file::{Frame, Header, FLOW_LEN, FRAME_LEN, HEADER_LEN, MAGIC, TRAILER_LEN, VERSION};
+use crate::file::{Compression, Frame, Header, FLOW_LEN, FRAME_LEN, HEADER_LEN, MAGIC, TRAILER_LEN, VERSION};
 use crate::key::{FlowKey, KIND_IP};
 
 /// Packets one index holds at most: with [`MAX_FLOWS`] this bounds the builder's memory
@@ -25,7 +25,7 @@ pub struct Builder {
     /// Other packets (IPv6, non-IP): flow ids by key, as the table stays small.
     flows: HashMap<FlowKey, u32, ahash::RandomState>,
     keys: Vec<FlowKey>,
-    /// Per packet, in file order: its flow and its record's offset in the uncompressed stream.
+    /// Per packet, in file order: its flow and its position (see [`Builder::packet`]).
     log_flow: Vec<u32>,
     log_off: Vec<u64>,
     frames: Vec<Frame>,
@@ -134,13 +134,20 @@ impl Builder {
         f.first_ts = f.first_ts.min(ts_ns);
         f.last_ts = f.last_ts.max(ts_ns);
         f.packets += 1;
+        // What a posting holds: the record's offset in a plain file, which a query reads alone;
+        // the frame's number in a compressed one, which a query decompresses whole anyway (and a
+        // frame number takes 1 byte as a delta where an offset takes 4).
+        let pos = if self.compression == Compression::NONE {
+            raw_off
+        } else {
+            self.frames.len() as u64 - 1
+        };
+        if let Some(k) = FlowKey::compact_v4_of(data, linktype) {
+            return self.log_v4(k, pos);
+        }
         let key = FlowKey::of(data, linktype);
         if let Some(k) = key.compact_v4() {
-            self.v4_log.push((k, raw_off));
-            if self.v4_log.len() >= MAX_PACKETS {
-                self.stop_at_current_frame();
-            }
-            return;
+            return self.log_v4(k, pos);
         }
         let next = self.keys.len() as u32;
         let id = *self.flows.entry(key).or_insert(next);
@@ -148,8 +155,16 @@ impl Builder {
             self.keys.push(key);
         }
         self.log_flow.push(id);
-        self.log_off.push(raw_off);
+        self.log_off.push(pos);
         if self.keys.len() > MAX_FLOWS {
+            self.stop_at_current_frame();
+        }
+    }
+
+    #[inline]
+    fn log_v4(&mut self, key: u128, pos: u64) {
+        self.v4_log.push((key, pos));
+        if self.v4_log.len() >= MAX_PACKETS {
             self.stop_at_current_frame();
         }
     }
@@ -176,7 +191,7 @@ impl Builder {
             self.v4_log
                 .truncate(self.committed_v4.min(self.v4_log.len()));
         }
-        // IPv4 flows: sorted by key (then offset, so each flow's packets stay in file order).
+        // IPv4 flows: sorted by key (then position, so each flow's packets stay in file order).
         let mut v4 = std::mem::take(&mut self.v4_log);
         v4.sort_unstable();
         for (i, &(k, off)) in v4.iter().enumerate() {
@@ -193,11 +208,12 @@ impl Builder {
             }
         }
         // Addresses, sorted, and each flow's endpoints as address ids.
-        let mut addrs: Vec<[u8; 16]> = self
+        // As big-endian u128s, which sort as the bytes do and compare in one instruction.
+        let mut addrs: Vec<u128> = self
             .keys
             .iter()
             .filter(|k| k.kind & KIND_IP != 0)
-            .flat_map(|k| [k.a, k.b])
+            .flat_map(|k| [u128::from_be_bytes(k.a), u128::from_be_bytes(k.b)])
             .collect();
         addrs.sort_unstable();
         addrs.dedup();
@@ -205,7 +221,8 @@ impl Builder {
             if kind & KIND_IP == 0 {
                 u32::MAX
             } else {
-                addrs.binary_search(a).expect("listed") as u32
+                let a = u128::from_be_bytes(*a);
+                addrs.binary_search(&a).expect("listed") as u32
             }
         };
         struct Row {
@@ -240,7 +257,8 @@ impl Builder {
         for (n, r) in rows.iter().enumerate() {
             new_id[r.old as usize] = n as u32;
         }
-        // Postings: each flow's offsets, in file order, as varint deltas.
+        // Postings: each flow's positions, in file order, as varint deltas; a frame is listed
+        // once however many of the flow's packets it holds.
         let mut counts = vec![0u32; rows.len()];
         for &f in &self.log_flow {
             counts[new_id[f as usize] as usize] += 1;
@@ -260,11 +278,17 @@ impl Builder {
         let mut posting_at = Vec::with_capacity(rows.len());
         for i in 0..rows.len() {
             posting_at.push(postings.len() as u64);
-            let mut prev = 0u64;
-            for &off in &sorted[start[i]..start[i + 1]] {
-                put_varint(&mut postings, off - prev);
-                prev = off;
+            let mut prev = None;
+            let mut entries = 0;
+            for &pos in &sorted[start[i]..start[i + 1]] {
+                if prev == Some(pos) {
+                    continue;
+                }
+                put_varint(&mut postings, pos - prev.unwrap_or(0));
+                prev = Some(pos);
+                entries += 1;
             }
+            counts[i] = entries;
         }
         let mut by_b: Vec<u32> = (0..rows.len() as u32).collect();
         by_b.sort_by_key(|&i| rows[i as usize].b);
@@ -308,7 +332,7 @@ impl Builder {
             f.write(&mut body);
         }
         for a in &addrs {
-            body.extend_from_slice(a);
+            body.extend_from_slice(&a.to_be_bytes());
         }
         for (n, (r, &p)) in rows.iter().zip(&posting_at).enumerate() {
             body.extend_from_slice(&r.a.to_le_bytes());

@@ -10,7 +10,8 @@ use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
 
 pub(crate) const MAGIC: &[u8; 8] = b"RCINDEX\x01";
 /// Bumped on any change of layout or meaning; an index of another version is rebuilt.
-pub const VERSION: u32 = 1;
+/// 2: a compressed file's postings are frame numbers (1: record offsets everywhere).
+pub const VERSION: u32 = 2;
 pub(crate) const HEADER_LEN: usize = 128;
 pub(crate) const FRAME_LEN: usize = 64;
 pub(crate) const FLOW_LEN: usize = 28;
@@ -192,7 +193,8 @@ pub struct FlowRow {
     pub proto: u8,
     pub kind: u8,
     pub vlan: u16,
-    pub packets: u32,
+    /// Entries in the flow's postings: its packets (plain file) or the frames holding them.
+    pub entries: u32,
     pub postings: u64,
 }
 
@@ -308,6 +310,11 @@ impl IndexFile {
         Ok(ix)
     }
 
+    /// Postings are frame numbers (the file is compressed), not record offsets.
+    pub fn postings_are_frames(&self) -> bool {
+        self.header.compression != Compression::NONE
+    }
+
     /// Bytes of the index file (compressed, as stored).
     pub fn len(&self) -> usize {
         self.stored_len
@@ -349,7 +356,7 @@ impl IndexFile {
             proto: b[12],
             kind: b[13],
             vlan: u16_at(14),
-            packets: u32_at(16),
+            entries: u32_at(16),
             postings: u64::from_le_bytes(b[20..28].try_into().unwrap()),
         }
     }
@@ -440,14 +447,16 @@ impl IndexFile {
         })
     }
 
-    /// The record offsets of `flows`' packets, appended to `out` (each flow in file order).
+    /// The postings of `flows`, appended to `out` (each flow in file order): the record offsets
+    /// of their packets in a plain file, the numbers of the frames holding them in a compressed
+    /// one ([`Self::postings_are_frames`]).
     pub fn postings(&self, flows: &[u32], out: &mut Vec<u64>) -> Result<(), IndexError> {
         let end = self.postings_at + self.header.postings_len as usize;
         for &i in flows {
             let f = self.flow(i);
             let mut at = self.postings_at + f.postings as usize;
             let mut off = 0u64;
-            for _ in 0..f.packets {
+            for _ in 0..f.entries {
                 let (delta, n) = varint(&self.bytes[at.min(end)..end])
                     .ok_or_else(|| IndexError::Corrupt("postings".into()))?;
                 off += delta;

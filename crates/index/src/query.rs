@@ -535,7 +535,19 @@ fn by_index(
         Some(flows) => {
             let mut offs = Vec::new();
             ix.postings(&flows, &mut offs).map_err(|e| e.to_string())?;
-            r.candidates = Some(offs.len() as u64);
+            if ix.postings_are_frames() {
+                // Every packet of a candidate frame goes through the filter.
+                offs.retain(|&k| in_time.get(k as usize) == Some(&true));
+                offs.sort_unstable();
+                offs.dedup();
+                r.candidates = Some(offs.iter().map(|&k| frames[k as usize].packets).sum());
+                for k in offs {
+                    wanted[k as usize] = true;
+                }
+                offs = Vec::new();
+            } else {
+                r.candidates = Some(offs.len() as u64);
+            }
             offs.sort_unstable();
             for off in offs {
                 let k = frames

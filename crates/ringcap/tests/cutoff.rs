@@ -127,14 +127,31 @@ fn flows(file: &Path) -> BTreeMap<String, Flow> {
 }
 
 /// tcpdump on the Rx end, writing every packet to `file`, once it is listening.
+/// Waits until `file` has kept its size for `quiet` (at most `limit`).
+fn wait_until_stable(file: &Path, quiet: Duration, limit: Duration) {
+    let size = || std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    let start = std::time::Instant::now();
+    let (mut last, mut since) = (size(), std::time::Instant::now());
+    while since.elapsed() < quiet && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = size();
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        }
+    }
+}
+
 fn spawn_tcpdump(tb: &testbed::Testbed, file: &Path) -> (Child, std::sync::mpsc::Receiver<String>) {
     let mut child = tb
         .command(Side::Rx, "tcpdump")
         .args([
             "-i", &tb.rx_if, "-n", "-s", "0",
-            // A 64 MiB buffer and no per-packet flushing: with the default 2 MiB and
-            // --immediate-mode -U it dropped 10 of 223 packets (64 KiB GSO frames) under the full suite.
-            "-B", "65536", "-Z", "root", "-w",
+            // A 64 MiB buffer: with the default 2 MiB it dropped 10 of 223 packets (64 KiB GSO
+            // frames) under the full suite. Immediate mode and -U: without them the last packets
+            // sat in a ring block not yet retired (1 s timeout) when tcpdump was stopped, and the
+            // last connection was missing from the reference; now the file shows what tcpdump
+            // has seen, and the test waits until it stops growing.
+            "-B", "65536", "--immediate-mode", "-U", "-Z", "root", "-w",
         ])
         .arg(file)
         .stdout(Stdio::null())
@@ -207,8 +224,10 @@ fn cutoff_keeps_the_first_size_bytes_of_every_connection() {
         String::from_utf8_lossy(&client.stderr)
     );
     assert!(server.wait().unwrap().success(), "server failed");
-    // Let the last FIN/ACKs reach both captures (ringcap's block timeout is 20 ms).
+    // Let the last FIN/ACKs reach both captures (ringcap's block timeout is 20 ms), and tcpdump
+    // write them: its file stops growing.
     std::thread::sleep(Duration::from_millis(500));
+    wait_until_stable(&all, Duration::from_secs(1), Duration::from_secs(30));
 
     let out = stop(ringcap, libc::SIGINT);
     let err = stderr_text(&out);

@@ -1,0 +1,104 @@
+//! CPU cost of the indexer alone: a plain pcap file is read into memory first, then its records
+//! are walked in place and given to a [`index::build::Builder`] as the live indexer gives them
+//! from the written buffers (frames of 1 MiB), and the thread CPU time of filing the packets and
+//! of finishing the index is reported per packet.
+//! What `make bench-query` reports as "indexer ns/packet" also includes walking the written
+//! buffers' records and the thread hand-over; this isolates the builder.
+//!
+//! Usage: cargo run --release -p index --example indexer_cost -- FILE.pcap [RUNS] [plain|zst]
+//! (`zst`: index as if the file were compressed, as `--compress` captures are: frame postings.)
+//! (FILE.pcap: microsecond or nanosecond pcap in this machine's byte order, as ringcap writes.)
+
+use std::path::PathBuf;
+
+use index::build::Builder;
+use index::file::{Compression, Identity};
+use wire::LinkType;
+
+const FRAME: u64 = 1 << 20;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = PathBuf::from(args.next().expect("usage: indexer_cost FILE.pcap [RUNS]"));
+    let runs: usize = args.next().map_or(5, |r| r.parse().expect("RUNS is a number"));
+    let compression = match args.next().as_deref() {
+        None | Some("plain") => Compression::NONE,
+        Some("zst") => Compression::ZSTD,
+        Some(other) => panic!("{other}: say plain or zst"),
+    };
+    let file = std::fs::read(&path).expect("a readable capture file");
+    let (linktype, nanos) = pcap_header(&file).expect("a plain pcap file in this machine's byte order");
+    // (record offset, timestamp, data range), in file order.
+    let mut packets: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
+    let mut at = 24;
+    while at + 16 <= file.len() {
+        let u = |i: usize| u32::from_ne_bytes(file[at + i..at + i + 4].try_into().unwrap());
+        let (sec, frac, caplen) = (u(0) as u64, u(4) as u64, u(8) as usize);
+        let ts = sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 };
+        if at + 16 + caplen > file.len() {
+            break;
+        }
+        packets.push((at as u64, ts, at + 16..at + 16 + caplen));
+        at += 16 + caplen;
+    }
+    let n = packets.len() as f64;
+    let (mut filing, mut finish) = (Vec::new(), Vec::new());
+    let mut index_bytes = 0;
+    // The live indexer reads each buffer right after the writer compressed it (in cache): copy
+    // each frame's records into a scratch buffer first, untimed, as that pass would.
+    let mut scratch = Vec::with_capacity(2 * FRAME as usize);
+    for _ in 0..runs {
+        let mut b = Builder::new(vec![0; 24], compression);
+        let mut filing_ns = 0;
+        let mut i = 0;
+        let mut frame_start = 24u64;
+        while i < packets.len() {
+            let mut j = i;
+            while j < packets.len() && packets[j].0 < frame_start + FRAME {
+                j += 1;
+            }
+            let (from, to) = (packets[i].2.start - 16, packets[j - 1].2.end);
+            scratch.clear();
+            scratch.extend_from_slice(&file[from..to]);
+            let t0 = sys::thread_cpu_ns();
+            b.frame(frame_start, FRAME, frame_start, FRAME);
+            for (off, ts, data) in &packets[i..j] {
+                let data = &scratch[data.start - from..data.end - from];
+                b.packet(*off, *ts, linktype, data);
+            }
+            filing_ns += sys::thread_cpu_ns() - t0;
+            frame_start += FRAME;
+            i = j;
+        }
+        let t1 = sys::thread_cpu_ns();
+        let id = Identity { size: frame_start, head_crc: 0, tail_crc: 0 };
+        index_bytes = b.finish(id).len();
+        let t2 = sys::thread_cpu_ns();
+        filing.push(filing_ns as f64 / n);
+        finish.push((t2 - t1) as f64 / n);
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let (f, fmin, fmax) = med(&mut filing);
+    let (g, gmin, gmax) = med(&mut finish);
+    println!(
+        "{} packets, {runs} runs: filing {f:.1} ns/packet ({fmin:.1}-{fmax:.1}), finishing {g:.1} \
+         ({gmin:.1}-{gmax:.1}), total {:.1}; index {index_bytes} bytes",
+        packets.len(),
+        f + g
+    );
+}
+
+/// Link type and whether timestamps are in nanoseconds.
+fn pcap_header(f: &[u8]) -> Option<(LinkType, bool)> {
+    let magic = u32::from_ne_bytes(f.get(..4)?.try_into().ok()?);
+    let nanos = match magic {
+        0xa1b2_c3d4 => false,
+        0xa1b2_3c4d => true,
+        _ => return None,
+    };
+    let lt = u32::from_ne_bytes(f.get(20..24)?.try_into().ok()?);
+    Some((LinkType::from_pcap(lt)?, nanos))
+}
