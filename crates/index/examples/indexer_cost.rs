@@ -20,14 +20,17 @@ const FRAME: u64 = 1 << 20;
 fn main() {
     let mut args = std::env::args().skip(1);
     let path = PathBuf::from(args.next().expect("usage: indexer_cost FILE.pcap [RUNS]"));
-    let runs: usize = args.next().map_or(5, |r| r.parse().expect("RUNS is a number"));
+    let runs: usize = args
+        .next()
+        .map_or(5, |r| r.parse().expect("RUNS is a number"));
     let compression = match args.next().as_deref() {
         None | Some("plain") => Compression::NONE,
         Some("zst") => Compression::ZSTD,
         Some(other) => panic!("{other}: say plain or zst"),
     };
     let file = std::fs::read(&path).expect("a readable capture file");
-    let (linktype, nanos) = pcap_header(&file).expect("a plain pcap file in this machine's byte order");
+    let (linktype, nanos) =
+        pcap_header(&file).expect("a plain pcap file in this machine's byte order");
     // (record offset, timestamp, data range), in file order.
     let mut packets: Vec<(u64, u64, std::ops::Range<usize>)> = Vec::new();
     let mut at = 24;
@@ -71,7 +74,11 @@ fn main() {
             i = j;
         }
         let t1 = sys::thread_cpu_ns();
-        let id = Identity { size: frame_start, head_crc: 0, tail_crc: 0 };
+        let id = Identity {
+            size: frame_start,
+            head_crc: 0,
+            tail_crc: 0,
+        };
         index_bytes = b.finish(id).len();
         let t2 = sys::thread_cpu_ns();
         filing.push(filing_ns as f64 / n);

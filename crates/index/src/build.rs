@@ -4,7 +4,9 @@ use std::collections::HashMap;
 
 use wire::LinkType;
 
-use crate::file::{Compression, Frame, Header, FLOW_LEN, FRAME_LEN, HEADER_LEN, MAGIC, TRAILER_LEN, VERSION};
+use crate::file::{
+    Compression, Frame, Header, FLOW_LEN, FRAME_LEN, HEADER_LEN, MAGIC, TRAILER_LEN, VERSION,
+};
 use crate::key::{FlowKey, KIND_IP};
 
 /// Packets one index holds at most: with [`MAX_FLOWS`] this bounds the builder's memory

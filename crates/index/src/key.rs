@@ -87,10 +87,16 @@ impl FlowKey {
         if linktype != LinkType::Ethernet {
             return None;
         }
-        let be16 = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let be16 = |at: usize| {
+            frame
+                .get(at..at + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        };
         let (off, vlan, kind) = match be16(12)? {
             0x0800 => (14, 0, KIND_IP | KIND_PORTS),
-            0x8100 if be16(16)? == 0x0800 => (18, be16(14)? & 0x0fff, KIND_IP | KIND_PORTS | KIND_VLAN),
+            0x8100 if be16(16)? == 0x0800 => {
+                (18, be16(14)? & 0x0fff, KIND_IP | KIND_PORTS | KIND_VLAN)
+            }
             _ => return None,
         };
         let ip = frame.get(off..off + 20)?;
@@ -99,7 +105,12 @@ impl FlowKey {
         let proto = ip[9];
         // The ports must lie inside both the IP length and the captured bytes.
         let l4_end = total.min(frame.len() - off);
-        if ip[0] != 0x45 || total < 20 || fragment != 0 || !(proto == 6 || proto == 17) || l4_end < 24 {
+        if ip[0] != 0x45
+            || total < 20
+            || fragment != 0
+            || !(proto == 6 || proto == 17)
+            || l4_end < 24
+        {
             return None;
         }
         let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
@@ -178,7 +189,20 @@ mod tests {
         }
         f.extend_from_slice(&[0x08, 0x00]);
         let ip_len = 20 + 20 + 64u16;
-        f.extend_from_slice(&[0x45, 0, (ip_len >> 8) as u8, ip_len as u8, 0, 0, 0x40, 0, 64, proto, 0, 0]);
+        f.extend_from_slice(&[
+            0x45,
+            0,
+            (ip_len >> 8) as u8,
+            ip_len as u8,
+            0,
+            0,
+            0x40,
+            0,
+            64,
+            proto,
+            0,
+            0,
+        ]);
         f.extend_from_slice(&[10, 0, 1, 2, 10, 9, 0, 1]);
         f.extend_from_slice(&[0x13, 0x89, 0x04, 0x00]);
         f.resize(f.len() + 16 + 64, 0);
@@ -212,7 +236,11 @@ mod tests {
             let fast = FlowKey::compact_v4_of(&f, LinkType::Ethernet);
             if let Some(k) = fast {
                 answered += 1;
-                assert_eq!(Some(k), FlowKey::of(&f, LinkType::Ethernet).compact_v4(), "{f:02x?}");
+                assert_eq!(
+                    Some(k),
+                    FlowKey::of(&f, LinkType::Ethernet).compact_v4(),
+                    "{f:02x?}"
+                );
             }
         }
         // The unchanged templates (a quarter, less the cut ones) must take the fast path.

@@ -145,13 +145,23 @@ fn spawn_tcpdump(tb: &testbed::Testbed, file: &Path) -> (Child, std::sync::mpsc:
     let mut child = tb
         .command(Side::Rx, "tcpdump")
         .args([
-            "-i", &tb.rx_if, "-n", "-s", "0",
+            "-i",
+            &tb.rx_if,
+            "-n",
+            "-s",
+            "0",
             // A 64 MiB buffer: with the default 2 MiB it dropped 10 of 223 packets (64 KiB GSO
             // frames) under the full suite. Immediate mode and -U: without them the last packets
             // sat in a ring block not yet retired (1 s timeout) when tcpdump was stopped, and the
             // last connection was missing from the reference; now the file shows what tcpdump
             // has seen, and the test waits until it stops growing.
-            "-B", "65536", "--immediate-mode", "-U", "-Z", "root", "-w",
+            "-B",
+            "65536",
+            "--immediate-mode",
+            "-U",
+            "-Z",
+            "root",
+            "-w",
         ])
         .arg(file)
         .stdout(Stdio::null())
