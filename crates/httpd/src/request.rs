@@ -69,20 +69,22 @@ pub(crate) fn read_request(conn: &mut Conn, limits: &Limits) -> Result<Request, 
     conn.set_read_deadline(Some(started + limits.deadline))
         .map_err(|_| Refusal::Gone)?;
     let mut buf = Vec::with_capacity(1024);
+    let too_large = || {
+        answer(
+            431,
+            format!(
+                "the request line and headers exceed {} bytes",
+                limits.max_head
+            ),
+        )
+    };
     let head_end = loop {
-        if let Some(end) = head_end(&buf) {
-            break end;
+        match head_end(&buf) {
+            Some(end) if end > limits.max_head => return Err(too_large()),
+            Some(end) => break end,
+            None if buf.len() > limits.max_head => return Err(too_large()),
+            None => read_some(conn, &mut buf, limits)?,
         }
-        if buf.len() > limits.max_head {
-            return Err(answer(
-                431,
-                format!(
-                    "the request line and headers exceed {} bytes",
-                    limits.max_head
-                ),
-            ));
-        }
-        read_some(conn, &mut buf, limits)?;
     };
     let mut request = parse_head(&buf[..head_end], limits)?;
     let length = body_length(&request, limits)?;

@@ -174,6 +174,14 @@ mod tests {
     }
 
     #[test]
+    fn an_oversized_head_is_refused_even_when_it_arrives_whole() {
+        let addr = server(4);
+        let request = format!("GET / HTTP/1.1\r\nA: {}\r\n\r\n", "a".repeat(2000));
+        let out = exchange(addr, request.as_bytes());
+        assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
+    }
+
+    #[test]
     fn a_request_that_never_ends_is_cut_at_the_deadline() {
         let addr = server(4);
         let started = Instant::now();

@@ -15,10 +15,10 @@ pub enum TlsError {
     /// The private key file is not private, or unreadable.
     #[error(transparent)]
     Key(#[from] sys::SecretFileError),
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: {what}", path.display())]
     Pem { path: PathBuf, what: String },
@@ -36,8 +36,9 @@ pub fn server_config(
     client_ca: &Path,
 ) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key_path = key;
     let chain = certificates(cert)?;
-    let key = private_key(key)?;
+    let key = private_key(key_path)?;
     let mut roots = RootCertStore::empty();
     for ca in certificates(client_ca)? {
         roots.add(ca).map_err(|e| TlsError::Pem {
@@ -58,8 +59,9 @@ pub fn server_config(
         .with_single_cert(chain, key)
         .map_err(|e| {
             TlsError::Config(format!(
-                "{} with its key: {e} (is the key the certificate's?)",
-                cert.display()
+                "{} and {}: {e} (is the key the certificate's?)",
+                cert.display(),
+                key_path.display()
             ))
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -68,9 +70,9 @@ pub fn server_config(
 
 /// Every certificate of a PEM file (at least one).
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let bytes = std::fs::read(path).map_err(|source| TlsError::Read {
+    let bytes = std::fs::read(path).map_err(|error| TlsError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     let pem_err = |what: String| TlsError::Pem {
         path: path.to_path_buf(),

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ListError {
     /// A path given does not exist or cannot be looked at (the user must change the command).
-    #[error("{}: {source}", path.display())]
-    NoSuchPath { path: PathBuf, source: io::Error },
+    #[error("{}: {error}", path.display())]
+    NoSuchPath { path: PathBuf, error: io::Error },
     /// A directory exists but could not be read.
-    #[error("{}: {source}", path.display())]
-    Unreadable { path: PathBuf, source: io::Error },
+    #[error("{}: {error}", path.display())]
+    Unreadable { path: PathBuf, error: io::Error },
 }
 
 /// The capture files under `paths` (files as given, directories searched one level), sorted per
@@ -20,17 +20,17 @@ pub enum ListError {
 pub fn capture_files(paths: &[PathBuf], partial: bool) -> Result<Vec<PathBuf>, ListError> {
     let mut out = Vec::new();
     for p in paths {
-        let meta = std::fs::metadata(p).map_err(|source| ListError::NoSuchPath {
+        let meta = std::fs::metadata(p).map_err(|error| ListError::NoSuchPath {
             path: p.clone(),
-            source,
+            error,
         })?;
         if !meta.is_dir() {
             out.push(p.clone());
             continue;
         }
-        let entries = std::fs::read_dir(p).map_err(|source| ListError::Unreadable {
+        let entries = std::fs::read_dir(p).map_err(|error| ListError::Unreadable {
             path: p.clone(),
-            source,
+            error,
         })?;
         let mut v: Vec<PathBuf> = entries
             .flatten()

@@ -151,7 +151,7 @@ pub fn run(a: ServeArgs) -> Result<(), Fatal> {
         None => "plain HTTP, this machine only".into(),
     };
     eprintln!(
-        "ringcap serve: listening on {scheme}://{local}/query ({who}; {} capture files now; at most {} queries at once)",
+        "ringcap serve: listening on {scheme}://{local}/query ({who}; capture files now: {}; at most {} queries at once)",
         files.len(),
         a.max_queries
     );
@@ -184,8 +184,13 @@ fn listen_addrs(listen: &str) -> Result<Vec<SocketAddr>, Fatal> {
 fn tls_config(a: &ServeArgs, addrs: &[SocketAddr]) -> Result<Option<Arc<httpd::TlsConfig>>, Fatal> {
     let (Some(cert), Some(key), Some(ca)) = (&a.cert, &a.key, &a.client_ca) else {
         if let Some(open) = addrs.iter().find(|s| !s.ip().is_loopback()) {
+            let resolved = if open.to_string() == a.listen {
+                String::new()
+            } else {
+                format!(" ({open})")
+            };
             return Err(Fatal::usage(anyhow!(
-                "--listen {} ({open}) without TLS: plain HTTP, with no authentication, is served on a loopback address only \
+                "--listen {}{resolved} without TLS: plain HTTP, with no authentication, is served on a loopback address only \
                  (127.0.0.1, [::1]); pass --cert FILE --key FILE --client-ca FILE to serve HTTPS to clients with certificates",
                 a.listen
             )));

@@ -28,14 +28,8 @@ impl fmt::Display for SecretFileError {
     }
 }
 
-impl std::error::Error for SecretFileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SecretFileError::Read { source, .. } => Some(source),
-            SecretFileError::NotPrivate { .. } => None,
-        }
-    }
-}
+// Display says everything (the io error too), so no source(): chains would print it twice.
+impl std::error::Error for SecretFileError {}
 
 /// Reads the whole of a file holding a secret, unless group or others may read it (any of the
 /// mode bits 077: 0600 and 0400 pass).
