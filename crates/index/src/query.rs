@@ -493,7 +493,7 @@ struct Out<'a> {
 impl Out<'_> {
     fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), String> {
         r.packets_tested += 1;
-        if r.packets_tested % STOP_CHECK_PACKETS == 0 {
+        if r.packets_tested.is_multiple_of(STOP_CHECK_PACKETS) {
             self.check_stop()?;
         }
         if p.ts_ns < self.after || p.ts_ns >= self.before {
