@@ -29,7 +29,9 @@ const RETRY_AFTER_SECS: &str = "5";
 const TEXT: &str = "text/plain; charset=utf-8";
 
 #[derive(Args, Debug, Clone)]
-#[command(after_help = "\
+#[command(
+    mut_arg("quiet", |a| a.help("No line per query or refused client on stderr.")),
+    after_help = "\
 Answers POST /query, whose body is the query (a tcpdump expression; `after T` and `before T`
 terms at its start or end, as stenographer and `ringcap query` take them), with the matching
 packets as a pcap stream (application/octet-stream), in time order, exactly as `ringcap query
@@ -46,11 +48,13 @@ Queries run at nice 10 and the lowest best-effort I/O level, below a capture. As
 ringcap keeps only CAP_DAC_READ_SEARCH (to read the store) once it listens.
 
 Examples:
-  ringcap serve /data1 /data2 --listen 0.0.0.0:8443 --cert server.pem --key server.key --client-ca ca.pem
+  ringcap serve /data1 /data2 --listen 0.0.0.0:8443 \\
+       --cert server.pem --key server.key --client-ca ca.pem
   curl --cacert ca.pem --cert client.pem --key client.key -X POST \\
        --data 'host 10.1.2.3 and port 443 and after 10m ago' https://sensor1:8443/query -o out.pcap
   curl ... https://sensor1:8443/query | wireshark -k -i -
-  ringcap serve /data --listen 127.0.0.1:8080     # plain HTTP, this machine only")]
+  ringcap serve /data --listen 127.0.0.1:8080     # plain HTTP, this machine only"
+)]
 pub struct ServeArgs {
     /// Stores (capture files or directories of them), as `ringcap query` takes them.
     #[arg(value_name = "STORE", required = true)]

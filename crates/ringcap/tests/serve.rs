@@ -9,6 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use common::stores::*;
 use common::*;
@@ -198,6 +199,25 @@ fn tcpdump_error(expr: &str) -> String {
         .to_string()
 }
 
+/// Connects to `addr` in the Rx namespace, sends `bytes`, then waits for the server to end the
+/// connection: what it answered, and when.
+fn silent_peer(tb: &Testbed, addr: &str, bytes: &[u8]) -> (String, Duration) {
+    use std::io::{Read, Write};
+    let (addr, bytes) = (addr.to_string(), bytes.to_vec());
+    tb.run_in(Side::Rx, move || {
+        let started = Instant::now();
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(&bytes).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        (
+            String::from_utf8_lossy(&out).into_owned(),
+            started.elapsed(),
+        )
+    })
+}
+
 fn read_text(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
@@ -252,119 +272,130 @@ fn https_answers_equal_tcpdump_and_strangers_are_refused() {
     chmod(Path::new(&server_key), 0o600);
 
     let server = spawn_listening(ringcap_rx(&tb, &args));
-    let url = "https://127.0.0.1:8443/query";
-    let client = [
-        "--cacert",
-        &ca,
-        "--cert",
-        &pki.pem("client"),
-        "--key",
-        &pki.key("client"),
-    ];
-    let out = work.join("out.pcap");
-    let mut matched = 0;
-    for (expr, want) in expressions(&files) {
-        let _ = std::fs::remove_file(&out);
+    // A peer that connects and says nothing is cut at the handshake deadline (10 s), while
+    // the others are served.
+    let (answer, took) = std::thread::scope(|s| {
+        let quiet = s.spawn(|| silent_peer(&tb, "127.0.0.1:8443", b""));
+        let url = "https://127.0.0.1:8443/query";
+        let client = [
+            "--cacert",
+            &ca,
+            "--cert",
+            &pki.pem("client"),
+            "--key",
+            &pki.key("client"),
+        ];
+        let out = work.join("out.pcap");
+        let mut matched = 0;
+        for (expr, want) in expressions(&files) {
+            let _ = std::fs::remove_file(&out);
+            let mut args = client.to_vec();
+            args.extend([
+                "-X",
+                "POST",
+                "--data",
+                &expr,
+                url,
+                "-o",
+                out.to_str().unwrap(),
+            ]);
+            let c = curl(&tb, &args);
+            assert!(
+                c.output.status.success() && c.http == 200,
+                "{expr}: {} {}",
+                c.http,
+                c.stderr()
+            );
+            let got = decoded(&out);
+            assert_eq!(got.len(), want.len(), "{expr}: packet count");
+            assert!(got == want, "{expr}: packets differ from tcpdump's");
+            matched += got.len();
+        }
+        assert!(
+            matched > 100,
+            "the expressions matched only {matched} packets"
+        );
+
+        // Without a client certificate, or with one another CA signed: refused in the handshake.
+        let stranger = [
+            "--cert",
+            &pki.pem("stranger"),
+            "--key",
+            &pki.key("stranger"),
+        ];
+        for (who, extra) in [
+            ("no certificate", &[][..]),
+            ("another CA's certificate", &stranger[..]),
+        ] {
+            let refused = work.join("refused.pcap");
+            let mut args = vec!["--cacert", &ca];
+            args.extend_from_slice(extra);
+            args.extend([
+                "-X",
+                "POST",
+                "--data",
+                "udp",
+                url,
+                "-o",
+                refused.to_str().unwrap(),
+            ]);
+            let c = curl(&tb, &args);
+            let err = c.stderr();
+            assert!(!c.output.status.success(), "{who}: curl succeeded");
+            assert_eq!(c.http, 0, "{who}: got an HTTP answer");
+            assert!(
+                err.contains("SSL") || err.contains("alert") || err.contains("TLS"),
+                "{who}: not a TLS error: {err}"
+            );
+            assert!(
+                std::fs::metadata(&refused).map_or(0, |m| m.len()) == 0,
+                "{who}: pcap bytes came back"
+            );
+        }
+
+        // A bad expression: 400 with libpcap's message, the one tcpdump prints.
+        let bad = work.join("bad.txt");
         let mut args = client.to_vec();
         args.extend([
             "-X",
             "POST",
             "--data",
-            &expr,
+            "port 99999",
             url,
             "-o",
-            out.to_str().unwrap(),
+            bad.to_str().unwrap(),
         ]);
         let c = curl(&tb, &args);
+        let why = tcpdump_error("port 99999");
+        assert_eq!(c.http, 400, "{}", c.stderr());
         assert!(
-            c.output.status.success() && c.http == 200,
-            "{expr}: {} {}",
-            c.http,
-            c.stderr()
+            !why.is_empty() && read_text(&bad).contains(&why),
+            "{:?} lacks {why:?}",
+            read_text(&bad)
         );
-        let got = decoded(&out);
-        assert_eq!(got.len(), want.len(), "{expr}: packet count");
-        assert!(got == want, "{expr}: packets differ from tcpdump's");
-        matched += got.len();
-    }
-    assert!(
-        matched > 100,
-        "the expressions matched only {matched} packets"
-    );
 
-    // Without a client certificate, or with one another CA signed: refused in the handshake.
-    let stranger = [
-        "--cert",
-        &pki.pem("stranger"),
-        "--key",
-        &pki.key("stranger"),
-    ];
-    for (who, extra) in [
-        ("no certificate", &[][..]),
-        ("another CA's certificate", &stranger[..]),
-    ] {
-        let refused = work.join("refused.pcap");
-        let mut args = vec!["--cacert", &ca];
-        args.extend_from_slice(extra);
+        // Other paths and methods.
+        let mut args = client.to_vec();
         args.extend([
             "-X",
             "POST",
             "--data",
             "udp",
-            url,
+            "https://127.0.0.1:8443/other",
             "-o",
-            refused.to_str().unwrap(),
+            "/dev/null",
         ]);
-        let c = curl(&tb, &args);
-        let err = c.stderr();
-        assert!(!c.output.status.success(), "{who}: curl succeeded");
-        assert_eq!(c.http, 0, "{who}: got an HTTP answer");
-        assert!(
-            err.contains("SSL") || err.contains("alert") || err.contains("TLS"),
-            "{who}: not a TLS error: {err}"
-        );
-        assert!(
-            std::fs::metadata(&refused).map_or(0, |m| m.len()) == 0,
-            "{who}: pcap bytes came back"
-        );
-    }
-
-    // A bad expression: 400 with libpcap's message, the one tcpdump prints.
-    let bad = work.join("bad.txt");
-    let mut args = client.to_vec();
-    args.extend([
-        "-X",
-        "POST",
-        "--data",
-        "port 99999",
-        url,
-        "-o",
-        bad.to_str().unwrap(),
-    ]);
-    let c = curl(&tb, &args);
-    let why = tcpdump_error("port 99999");
-    assert_eq!(c.http, 400, "{}", c.stderr());
+        assert_eq!(curl(&tb, &args).http, 404);
+        let mut args = client.to_vec();
+        args.extend([url, "-o", "/dev/null"]);
+        assert_eq!(curl(&tb, &args).http, 405);
+        quiet.join().unwrap()
+    });
+    assert!(answer.is_empty(), "{answer}");
     assert!(
-        !why.is_empty() && read_text(&bad).contains(&why),
-        "{:?} lacks {why:?}",
-        read_text(&bad)
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "cut after {took:?}"
     );
-
-    // Other paths and methods.
-    let mut args = client.to_vec();
-    args.extend([
-        "-X",
-        "POST",
-        "--data",
-        "udp",
-        "https://127.0.0.1:8443/other",
-        "-o",
-        "/dev/null",
-    ]);
-    assert_eq!(curl(&tb, &args).http, 404);
-    let mut args = client.to_vec();
-    args.extend([url, "-o", "/dev/null"]);
-    assert_eq!(curl(&tb, &args).http, 405);
 
     let done = stop(server, libc::SIGINT);
     let log = stderr_text(&done);
@@ -418,77 +449,89 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
             "3s",
         ],
     ));
-    let url = "http://127.0.0.1:8080/query";
-    let out = work.join("out.pcap");
-    let expr = "host 10.0.0.7 and port 1003";
-    let c = curl(&tb, &["--data", expr, url, "-o", out.to_str().unwrap()]);
-    assert!(
-        c.output.status.success() && c.http == 200,
-        "{} {}",
-        c.http,
-        c.stderr()
-    );
-    let want = expected(&files, expr, 0, u64::MAX);
-    assert!(
-        !want.is_empty() && decoded(&out) == want,
-        "{expr}: packets differ from tcpdump's"
-    );
+    // Slowloris: a request that never ends is answered 408 at the request deadline (10 s),
+    // while the others are served.
+    let (answer, took) = std::thread::scope(|s| {
+        let slowloris = b"POST /query HTTP/1.1\r\nContent-Length: 40\r\n\r\nhost";
+        let quiet = s.spawn(|| silent_peer(&tb, "127.0.0.1:8080", slowloris));
+        let url = "http://127.0.0.1:8080/query";
+        let out = work.join("out.pcap");
+        let expr = "host 10.0.0.7 and port 1003";
+        let c = curl(&tb, &["--data", expr, url, "-o", out.to_str().unwrap()]);
+        assert!(
+            c.output.status.success() && c.http == 200,
+            "{} {}",
+            c.http,
+            c.stderr()
+        );
+        let want = expected(&files, expr, 0, u64::MAX);
+        assert!(
+            !want.is_empty() && decoded(&out) == want,
+            "{expr}: packets differ from tcpdump's"
+        );
 
-    // Request limits: an oversized header block.
-    let big = format!("X-Big: {}", "a".repeat(20_000));
-    let c = curl(&tb, &["-H", &big, "--data", "udp", url, "-o", "/dev/null"]);
-    assert_eq!(c.http, 431, "{}", c.stderr());
+        // Request limits: an oversized header block.
+        let big = format!("X-Big: {}", "a".repeat(20_000));
+        let c = curl(&tb, &["-H", &big, "--data", "udp", url, "-o", "/dev/null"]);
+        assert_eq!(c.http, 431, "{}", c.stderr());
 
-    // A query of the whole store (megabytes at 100 kB/s) holds the only place: another is told
-    // to come back later; the long one is cut at its time limit, which its client sees.
-    let slow_out = work.join("slow.pcap");
-    let slow = tb
-        .command(Side::Rx, "curl")
-        .args([
-            "-sS",
-            "--max-time",
-            "60",
-            "-w",
-            "%{http_code}",
-            "--data",
-            "udp",
-            url,
-            "-o",
-        ])
-        .arg(&slow_out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    let headers = work.join("headers.txt");
-    let c = curl(
-        &tb,
-        &[
-            "--data",
-            expr,
-            url,
-            "-D",
-            headers.to_str().unwrap(),
-            "-o",
-            "/dev/null",
-        ],
-    );
-    assert_eq!(c.http, 503, "{}", c.stderr());
+        // A query of the whole store (megabytes at 100 kB/s) holds the only place: another is told
+        // to come back later; the long one is cut at its time limit, which its client sees.
+        let slow_out = work.join("slow.pcap");
+        let slow = tb
+            .command(Side::Rx, "curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "60",
+                "-w",
+                "%{http_code}",
+                "--data",
+                "udp",
+                url,
+                "-o",
+            ])
+            .arg(&slow_out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1000));
+        let headers = work.join("headers.txt");
+        let c = curl(
+            &tb,
+            &[
+                "--data",
+                expr,
+                url,
+                "-D",
+                headers.to_str().unwrap(),
+                "-o",
+                "/dev/null",
+            ],
+        );
+        assert_eq!(c.http, 503, "{}", c.stderr());
+        assert!(
+            read_text(&headers)
+                .to_ascii_lowercase()
+                .contains("retry-after: "),
+            "{}",
+            read_text(&headers)
+        );
+        let slow = slow.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&slow.stdout).trim(), "200");
+        assert_eq!(
+            slow.status.code(),
+            Some(18),
+            "a cut result must look cut (curl exit 18): {}",
+            String::from_utf8_lossy(&slow.stderr)
+        );
+        quiet.join().unwrap()
+    });
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
     assert!(
-        read_text(&headers)
-            .to_ascii_lowercase()
-            .contains("retry-after: "),
-        "{}",
-        read_text(&headers)
-    );
-    let slow = slow.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&slow.stdout).trim(), "200");
-    assert_eq!(
-        slow.status.code(),
-        Some(18),
-        "a cut result must look cut (curl exit 18): {}",
-        String::from_utf8_lossy(&slow.stderr)
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "cut after {took:?}"
     );
 
     let done = stop(server, libc::SIGTERM);
