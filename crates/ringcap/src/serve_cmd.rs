@@ -246,8 +246,14 @@ impl httpd::Handler for QueryService {
 }
 
 impl QueryService {
+    /// One line on stderr; control characters a client sent (in an expression libpcap quotes
+    /// back) become spaces, so a client cannot forge log lines.
     fn log(&self, peer: SocketAddr, what: &str) {
         if !self.quiet {
+            let what: String = what
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
             eprintln!("ringcap serve: {peer}: {what}");
         }
     }
