@@ -76,6 +76,21 @@ fn accept_loop<H: Handler>(listener: TcpListener, config: Arc<Config>, handler: 
     }
 }
 
+const TEXT: &str = "text/plain; charset=utf-8";
+const HTTPS_ONLY: &str = "this port speaks HTTPS (TLS with a client certificate): use https://\n";
+
+/// Whether the client's first byte is a letter, as an HTTP request line starts (a TLS client
+/// starts with 0x16): such a client is told to use https:// instead of getting a TLS alert it
+/// would take for a broken HTTP/0.9 answer.
+fn plain_http_first(sock: &TcpStream, deadline: Instant) -> bool {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let mut first = [0u8; 1];
+    sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+        .is_ok()
+        && matches!(sock.peek(&mut first), Ok(1))
+        && first[0].is_ascii_uppercase()
+}
+
 fn serve_connection<H: Handler>(sock: TcpStream, config: &Config, handler: &H) {
     let Ok(peer) = sock.peer_addr() else {
         return;
@@ -83,6 +98,13 @@ fn serve_connection<H: Handler>(sock: TcpStream, config: &Config, handler: &H) {
     let conn = match &config.tls {
         Some(tls) => {
             let deadline = Instant::now() + config.handshake_deadline;
+            if plain_http_first(&sock, deadline) {
+                handler.rejected(peer, "plain HTTP sent to the HTTPS port");
+                let mut conn = Conn::plain(sock, peer);
+                let _ = send(&mut conn, 400, TEXT, &[], HTTPS_ONLY.as_bytes(), false);
+                conn.close();
+                return;
+            }
             Conn::tls_handshake(sock, peer, tls.clone(), deadline)
         }
         None => Ok(Conn::plain(sock, peer)),
@@ -104,14 +126,7 @@ fn serve_connection<H: Handler>(sock: TcpStream, config: &Config, handler: &H) {
         Err(Refusal::Answer(status, why)) => {
             handler.rejected(peer, &format!("{status}: {why}"));
             let body = format!("{why}\n");
-            let _ = send(
-                &mut conn,
-                status,
-                "text/plain; charset=utf-8",
-                &[],
-                body.as_bytes(),
-                false,
-            );
+            let _ = send(&mut conn, status, TEXT, &[], body.as_bytes(), false);
         }
         Err(Refusal::Gone) => {}
     }

@@ -374,6 +374,25 @@ fn https_answers_equal_tcpdump_and_strangers_are_refused() {
             read_text(&bad)
         );
 
+        // Plain HTTP on the HTTPS port is told to use https://.
+        let told = work.join("told.txt");
+        let c = curl(
+            &tb,
+            &[
+                "--data",
+                "udp",
+                "http://127.0.0.1:8443/query",
+                "-o",
+                told.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(c.http, 400, "{}", c.stderr());
+        assert!(
+            read_text(&told).contains("https://"),
+            "{}",
+            read_text(&told)
+        );
+
         // Other paths and methods.
         let mut args = client.to_vec();
         args.extend([
