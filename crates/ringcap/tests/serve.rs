@@ -452,7 +452,7 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
         "{err}"
     );
 
-    // One query at a time, each reading at most 100 kB/s for at most 3 s.
+    // One query at a time, each reading at most 100 kB/s for at most 6 s.
     let server = spawn_listening(ringcap_rx(
         &tb,
         &[
@@ -465,7 +465,7 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
             "--max-read-rate",
             "100kB",
             "--query-timeout",
-            "3s",
+            "6s",
         ],
     ));
     // Slowloris: a request that never ends is answered 408 at the request deadline (10 s),
@@ -496,7 +496,7 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
 
         // A query of the whole store (megabytes at 100 kB/s) holds the only place: another is told
         // to come back later; the long one is cut at its time limit, which its client sees.
-        let slow_out = work.join("slow.pcap");
+        let (slow_out, slow_head) = (work.join("slow.pcap"), work.join("slow-head.txt"));
         let slow = tb
             .command(Side::Rx, "curl")
             .args([
@@ -511,11 +511,21 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
                 "-o",
             ])
             .arg(&slow_out)
+            .arg("-D")
+            .arg(&slow_head)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(1000));
+        // The answer's head is sent once the query holds its place.
+        let waited = Instant::now();
+        while !read_text(&slow_head).contains("200") {
+            assert!(
+                waited.elapsed() < Duration::from_secs(20),
+                "the long query did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let headers = work.join("headers.txt");
         let c = curl(
             &tb,
