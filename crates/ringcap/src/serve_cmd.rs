@@ -121,32 +121,8 @@ pub fn run(a: ServeArgs) -> Result<(), Fatal> {
     let local = listener
         .local_addr()
         .map_err(|e| Fatal::runtime(anyhow!("{e}")))?;
-    let service = QueryService {
-        stores: a.stores.clone(),
-        queries: httpd::Slots::new(a.max_queries as usize),
-        options: index::QueryOptions {
-            jobs: a.jobs.max(1),
-            use_index: true,
-            max_read_rate: a.max_read_rate,
-            deadline: None,
-        },
-        timeout: a.query_timeout,
-        format: a.format.into(),
-        quiet: a.quiet.on,
-    };
-    let config = httpd::Config {
-        tls: tls.clone(),
-        max_connections: a.max_connections as usize,
-        handshake_deadline: HANDSHAKE_DEADLINE,
-        limits: httpd::Limits {
-            deadline: REQUEST_DEADLINE,
-            max_head: 16 << 10,
-            max_headers: 64,
-            max_body: MAX_QUERY,
-        },
-        write_stall: WRITE_STALL,
-        name: "ringcap-serve".into(),
-    };
+    let config = http_config(&a, tls.clone());
+    let service = QueryService::new(&a);
     httpd::spawn(listener, config, Arc::new(service))
         .map_err(|e| Fatal::runtime(anyhow!("cannot start the server thread: {e}")))?;
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -164,6 +140,23 @@ pub fn run(a: ServeArgs) -> Result<(), Fatal> {
     }
     eprintln!("ringcap serve: stopped");
     Ok(())
+}
+
+/// The server's limits: the flags', and the fixed deadlines and sizes above.
+fn http_config(a: &ServeArgs, tls: Option<Arc<httpd::TlsConfig>>) -> httpd::Config {
+    httpd::Config {
+        tls,
+        max_connections: a.max_connections as usize,
+        handshake_deadline: HANDSHAKE_DEADLINE,
+        limits: httpd::Limits {
+            deadline: REQUEST_DEADLINE,
+            max_head: 16 << 10,
+            max_headers: 64,
+            max_body: MAX_QUERY,
+        },
+        write_stall: WRITE_STALL,
+        name: "ringcap-serve".into(),
+    }
 }
 
 /// The addresses of `--listen` (a name may give several).
@@ -246,6 +239,22 @@ impl httpd::Handler for QueryService {
 }
 
 impl QueryService {
+    fn new(a: &ServeArgs) -> QueryService {
+        QueryService {
+            stores: a.stores.clone(),
+            queries: httpd::Slots::new(a.max_queries as usize),
+            options: index::QueryOptions {
+                jobs: a.jobs.max(1),
+                use_index: true,
+                max_read_rate: a.max_read_rate,
+                deadline: None,
+            },
+            timeout: a.query_timeout,
+            format: a.format.into(),
+            quiet: a.quiet.on,
+        }
+    }
+
     /// One line on stderr; control characters a client sent (in an expression libpcap quotes
     /// back) become spaces, so a client cannot forge log lines.
     fn log(&self, peer: SocketAddr, what: &str) {
