@@ -15,7 +15,7 @@ mod slots;
 mod tls;
 
 pub use conn::Conn;
-pub use request::{Limits, Request};
+pub use request::{parse_request, Limits, Parsed, Request};
 pub use response::{reason, send, BodyStream};
 pub use rustls::ServerConfig as TlsConfig;
 pub use server::{spawn, Config, Handler};

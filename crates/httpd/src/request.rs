@@ -58,19 +58,30 @@ pub(crate) enum Refusal {
     Gone,
 }
 
-fn answer(status: u16, why: impl Into<String>) -> Refusal {
-    Refusal::Answer(status, why.into())
+/// What the bytes received so far make of a request.
+#[derive(Debug)]
+pub enum Parsed {
+    /// More bytes are needed. `wants_continue`: the head is complete and asks for `100 Continue`
+    /// before the client sends its body.
+    Incomplete { wants_continue: bool },
+    /// A whole request (bytes after its body are ignored: one request per connection).
+    Complete(Request),
+    /// To be refused with this status and reason.
+    Refused(u16, String),
 }
 
-/// Reads one request from `conn` within `limits`; the connection's read deadline is cleared
-/// again once it is read.
-pub(crate) fn read_request(conn: &mut Conn, limits: &Limits) -> Result<Request, Refusal> {
-    let started = Instant::now();
-    conn.set_read_deadline(Some(started + limits.deadline))
-        .map_err(|_| Refusal::Gone)?;
-    let mut buf = Vec::with_capacity(1024);
+/// A status and the reason sent with it.
+type Refusing = (u16, String);
+
+fn refusing(status: u16, why: impl Into<String>) -> Refusing {
+    (status, why.into())
+}
+
+/// Parses the bytes a client sent so far (no I/O, so it can be fuzzed): the request line and
+/// headers within `limits`, then a body of Content-Length bytes.
+pub fn parse_request(buf: &[u8], limits: &Limits) -> Parsed {
     let too_large = || {
-        answer(
+        Parsed::Refused(
             431,
             format!(
                 "the request line and headers exceed {} bytes",
@@ -78,34 +89,59 @@ pub(crate) fn read_request(conn: &mut Conn, limits: &Limits) -> Result<Request, 
             ),
         )
     };
-    let head_end = loop {
-        match head_end(&buf) {
-            Some(end) if end > limits.max_head => return Err(too_large()),
-            Some(end) => break end,
-            None if buf.len() > limits.max_head => return Err(too_large()),
-            None => read_some(conn, &mut buf, limits)?,
+    let end = match head_end(buf) {
+        Some(end) if end > limits.max_head => return too_large(),
+        Some(end) => end,
+        None if buf.len() > limits.max_head => return too_large(),
+        None => {
+            return Parsed::Incomplete {
+                wants_continue: false,
+            }
         }
     };
-    let mut request = parse_head(&buf[..head_end], limits)?;
-    let length = body_length(&request, limits)?;
-    let mut body = buf.split_off(head_end);
-    if body.len() < length
-        && request
+    let head =
+        parse_head(&buf[..end], limits).and_then(|r| body_length(&r, limits).map(|n| (r, n)));
+    let (mut request, length) = match head {
+        Ok(h) => h,
+        Err((status, why)) => return Parsed::Refused(status, why),
+    };
+    let body = &buf[end..];
+    if body.len() < length {
+        let wants_continue = request
             .header("expect")
-            .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
-    {
-        // curl waits a second for this before sending a body it announced with Expect.
-        conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-            .and_then(|_| conn.flush())
-            .map_err(|_| Refusal::Gone)?;
+            .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+        return Parsed::Incomplete { wants_continue };
     }
-    while body.len() < length {
-        read_some(conn, &mut body, limits)?;
+    request.body = body[..length].to_vec();
+    Parsed::Complete(request)
+}
+
+/// Reads one request from `conn` within `limits`; the connection's read deadline is cleared
+/// again once it is read.
+pub(crate) fn read_request(conn: &mut Conn, limits: &Limits) -> Result<Request, Refusal> {
+    conn.set_read_deadline(Some(Instant::now() + limits.deadline))
+        .map_err(|_| Refusal::Gone)?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut continued = false;
+    loop {
+        match parse_request(&buf, limits) {
+            Parsed::Complete(request) => {
+                conn.set_read_deadline(None).map_err(|_| Refusal::Gone)?;
+                return Ok(request);
+            }
+            Parsed::Refused(status, why) => return Err(Refusal::Answer(status, why)),
+            Parsed::Incomplete { wants_continue } => {
+                if wants_continue && !continued {
+                    // curl waits a second for this before sending a body it announced.
+                    conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        .and_then(|_| conn.flush())
+                        .map_err(|_| Refusal::Gone)?;
+                    continued = true;
+                }
+                read_some(conn, &mut buf, limits)?;
+            }
+        }
     }
-    body.truncate(length);
-    request.body = body;
-    conn.set_read_deadline(None).map_err(|_| Refusal::Gone)?;
-    Ok(request)
 }
 
 /// Appends what the next read gives; a closed connection or the deadline ends the request.
@@ -113,12 +149,15 @@ fn read_some(conn: &mut Conn, buf: &mut Vec<u8>, limits: &Limits) -> Result<(), 
     let mut chunk = [0u8; 4096];
     match conn.read(&mut chunk) {
         Ok(0) if buf.is_empty() => Err(Refusal::Gone),
-        Ok(0) => Err(answer(400, "the connection ended inside the request")),
+        Ok(0) => Err(Refusal::Answer(
+            400,
+            "the connection ended inside the request".into(),
+        )),
         Ok(n) => {
             buf.extend_from_slice(&chunk[..n]);
             Ok(())
         }
-        Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(answer(
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(Refusal::Answer(
             408,
             format!(
                 "the request did not arrive within {} s",
@@ -139,41 +178,41 @@ fn head_end(buf: &[u8]) -> Option<usize> {
     }
 }
 
-fn parse_head(head: &[u8], limits: &Limits) -> Result<Request, Refusal> {
+fn parse_head(head: &[u8], limits: &Limits) -> Result<Request, Refusing> {
     let text =
-        std::str::from_utf8(head).map_err(|_| answer(400, "the request head is not UTF-8"))?;
+        std::str::from_utf8(head).map_err(|_| refusing(400, "the request head is not UTF-8"))?;
     let mut lines = text.lines().map(|l| l.trim_end_matches('\r'));
     let line = lines.next().unwrap_or("");
     let parts: Vec<&str> = line.split(' ').collect();
     let [method, target, version] = parts[..] else {
-        return Err(answer(400, format!("not an HTTP request line: {line:?}")));
+        return Err(refusing(400, format!("not an HTTP request line: {line:?}")));
     };
     let http10 = match version {
         "HTTP/1.1" => false,
         "HTTP/1.0" => true,
         _ => {
-            return Err(answer(
+            return Err(refusing(
                 505,
                 format!("{version} is not spoken here: use HTTP/1.1"),
             ))
         }
     };
     if method.is_empty() || !target.starts_with('/') {
-        return Err(answer(400, format!("not an HTTP request line: {line:?}")));
+        return Err(refusing(400, format!("not an HTTP request line: {line:?}")));
     }
     let mut headers = Vec::new();
     for l in lines.take_while(|l| !l.is_empty()) {
         if headers.len() == limits.max_headers {
-            return Err(answer(
+            return Err(refusing(
                 431,
                 format!("more than {} header lines", limits.max_headers),
             ));
         }
         let Some((name, value)) = l.split_once(':') else {
-            return Err(answer(400, format!("not a header line: {l:?}")));
+            return Err(refusing(400, format!("not a header line: {l:?}")));
         };
         if name.is_empty() || name.contains(|c: char| c.is_whitespace()) {
-            return Err(answer(400, format!("not a header name: {name:?}")));
+            return Err(refusing(400, format!("not a header name: {name:?}")));
         }
         headers.push((name.to_string(), value.trim().to_string()));
     }
@@ -187,9 +226,9 @@ fn parse_head(head: &[u8], limits: &Limits) -> Result<Request, Refusal> {
 }
 
 /// The body's length from Content-Length (0 without one); chunked bodies are refused.
-fn body_length(r: &Request, limits: &Limits) -> Result<usize, Refusal> {
+fn body_length(r: &Request, limits: &Limits) -> Result<usize, Refusing> {
     if r.header("transfer-encoding").is_some() {
-        return Err(answer(
+        return Err(refusing(
             411,
             "send the body with a Content-Length (curl --data does); chunked request bodies are not accepted",
         ));
@@ -202,15 +241,15 @@ fn body_length(r: &Request, limits: &Limits) -> Result<usize, Refusal> {
     {
         let n: u64 = v
             .parse()
-            .map_err(|_| answer(400, format!("bad Content-Length {v:?}")))?;
+            .map_err(|_| refusing(400, format!("bad Content-Length {v:?}")))?;
         if length.is_some_and(|l| l != n) {
-            return Err(answer(400, "Content-Length given twice, differently"));
+            return Err(refusing(400, "Content-Length given twice, differently"));
         }
         length = Some(n);
     }
     let length = length.unwrap_or(0);
     if length > limits.max_body as u64 {
-        return Err(answer(
+        return Err(refusing(
             413,
             format!(
                 "the body is {length} bytes; at most {} are accepted",
@@ -234,27 +273,38 @@ mod tests {
         }
     }
 
-    fn status(r: Result<Request, Refusal>) -> u16 {
-        match r {
-            Ok(_) => 0,
-            Err(Refusal::Answer(s, _)) => s,
-            Err(Refusal::Gone) => 1,
+    /// 0: complete, 1: incomplete, else the refusal's status.
+    fn status(p: Parsed) -> u16 {
+        match p {
+            Parsed::Complete(_) => 0,
+            Parsed::Incomplete { .. } => 1,
+            Parsed::Refused(s, _) => s,
         }
     }
 
-    fn head(text: &str) -> Result<Request, Refusal> {
-        parse_head(text.as_bytes(), &limits()).and_then(|r| body_length(&r, &limits()).map(|_| r))
+    fn head(text: &str) -> Parsed {
+        parse_request(text.as_bytes(), &limits())
+    }
+
+    fn complete(text: &str) -> Request {
+        match head(text) {
+            Parsed::Complete(r) => r,
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn a_request_line_and_headers_parse() {
-        let r = head("POST /query?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n").unwrap();
+        let r = complete("POST /query?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcd");
         assert_eq!(
             (r.method.as_str(), r.path(), r.http10),
             ("POST", "/query", false)
         );
-        assert_eq!(r.header("content-length"), Some("3"));
-        assert!(head("GET / HTTP/1.0\n\n").unwrap().http10);
+        assert_eq!(
+            (r.header("content-length"), &r.body[..]),
+            (Some("3"), &b"abc"[..])
+        );
+        assert!(complete("GET / HTTP/1.0\n\n").http10);
     }
 
     #[test]
@@ -285,6 +335,20 @@ mod tests {
             )),
             411
         );
+    }
+
+    #[test]
+    fn a_request_is_incomplete_until_its_body_is_whole() {
+        assert_eq!(status(head("POST / HTTP/1.1\r\nContent-Le")), 1);
+        let announced = "POST / HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\nab";
+        assert!(matches!(
+            head(announced),
+            Parsed::Incomplete {
+                wants_continue: true
+            }
+        ));
+        assert_eq!(status(head(&format!("{announced}cd"))), 0);
+        assert_eq!(status(head(&"a".repeat(1100))), 431);
     }
 
     #[test]
