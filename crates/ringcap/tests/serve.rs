@@ -122,6 +122,25 @@ fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// The running server, killed if a check fails before it is stopped, so a failed run leaves no
+/// server behind.
+struct Server(Option<std::process::Child>);
+
+impl Server {
+    fn stop(mut self, sig: i32) -> Output {
+        stop(self.0.take().expect("running"), sig)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// What curl did: its exit status, the HTTP status it saw (0: none) and its error text.
 struct Curl {
     output: Output,
@@ -271,7 +290,7 @@ fn https_answers_equal_tcpdump_and_strangers_are_refused() {
     assert!(err.contains("chmod 600"), "{err}");
     chmod(Path::new(&server_key), 0o600);
 
-    let server = spawn_listening(ringcap_rx(&tb, &args));
+    let server = Server(Some(spawn_listening(ringcap_rx(&tb, &args))));
     // A peer that connects and says nothing is cut at the handshake deadline (10 s), while
     // the others are served.
     let (answer, took) = std::thread::scope(|s| {
@@ -416,7 +435,7 @@ fn https_answers_equal_tcpdump_and_strangers_are_refused() {
         "cut after {took:?}"
     );
 
-    let done = stop(server, libc::SIGINT);
+    let done = server.stop(libc::SIGINT);
     let log = stderr_text(&done);
     assert!(done.status.success(), "{log}");
     assert!(
@@ -453,7 +472,7 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
     );
 
     // One query at a time, each reading at most 100 kB/s for at most 6 s.
-    let server = spawn_listening(ringcap_rx(
+    let server = Server(Some(spawn_listening(ringcap_rx(
         &tb,
         &[
             "serve",
@@ -467,7 +486,7 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
             "--query-timeout",
             "6s",
         ],
-    ));
+    ))));
     // Slowloris: a request that never ends is answered 408 at the request deadline (10 s),
     // while the others are served.
     let (answer, took) = std::thread::scope(|s| {
@@ -563,7 +582,7 @@ fn plain_http_only_on_loopback_and_a_busy_server_says_503() {
         "cut after {took:?}"
     );
 
-    let done = stop(server, libc::SIGTERM);
+    let done = server.stop(libc::SIGTERM);
     let log = stderr_text(&done);
     assert!(done.status.success(), "{log}");
     assert!(log.contains("503") && log.contains("time limit"), "{log}");
