@@ -7,7 +7,8 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/ringcap-target
 BIN := $(CARGO_TARGET_DIR)/release/ringcap
 PREFIX ?= /usr/local
-# curl and prometheus (for promtool) scrape and check the --metrics page as a Prometheus server would.
+# curl and prometheus (for promtool) scrape and check the --metrics page as a Prometheus server would;
+# openssl makes the CA and certificates the `ringcap serve` and record TLS tests use (curl --cert, rustls).
 APT_PKGS := gcc libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND

@@ -6,6 +6,7 @@
 pub mod build;
 pub mod expr;
 pub mod file;
+pub mod files;
 pub mod key;
 pub mod live;
 pub mod query;
@@ -14,6 +15,7 @@ pub mod scan;
 pub use build::Builder;
 pub use expr::{parse_query, parse_time, Narrow, Query};
 pub use file::{IndexError, IndexFile};
+pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use live::{index_path, LiveIndexer};
-pub use query::{FileReport, Hit, QueryOptions};
+pub use query::{prepare_query, FileReport, Hit, QueryOptions};
 pub use scan::{index_file, Indexed};

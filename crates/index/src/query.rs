@@ -28,6 +28,9 @@ const BATCH_BYTES: usize = 1 << 20;
 const BATCHES_AHEAD: usize = 2;
 /// Candidate records closer than this are read with one read.
 const COALESCE: u64 = 64 << 10;
+/// A worker looks at the stop flag and the deadline after this many packets tested, so a
+/// query stopped while nothing matches ends within a few milliseconds, not at the file's end.
+const STOP_CHECK_PACKETS: u64 = 4096;
 
 /// How a query runs.
 #[derive(Clone, Debug)]
@@ -38,6 +41,40 @@ pub struct QueryOptions {
     pub use_index: bool,
     /// Read at most this many file bytes per second, all workers together (`--max-read-rate`).
     pub max_read_rate: Option<u64>,
+    /// Give up at this instant: [`run`] then fails with `ErrorKind::TimedOut` (a server's
+    /// query-time limit).
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            jobs: 2,
+            use_index: true,
+            max_read_rate: None,
+            deadline: None,
+        }
+    }
+}
+
+/// The query of an expression (tcpdump syntax with stenographer's `after`/`before` terms) and
+/// optional `--after`/`--before` times, its filter compiled once so that a typo is reported
+/// (with libpcap's words) before any file is read. The window is the narrower of both.
+pub fn prepare_query(
+    expr: &str,
+    after: Option<&str>,
+    before: Option<&str>,
+    now_ns: u64,
+) -> Result<Query, String> {
+    let mut q = crate::parse_query(expr, now_ns)?;
+    if let Some(t) = after.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+        q.after_ns = Some(q.after_ns.map_or(t, |x| x.max(t)));
+    }
+    if let Some(t) = before.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+        q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
+    }
+    check_filter(&q.filter)?;
+    Ok(q)
 }
 
 /// Paces the file bytes all workers read (a shared token bucket with 100 ms of credit), so a
@@ -45,10 +82,12 @@ pub struct QueryOptions {
 struct ReadPace {
     rate: u64,
     next: std::sync::Mutex<std::time::Instant>,
+    /// The query's deadline: a wait that would pass it ends there, with an error.
+    deadline: Option<std::time::Instant>,
 }
 
 impl ReadPace {
-    fn take(&self, n: u64) {
+    fn take(&self, n: u64) -> io::Result<()> {
         let now = std::time::Instant::now();
         let until = {
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
@@ -59,9 +98,14 @@ impl ReadPace {
                 + std::time::Duration::from_secs_f64(n as f64 / self.rate as f64);
             *next
         };
+        if let Some(d) = self.deadline.filter(|d| until > *d) {
+            std::thread::sleep(d.saturating_duration_since(now));
+            return Err(timed_out());
+        }
         if until > now {
             std::thread::sleep(until - now);
         }
+        Ok(())
     }
 }
 
@@ -75,7 +119,7 @@ impl<R: Read> Read for Paced<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         if let Some(p) = &self.pace {
-            p.take(n as u64);
+            p.take(n as u64)?;
         }
         Ok(n)
     }
@@ -105,6 +149,21 @@ pub struct FileReport {
     pub packets_tested: u64,
     pub packets_matched: u64,
     pub error: Option<String>,
+}
+
+impl FileReport {
+    /// "PATH: what went wrong" when the file could not be read whole.
+    pub fn error_line(&self) -> Option<String> {
+        let path = self.path.display().to_string();
+        // Most errors name the file already.
+        self.error.as_ref().map(|e| {
+            if e.contains(&path) {
+                e.clone()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+    }
 }
 
 #[derive(Default)]
@@ -159,6 +218,7 @@ struct Job {
     pace: Option<Arc<ReadPace>>,
     stop: Arc<AtomicBool>,
     use_index: bool,
+    deadline: Option<std::time::Instant>,
 }
 
 struct Stream {
@@ -194,6 +254,7 @@ pub fn run(
         Arc::new(ReadPace {
             rate: rate.max(1),
             next: std::sync::Mutex::new(std::time::Instant::now()),
+            deadline: opts.deadline,
         })
     });
     let job = |_: usize| Job {
@@ -201,6 +262,11 @@ pub fn run(
         pace: pace.clone(),
         stop: stop.clone(),
         use_index: opts.use_index,
+        deadline: opts.deadline,
+    };
+    let past_deadline = || {
+        opts.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
     };
     // Order files by their first packet (from the index, or by peeking).
     let mut order: Vec<(u64, usize)> = files
@@ -236,6 +302,7 @@ pub fn run(
     // `live`: streams being merged; `ahead`: started, not merged yet (read in parallel).
     let mut ahead: std::collections::VecDeque<(u64, Stream)> = Default::default();
     let mut stopped = false;
+    let mut failed: Option<io::Error> = None;
     loop {
         while ahead.len() + streams.len() < jobs && next < order.len() {
             ahead.push_back((order[next].0, start(next)));
@@ -272,6 +339,10 @@ pub fn run(
         if stopped {
             break;
         }
+        if past_deadline() {
+            failed = Some(timed_out());
+            break;
+        }
         let s = &mut streams[best];
         let (ts, wire_len, linktype, at, len) = s.batch.meta[s.at];
         s.at += 1;
@@ -281,8 +352,14 @@ pub fn run(
             linktype,
             data: &s.batch.data[at..at + len],
         };
-        if !emit(&hit)? {
-            stopped = true;
+        match emit(&hit) {
+            Ok(true) => {}
+            Ok(false) => stopped = true,
+            // The reader went away: stop the workers before saying so.
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
         }
     }
     // Stop the workers still running and collect what they did.
@@ -292,6 +369,13 @@ pub fn run(
         if let Some(h) = s.handle.take() {
             reports[s.order] = Some(h.join().unwrap_or_default());
         }
+    }
+    if failed.is_none() && past_deadline() && reports.iter().flatten().any(|r| r.error.is_some()) {
+        // A worker gave up at the deadline (its file's report says so).
+        failed = Some(timed_out());
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     Ok(files
         .iter()
@@ -304,6 +388,13 @@ pub fn run(
             })
         })
         .collect())
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the query ran past its time limit; the result is incomplete",
+    )
 }
 
 /// The time of a file's first packet: from its index, else by reading it (0 if unreadable).
@@ -358,6 +449,7 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         after: job.query.after_ns.unwrap_or(0),
         before: job.query.before_ns.unwrap_or(u64::MAX),
         stop: job.stop.clone(),
+        deadline: job.deadline,
     };
     let result = if job.use_index {
         match IndexFile::open(&crate::live::index_path(path), path) {
@@ -395,11 +487,15 @@ struct Out<'a> {
     after: u64,
     before: u64,
     stop: Arc<AtomicBool>,
+    deadline: Option<std::time::Instant>,
 }
 
 impl Out<'_> {
     fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), String> {
         r.packets_tested += 1;
+        if r.packets_tested.is_multiple_of(STOP_CHECK_PACKETS) {
+            self.check_stop()?;
+        }
         if p.ts_ns < self.after || p.ts_ns >= self.before {
             return Ok(());
         }
@@ -418,10 +514,22 @@ impl Out<'_> {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    /// Err once the query was stopped or ran past its deadline.
+    fn check_stop(&self) -> Result<(), String> {
         if self.stop.load(Relaxed) {
             return Err("stopped".into());
         }
+        if self
+            .deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            return Err("the query ran past its time limit".into());
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.check_stop()?;
         if self.batch.meta.is_empty() {
             return Ok(());
         }
@@ -670,7 +778,7 @@ fn plain_records(
             .map_err(|e| format!("{}: {e}", path.display()))?;
         r.bytes_read += end - first;
         if let Some(p) = pace {
-            p.take(end - first);
+            p.take(end - first).map_err(|e| e.to_string())?;
         }
         let cap = prelude.len() + buf.len() + 64;
         read_stream(
@@ -788,8 +896,7 @@ mod tests {
 
         let opts = QueryOptions {
             jobs: 1,
-            use_index: true,
-            max_read_rate: None,
+            ..Default::default()
         };
         for (expr, want) in [("", 100), ("host 10.0.0.2", 25)] {
             let q = crate::parse_query(expr, 0).unwrap();

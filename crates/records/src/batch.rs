@@ -103,24 +103,17 @@ impl Key {
     /// Reads a key file (at least 16 bytes; one trailing `\n` or `\r\n` is stripped). A file that group or
     /// others may read is refused.
     pub fn load(path: impl AsRef<Path>) -> Result<Key, KeyError> {
-        use std::io::Read;
-        use std::os::unix::fs::PermissionsExt;
         let path = path.as_ref();
-        let read_err = |source| KeyError::Read {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut file = std::fs::File::open(path).map_err(read_err)?;
-        // The mode of the file opened, not of a name that could change in between.
-        let mode = file.metadata().map_err(read_err)?.permissions().mode() & 0o7777;
-        if mode & 0o077 != 0 {
-            return Err(KeyError::NotPrivate {
+        let bytes = sys::read_private_file(path).map_err(|e| match e {
+            sys::SecretFileError::Read { source, .. } => KeyError::Read {
+                path: path.display().to_string(),
+                source,
+            },
+            sys::SecretFileError::NotPrivate { mode, .. } => KeyError::NotPrivate {
                 path: path.display().to_string(),
                 mode,
-            });
-        }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(read_err)?;
+            },
+        })?;
         Key::from_bytes(&bytes).map_err(|e| match e {
             KeyError::TooShort { len, .. } => KeyError::TooShort {
                 where_: format!(" file {}", path.display()),

@@ -52,6 +52,8 @@ pub enum Command {
     Index(crate::index_cmd::IndexArgs),
     /// The packets of a store matching a tcpdump expression and a time window, as tcpdump -r would give them.
     Query(crate::query_cmd::QueryArgs),
+    /// Answer queries from other machines over HTTPS with client certificates (stenographer's POST /query).
+    Serve(crate::serve_cmd::ServeArgs),
     /// Write man pages or shell completions generated from these definitions (used by `make install`).
     #[command(hide = true, subcommand)]
     Generate(crate::generate_cmd::GenerateWhat),

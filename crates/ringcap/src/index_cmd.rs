@@ -33,52 +33,13 @@ pub struct IndexArgs {
     pub json: crate::cli::Json,
 }
 
-/// The capture files under `paths` (files as given, directories searched one level), sorted.
-/// With `partial`, also the files a capture is writing (hidden `.NAME.partial`), for queries.
+/// The capture files under `paths` (index::capture_files), a path that is not there being a usage
+/// error.
 pub fn capture_files(paths: &[PathBuf], partial: bool) -> Result<Vec<PathBuf>, Fatal> {
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p)
-            .map_err(|e| Fatal::usage(anyhow::anyhow!("{}: {e}", p.display())))?;
-        if meta.is_dir() {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Fatal::runtime(anyhow::anyhow!("{}: {e}", p.display())))?
-                .flatten()
-                .map(|e| e.path())
-                .filter(|f| is_capture_name(f) || (partial && is_partial_capture(f)))
-                .collect();
-            v.sort();
-            out.extend(v);
-        } else {
-            out.push(p.clone());
-        }
-    }
-    Ok(out)
-}
-
-/// A capture file being written: `.NAME.partial` where NAME is a capture file's name.
-pub fn is_partial_capture(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix('.')?.strip_suffix(".partial"))
-        .is_some_and(|inner| is_capture_name(Path::new(inner)))
-}
-
-/// A capture file by its name (hidden files, being written, are not).
-fn is_capture_name(p: &Path) -> bool {
-    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    if name.starts_with('.') {
-        return false;
-    }
-    let base = [".zst", ".lz4", ".gz"]
-        .iter()
-        .find_map(|c| name.strip_suffix(c))
-        .unwrap_or(name);
-    [".pcap", ".pcapng", ".cap"]
-        .iter()
-        .any(|e| base.ends_with(e))
+    index::capture_files(paths, partial).map_err(|e| match e {
+        index::ListError::NoSuchPath { .. } => Fatal::usage(e),
+        index::ListError::Unreadable { .. } => Fatal::runtime(e),
+    })
 }
 
 #[derive(serde::Serialize)]

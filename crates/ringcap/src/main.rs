@@ -15,9 +15,11 @@ mod gen_cmd;
 mod generate_cmd;
 mod index_cmd;
 mod metrics;
+mod privileges;
 mod progress;
 mod query_cmd;
 mod repair_cmd;
+mod serve_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -79,6 +81,7 @@ fn run(cli: cli::Cli) -> Result<(), Fatal> {
         cli::Command::Dedup(a) => collect_cmd::run_dedup(a),
         cli::Command::Index(a) => index_cmd::run(a),
         cli::Command::Query(a) => query_cmd::run(a),
+        cli::Command::Serve(a) => serve_cmd::run(a),
         cli::Command::Generate(w) => generate_cmd::run(w),
     }
 }

@@ -1,16 +1,16 @@
 //! `--metrics ADDR`: the capture's counters as Prometheus text (exposition format 0.0.4) on
 //! `http://ADDR/metrics`, for the same numbers the stats lines and the summary print.
 //!
-//! One thread answers one connection at a time: a scrape is a few kilobytes, and a client that is
-//! slow to send its request is cut at [`REQUEST_DEADLINE`], so a stuck or hostile peer can delay
-//! scrapes by at most that, never the capture (the counters are atomics read without locks).
+//! Served by the shared `httpd` server: a few connections at once, a request must arrive within
+//! [`REQUEST_DEADLINE`] and [`MAX_REQUEST`] bytes, so a stuck or hostile peer can delay scrapes by
+//! at most that, never the capture (the counters are atomics read without locks).
 
 use std::fmt::Write as _;
-use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io;
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capture::Counters;
 use store::{Level, WriterCounters};
@@ -19,6 +19,8 @@ use store::{Level, WriterCounters};
 const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 /// Largest request accepted (a GET with ordinary headers is a few hundred bytes).
 const MAX_REQUEST: usize = 8 * 1024;
+/// Scrapes answered at once (Prometheus sends one at a time; a few spare for curl and a stuck peer).
+const MAX_CONNECTIONS: usize = 4;
 
 /// What the metrics are read from: the same shared counters the stats printer reads.
 pub struct MetricSources {
@@ -41,80 +43,53 @@ pub fn serve(listener: TcpListener, sources: MetricSources) -> io::Result<()> {
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn(move || {
-            for conn in listener.incoming() {
-                match conn {
-                    // A failed answer only affects its client.
-                    Ok(stream) => drop(answer(stream, &sources, started)),
-                    // Out of descriptors or memory: wait rather than spin.
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
-        })?;
+    let config = httpd::Config {
+        tls: None,
+        max_connections: MAX_CONNECTIONS,
+        handshake_deadline: REQUEST_DEADLINE,
+        limits: httpd::Limits {
+            deadline: REQUEST_DEADLINE,
+            max_head: MAX_REQUEST,
+            max_headers: 64,
+            max_body: 0,
+        },
+        write_stall: REQUEST_DEADLINE,
+        name: "metrics".into(),
+    };
+    httpd::spawn(listener, config, Arc::new(Scrapes { sources, started }))?;
     Ok(())
 }
 
-fn answer(mut stream: TcpStream, sources: &MetricSources, started: f64) -> io::Result<()> {
-    stream.set_write_timeout(Some(REQUEST_DEADLINE))?;
-    let request = read_request(&mut stream)?;
-    let line = request.lines().next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (status, kind, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET" | "HEAD", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            render(sources, started),
-        ),
-        ("GET" | "HEAD", "/") => (
-            "200 OK",
-            "text/html; charset=utf-8",
-            "<html><body><a href=\"/metrics\">ringcap metrics</a></body></html>\n".to_string(),
-        ),
-        ("GET" | "HEAD", _) => (
-            "404 Not Found",
-            "text/plain",
-            "not found: try /metrics\n".into(),
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "only GET /metrics\n".into(),
-        ),
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    if method != "HEAD" {
-        out.push_str(&body);
-    }
-    stream.write_all(out.as_bytes())
+/// The pages: /metrics, and a link to it at /.
+struct Scrapes {
+    sources: MetricSources,
+    started: f64,
 }
 
-/// Reads up to the blank line that ends the headers, within the deadline and the size limit.
-fn read_request(stream: &mut TcpStream) -> io::Result<String> {
-    let deadline = Instant::now() + REQUEST_DEADLINE;
-    let mut buf = Vec::with_capacity(512);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || buf.len() > MAX_REQUEST {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "slow or large request",
-            ));
-        }
-        stream.set_read_timeout(Some(left))?;
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+impl httpd::Handler for Scrapes {
+    fn handle(&self, request: httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
+        let method = request.method.as_str();
+        let (status, kind, body) = match (method, request.path()) {
+            ("GET" | "HEAD", "/metrics") => (
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                render(&self.sources, self.started),
+            ),
+            ("GET" | "HEAD", "/") => (
+                200,
+                "text/html; charset=utf-8",
+                "<html><body><a href=\"/metrics\">ringcap metrics</a></body></html>\n".to_string(),
+            ),
+            ("GET" | "HEAD", _) => (404, "text/plain", "not found: try /metrics\n".into()),
+            _ => (405, "text/plain", "only GET /metrics\n".into()),
+        };
+        let allow: &[(&str, &str)] = if status == 405 {
+            &[("Allow", "GET, HEAD")]
+        } else {
+            &[]
+        };
+        httpd::send(conn, status, kind, allow, body.as_bytes(), method == "HEAD")
     }
-    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// Writes one metric family: its HELP and TYPE lines, then one sample per (labels, value).

@@ -101,21 +101,13 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
             a.words[0]
         )));
     }
-    let now = sys::now_ns();
-    let mut q = index::parse_query(&expr, now).map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
-    let flag_time = |s: &Option<String>| -> Result<Option<u64>, Fatal> {
-        s.as_deref()
-            .map(|t| index::parse_time(t, now))
-            .transpose()
-            .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))
-    };
-    if let Some(t) = flag_time(&a.after)? {
-        q.after_ns = Some(q.after_ns.map_or(t, |x| x.max(t)));
-    }
-    if let Some(t) = flag_time(&a.before)? {
-        q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
-    }
-    index::query::check_filter(&q.filter).map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
+    let q = index::prepare_query(
+        &expr,
+        a.after.as_deref(),
+        a.before.as_deref(),
+        sys::now_ns(),
+    )
+    .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
     // Files being written are read too, up to their last whole packet.
     let files = crate::index_cmd::capture_files(&stores, true)?;
     if files.is_empty() {
@@ -147,6 +139,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         jobs: a.jobs.max(1),
         use_index: !a.no_index,
         max_read_rate: a.max_read_rate,
+        deadline: None,
     };
     let started = Instant::now();
     let mut out = Output::new(&a)?;
@@ -164,20 +157,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     };
     out.finish()?;
     let elapsed = started.elapsed();
-    let errors: Vec<String> = reports
-        .iter()
-        .filter_map(|r| {
-            let path = r.path.display().to_string();
-            // Most errors name the file already.
-            r.error.as_ref().map(|e| {
-                if e.contains(&path) {
-                    e.clone()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
-        })
-        .collect();
+    let errors: Vec<String> = reports.iter().filter_map(|r| r.error_line()).collect();
     let summary = Summary {
         packets,
         files: files.len(),
@@ -291,12 +271,7 @@ impl Output {
             self.open(hit.linktype)?;
         }
         let (w, lt) = self.writer.as_mut().expect("opened");
-        if *lt != hit.linktype {
-            return Err(std::io::Error::other(format!(
-                "the result mixes link types {lt} and {}: one file cannot hold both; narrow the query to one kind of interface",
-                hit.linktype
-            )));
-        }
+        store::check_same_linktype(*lt, hit.linktype)?;
         while !w.write_packet(hit.ts_ns, hit.wire_len, hit.data, None) {
             if w.stats().failed {
                 return Err(std::io::Error::other("the output failed"));

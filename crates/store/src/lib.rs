@@ -16,6 +16,7 @@ mod producer;
 mod reader;
 mod repair;
 mod stats;
+mod stream;
 mod writer;
 
 pub use compress::{zstd_stored_frame, CompressMode, Level};
@@ -33,4 +34,5 @@ pub use producer::Producer;
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
 pub use repair::{finished_name, repair, RepairOptions, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
+pub use stream::{check_same_linktype, PacketStream};
 pub use writer::{CaptureWriter, WriterOptions, MIN_BUFFER_SIZE};

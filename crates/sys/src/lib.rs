@@ -1,4 +1,5 @@
-//! The Linux plumbing ringcap's crates share: packet sockets, interface lookup, thread pinning, clocks.
+//! The Linux plumbing ringcap's crates share: packet sockets, interface lookup, thread pinning, clocks,
+//! privileges, secret files.
 //! Thin wrappers that return `io::Error`; callers add what the failure means for them.
 
 use std::ffi::{CStr, CString};
@@ -7,9 +8,12 @@ use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 mod privileges;
+mod secret;
 pub use privileges::{
     effective_capabilities, keep_only_capabilities, switch_user, User, CAP_DAC_OVERRIDE,
+    CAP_DAC_READ_SEARCH,
 };
+pub use secret::{read_private_file, SecretFileError};
 
 /// Opens an AF_PACKET SOCK_RAW socket with protocol 0: it receives nothing until it is bound to a
 /// protocol, so no packet reaches it before its filter and ring are in place (needs CAP_NET_RAW).

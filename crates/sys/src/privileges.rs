@@ -7,6 +7,8 @@ use std::io;
 
 /// `CAP_DAC_OVERRIDE`: create and delete files in directories the user could not write otherwise.
 pub const CAP_DAC_OVERRIDE: u32 = 1;
+/// `CAP_DAC_READ_SEARCH`: read any file and search any directory (all a reader of the store needs).
+pub const CAP_DAC_READ_SEARCH: u32 = 2;
 
 /// A local user account.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,15 +11,14 @@ use session::{Options, Session, Sink, Stop};
 use store::{CompressMode, FilePlan};
 
 mod output;
-mod privileges;
 mod probe;
 
 use output::{cutoff_config, file_plan, open_writer};
-use privileges::{relinquish_privileges, unprivileged_user};
 use probe::{records_destinations, records_probe};
 
 use crate::capture_stats::{StatsPrinter, Summary};
 use crate::cli::CaptureArgs;
+use crate::privileges::{relinquish_privileges, unprivileged_user};
 use crate::{metrics, Fatal};
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
@@ -50,7 +49,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     cfg.filter = None; // the compiled program now lives in the kernel
                        // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
                        // thread): give them up before files are opened and packets parsed.
-    relinquish_privileges(user.as_ref())?;
+    relinquish_privileges(user.as_ref(), &[sys::CAP_DAC_OVERRIDE])?;
 
     let plan = file_plan(&a)?;
     let cutoff = cutoff_config(&a, plan.is_some())?;

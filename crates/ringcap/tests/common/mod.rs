@@ -2,6 +2,8 @@
 //! real frames from the other one.
 #![allow(dead_code)]
 
+pub mod stores;
+
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};

@@ -1,4 +1,4 @@
-//! `-Z USER` and the capabilities ringcap keeps once its sockets are open.
+//! `-Z USER` and the capabilities a command keeps once its sockets are open (capture, serve).
 
 use anyhow::anyhow;
 
@@ -21,18 +21,14 @@ pub fn unprivileged_user(name: &str) -> Result<sys::User, Fatal> {
     Ok(u)
 }
 
-/// `-Z USER`: become USER, with no capabilities; otherwise keep only what writing files needs
-/// (CAP_DAC_OVERRIDE, when held).
-pub fn relinquish_privileges(user: Option<&sys::User>) -> Result<(), Fatal> {
+/// `-Z USER`: become USER, with no capabilities; otherwise keep only `keep` of the capabilities held
+/// (capture: CAP_DAC_OVERRIDE to write files; serve: CAP_DAC_READ_SEARCH to read them).
+pub fn relinquish_privileges(user: Option<&sys::User>, keep: &[u32]) -> Result<(), Fatal> {
     if let Some(u) = user {
         sys::switch_user(u)
             .map_err(|e| Fatal::runtime(anyhow!("-Z {}: cannot become that user: {e}", u.name)))?;
     }
-    let keep: &[u32] = if user.is_some() {
-        &[]
-    } else {
-        &[sys::CAP_DAC_OVERRIDE]
-    };
+    let keep: &[u32] = if user.is_some() { &[] } else { keep };
     sys::keep_only_capabilities(keep)
         .map_err(|e| Fatal::runtime(anyhow!("cannot give up capabilities: {e}")))
 }

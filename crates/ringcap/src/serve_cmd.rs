@@ -1,0 +1,379 @@
+//! `ringcap serve`: the time machine for other machines. `POST /query` with a query as the body
+//! (stenographer's request, what stenoread sends) answers with the matching packets as a pcap
+//! stream, found and filtered exactly as `ringcap query` does (the `index` crate), over HTTPS with
+//! client certificates (the `httpd` crate), or plain HTTP on loopback only.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use clap::Args;
+
+use crate::cli::OutputFormat;
+use crate::privileges::{relinquish_privileges, unprivileged_user};
+use crate::Fatal;
+
+/// Largest query accepted (an expression with its time terms is a few hundred bytes).
+const MAX_QUERY: usize = 16 << 10;
+/// A request (line, headers, query) must have arrived this long after the connection is ready.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// A TLS handshake must be done this long after the connection was accepted.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+/// A client that reads nothing of its result for this long is cut off (its query ends).
+const WRITE_STALL: Duration = Duration::from_secs(60);
+/// What a client told "busy" (503) is asked to wait, in seconds.
+const RETRY_AFTER_SECS: &str = "5";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+#[derive(Args, Debug, Clone)]
+#[command(
+    mut_arg("quiet", |a| a.help("No line per query or refused client on stderr.")),
+    after_help = "\
+Answers POST /query, whose body is the query (a tcpdump expression; `after T` and `before T`
+terms at its start or end, as stenographer and `ringcap query` take them), with the matching
+packets as a pcap stream (application/octet-stream), in time order, exactly as `ringcap query
+STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. A bad expression gets
+400 with libpcap's message; more than --max-queries at once get 503 with Retry-After.
+
+HTTPS needs all of --cert, --key and --client-ca: every client must show a certificate signed by
+the --client-ca certificate(s); others fail the TLS handshake. Without them, plain HTTP (no
+authentication) is served on a loopback address only. The key file must not be readable by group
+or others (chmod 600). The README's \"Remote queries\" section shows how to make the certificates
+with openssl.
+
+Queries run at nice 10 and the lowest best-effort I/O level, below a capture. As root without -Z,
+ringcap keeps only CAP_DAC_READ_SEARCH (to read the store) once it listens.
+
+Examples:
+  ringcap serve /data1 /data2 --listen 0.0.0.0:8443 \\
+       --cert server.pem --key server.key --client-ca ca.pem
+  curl --cacert ca.pem --cert client.pem --key client.key -X POST \\
+       --data 'host 10.1.2.3 and port 443 and after 10m ago' https://sensor1:8443/query -o out.pcap
+  curl ... https://sensor1:8443/query | wireshark -k -i -
+  ringcap serve /data --listen 127.0.0.1:8080     # plain HTTP, this machine only"
+)]
+pub struct ServeArgs {
+    /// Stores (capture files or directories of them), as `ringcap query` takes them.
+    #[arg(value_name = "STORE", required = true)]
+    pub stores: Vec<PathBuf>,
+    /// Where to listen: HOST:PORT, e.g. 0.0.0.0:8443, [::]:8443 or 127.0.0.1:8080. Without TLS,
+    /// only a loopback address.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: String,
+    /// The server's certificate chain (PEM). With --key and --client-ca: HTTPS.
+    #[arg(long, value_name = "FILE", requires_all = ["key", "client_ca"])]
+    pub cert: Option<PathBuf>,
+    /// The server's private key (PEM); refused if group or others may read it.
+    #[arg(long, value_name = "FILE", requires_all = ["cert", "client_ca"])]
+    pub key: Option<PathBuf>,
+    /// The CA certificate(s) (PEM) that sign the clients' certificates: a client must show one.
+    #[arg(long = "client-ca", value_name = "FILE", requires_all = ["cert", "key"])]
+    pub client_ca: Option<PathBuf>,
+    /// Queries answered at once; more get 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_queries: u32,
+    /// Connections open at once (handshakes, requests being read, queries); more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Stop a query that runs longer than this (e.g. 10m); its client sees the transfer cut
+    /// (curl: exit 18). Default: no limit.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub query_timeout: Option<Duration>,
+    /// Files each query reads at once.
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
+    pub jobs: usize,
+    /// Each query reads at most this many bytes of the store per second (e.g. 100MB), as
+    /// `ringcap query --max-read-rate`.
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
+    pub max_read_rate: Option<u64>,
+    /// Format of the results (as query's -F).
+    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
+    pub format: OutputFormat,
+    /// Once listening (and the key read), become USER (as capture -Z): the store must be
+    /// readable by USER.
+    #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
+    pub user: Option<String>,
+    #[command(flatten)]
+    pub quiet: crate::cli::Quiet,
+}
+
+pub fn run(a: ServeArgs) -> Result<(), Fatal> {
+    let files = crate::index_cmd::capture_files(&a.stores, true)?;
+    let addrs = listen_addrs(&a.listen)?;
+    let tls = tls_config(&a, &addrs)?;
+    let user = a.user.as_deref().map(unprivileged_user).transpose()?;
+    let listener = TcpListener::bind(&addrs[..]).map_err(|e| {
+        Fatal::usage(anyhow!(
+            "--listen {}: cannot listen there: {e} (give a free HOST:PORT)",
+            a.listen
+        ))
+    })?;
+    let stop = session::Stop::install()
+        .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
+    // The key is read and the port bound: nothing needs privileges any more, and no other
+    // thread exists yet (capabilities are per thread).
+    relinquish_privileges(user.as_ref(), &[sys::CAP_DAC_READ_SEARCH])?;
+    // Every thread started from here (connections, query workers) inherits this.
+    sys::low_priority();
+    let local = listener
+        .local_addr()
+        .map_err(|e| Fatal::runtime(anyhow!("{e}")))?;
+    let config = http_config(&a, tls.clone());
+    let service = QueryService::new(&a);
+    httpd::spawn(listener, config, Arc::new(service))
+        .map_err(|e| Fatal::runtime(anyhow!("cannot start the server thread: {e}")))?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let who = match &a.client_ca {
+        Some(ca) => format!("clients with a certificate from {}", ca.display()),
+        None => "plain HTTP, this machine only".into(),
+    };
+    eprintln!(
+        "ringcap serve: listening on {scheme}://{local}/query ({who}; capture files now: {}; at most {} queries at once)",
+        files.len(),
+        a.max_queries
+    );
+    while !stop.stopping() {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("ringcap serve: stopped");
+    Ok(())
+}
+
+/// The server's limits: the flags', and the fixed deadlines and sizes above.
+fn http_config(a: &ServeArgs, tls: Option<Arc<httpd::TlsConfig>>) -> httpd::Config {
+    httpd::Config {
+        tls,
+        max_connections: a.max_connections as usize,
+        handshake_deadline: HANDSHAKE_DEADLINE,
+        limits: httpd::Limits {
+            deadline: REQUEST_DEADLINE,
+            max_head: 16 << 10,
+            max_headers: 64,
+            max_body: MAX_QUERY,
+        },
+        write_stall: WRITE_STALL,
+        name: "ringcap-serve".into(),
+    }
+}
+
+/// The addresses of `--listen` (a name may give several).
+fn listen_addrs(listen: &str) -> Result<Vec<SocketAddr>, Fatal> {
+    let bad = |why: String| {
+        Fatal::usage(anyhow!(
+            "--listen {listen}: {why} (give HOST:PORT, e.g. 0.0.0.0:8443 or 127.0.0.1:8080)"
+        ))
+    };
+    let addrs: Vec<SocketAddr> = listen
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(bad("no address".into()));
+    }
+    Ok(addrs)
+}
+
+/// The TLS config when --cert/--key/--client-ca are given (clap makes them come together);
+/// without them, plain HTTP is allowed on loopback addresses only.
+fn tls_config(a: &ServeArgs, addrs: &[SocketAddr]) -> Result<Option<Arc<httpd::TlsConfig>>, Fatal> {
+    let (Some(cert), Some(key), Some(ca)) = (&a.cert, &a.key, &a.client_ca) else {
+        if let Some(open) = addrs.iter().find(|s| !s.ip().is_loopback()) {
+            let resolved = if open.to_string() == a.listen {
+                String::new()
+            } else {
+                format!(" ({open})")
+            };
+            return Err(Fatal::usage(anyhow!(
+                "--listen {}{resolved} without TLS: plain HTTP, with no authentication, is served on a loopback address only \
+                 (127.0.0.1, [::1]); pass --cert FILE --key FILE --client-ca FILE to serve HTTPS to clients with certificates",
+                a.listen
+            )));
+        }
+        return Ok(None);
+    };
+    httpd::server_config(cert, key, ca)
+        .map(Some)
+        .map_err(|e| Fatal::usage(anyhow!("cannot set up TLS: {e}")))
+}
+
+/// Answers `POST /query`.
+struct QueryService {
+    stores: Vec<PathBuf>,
+    queries: httpd::Slots,
+    options: index::QueryOptions,
+    timeout: Option<Duration>,
+    format: store::Format,
+    quiet: bool,
+}
+
+impl httpd::Handler for QueryService {
+    fn handle(&self, request: httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
+        let head_only = request.method == "HEAD";
+        match (request.path(), request.method.as_str()) {
+            ("/query", "POST") => self.query(&request, conn),
+            ("/query", _) => httpd::send(
+                conn,
+                405,
+                TEXT,
+                &[("Allow", "POST")],
+                b"POST the query (a tcpdump expression) to /query\n",
+                head_only,
+            ),
+            _ => httpd::send(
+                conn,
+                404,
+                TEXT,
+                &[],
+                b"not found: POST the query (a tcpdump expression) to /query\n",
+                head_only,
+            ),
+        }
+    }
+
+    fn rejected(&self, peer: SocketAddr, why: &str) {
+        self.log(peer, why);
+    }
+}
+
+impl QueryService {
+    fn new(a: &ServeArgs) -> QueryService {
+        QueryService {
+            stores: a.stores.clone(),
+            queries: httpd::Slots::new(a.max_queries as usize),
+            options: index::QueryOptions {
+                jobs: a.jobs.max(1),
+                use_index: true,
+                max_read_rate: a.max_read_rate,
+                deadline: None,
+            },
+            timeout: a.query_timeout,
+            format: a.format.into(),
+            quiet: a.quiet.on,
+        }
+    }
+
+    /// One line on stderr; control characters a client sent (in an expression libpcap quotes
+    /// back) become spaces, so a client cannot forge log lines.
+    fn log(&self, peer: SocketAddr, what: &str) {
+        if !self.quiet {
+            let what: String = what
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            eprintln!("ringcap serve: {peer}: {what}");
+        }
+    }
+
+    /// Refuses with `status` and says why, to the client and in the log.
+    fn refuse(
+        &self,
+        conn: &mut httpd::Conn,
+        status: u16,
+        extra: &[(&str, &str)],
+        why: &str,
+    ) -> io::Result<()> {
+        self.log(conn.peer(), &format!("{status}: {why}"));
+        httpd::send(
+            conn,
+            status,
+            TEXT,
+            extra,
+            format!("{why}\n").as_bytes(),
+            false,
+        )
+    }
+
+    fn query(&self, request: &httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
+        let Ok(text) = std::str::from_utf8(&request.body) else {
+            return self.refuse(conn, 400, &[], "the query must be UTF-8 text");
+        };
+        let expr = text.trim();
+        let query = match index::prepare_query(expr, None, None, sys::now_ns()) {
+            Ok(q) => q,
+            Err(e) => return self.refuse(conn, 400, &[], &e),
+        };
+        let Some(_running) = self.queries.try_take() else {
+            let why = format!(
+                "{} queries are running already (--max-queries): try again later",
+                self.queries.max()
+            );
+            return self.refuse(conn, 503, &[("Retry-After", RETRY_AFTER_SECS)], &why);
+        };
+        // Listed per query: the capture keeps adding files and retention deletes them.
+        let files = match index::capture_files(&self.stores, true) {
+            Ok(f) => f,
+            Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
+        };
+        let started = Instant::now();
+        let options = index::QueryOptions {
+            deadline: self.timeout.map(|t| started + t),
+            ..self.options.clone()
+        };
+        let peer = conn.peer();
+        let body = httpd::BodyStream::start(
+            conn,
+            200,
+            "application/octet-stream",
+            &[(
+                "Content-Disposition",
+                "attachment; filename=\"ringcap-query.pcap\"",
+            )],
+            request.http10,
+        )?;
+        let mut pcap = store::PacketStream::new(body, self.format);
+        let mut packets = 0u64;
+        let result = index::query::run(&files, &query, &options, |hit| {
+            pcap.packet(hit.ts_ns, hit.wire_len, hit.linktype, hit.data)?;
+            packets += 1;
+            Ok(true)
+        });
+        let took = started.elapsed().as_secs_f64() * 1e3;
+        let failure = match result {
+            Ok(reports) => unread_files(&reports),
+            Err(e) => Some(e.to_string()),
+        };
+        let body = pcap.finish()?;
+        match failure {
+            None => {
+                body.finish()?;
+                self.log(
+                    peer,
+                    &format!(
+                        "{expr:?}: {packets} packets from {} files in {took:.1} ms",
+                        files.len()
+                    ),
+                );
+            }
+            // Sent so far, then cut without the last chunk: the client sees the result is
+            // incomplete.
+            Some(why) => self.log(
+                peer,
+                &format!("{expr:?}: cut after {packets} packets in {took:.1} ms: {why}"),
+            ),
+        }
+        Ok(())
+    }
+}
+
+/// The files a query could not read whole, as one line; None when every file was read.
+fn unread_files(reports: &[index::FileReport]) -> Option<String> {
+    let errors: Vec<String> = reports.iter().filter_map(|r| r.error_line()).collect();
+    (!errors.is_empty()).then(|| errors.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_resolve_and_bad_ones_are_usage_errors() {
+        assert_eq!(
+            listen_addrs("127.0.0.1:8080").unwrap(),
+            vec!["127.0.0.1:8080".parse().unwrap()]
+        );
+        assert_eq!(listen_addrs("8080").unwrap_err().code, 2);
+    }
+}
