@@ -139,8 +139,18 @@ pub fn utc_stamp(ns: u64) -> String {
     )
 }
 
-/// Sort key of a complete file of this capture: (start stamp, sequence number).
+/// What a capture file's name says: (start stamp, sequence number).
 type FileKey = (String, u64);
+
+/// Age order of complete files: the sequence number first (a capture continues after the highest
+/// one it finds, so it only grows), the stamp only between equal numbers. Stamps come from the
+/// wall clock, which can step back: ordered by stamp first, a budget once deleted a newer file
+/// and kept an older one.
+type AgeKey = (u64, String);
+
+fn age(k: &FileKey) -> AgeKey {
+    (k.1, k.0.clone())
+}
 
 /// Where the packet index of a capture file lives: next to it, the name plus `.idx`.
 pub fn index_path(capture: &Path) -> PathBuf {
@@ -194,7 +204,7 @@ struct OpenFile {
 }
 
 struct DoneFile {
-    key: FileKey,
+    key: AgeKey,
     path: PathBuf,
     dir: usize,
     bytes: u64,
@@ -216,7 +226,7 @@ pub(crate) struct FileSink {
     seq: u64,
     cur: Option<OpenFile>,
     /// Complete files of this base in all directories, oldest first.
-    done: BTreeMap<FileKey, DoneFile>,
+    done: BTreeMap<AgeKey, DoneFile>,
     max_files: Option<usize>,
     budget: Option<Budget>,
     keep_newest: usize,
@@ -273,9 +283,9 @@ impl FileSink {
                 done_bytes += bytes;
                 let path = e.path();
                 done.insert(
-                    key.clone(),
+                    age(&key),
                     DoneFile {
-                        key,
+                        key: age(&key),
                         path,
                         dir: i,
                         bytes,
@@ -838,9 +848,9 @@ impl FileSink {
         if let Some(key) = parse_name(&self.base, name) {
             self.dirs[c.dir].done_bytes += c.len;
             self.done.insert(
-                key.clone(),
+                age(&key),
                 DoneFile {
-                    key,
+                    key: age(&key),
                     path: c.final_path,
                     dir: c.dir,
                     bytes: c.len,
@@ -882,6 +892,14 @@ pub fn disk_use_percent(dir: &Path) -> io::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn age_is_the_sequence_number_before_the_stamp() {
+        // File 5 was opened after the wall clock stepped back a second: still the newer one.
+        let four = age(&("20261124T100000".to_string(), 4));
+        let five = age(&("20261124T095959".to_string(), 5));
+        assert!(four < five);
+    }
 
     #[test]
     fn stamps_are_utc_civil_time() {
