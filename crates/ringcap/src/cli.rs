@@ -131,8 +131,10 @@ pub struct CaptureArgs {
     )]
     pub buffer_kib: u64,
 
-    /// Ring block size (power of two, multiple of the page size). 1 MiB as stenographer: 4 MiB blocks made the
-    /// kernel compact memory for contiguous pages, 0.2 s of CPU at start-up on a used machine.
+    /// Ring block size (power of two, multiple of the page size). 1 MiB as stenographer: the cheapest per packet
+    /// (512 KiB costs ~20 % more CPU per packet, 4 MiB made the kernel compact memory). For short captures on a
+    /// VM, 512 KiB can start faster: 1 MiB blocks cost 0.14 s of CPU at start-up on our test VM (the kernel
+    /// zeroes contiguous pages the host had not backed yet; BENCHMARKS.md).
     #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size_arg)]
     pub block_size: u64,
 
