@@ -3,7 +3,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use store::{FileIndexer, FrameSpan};
@@ -23,16 +22,9 @@ pub fn write_index(capture: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let path = index_path(capture);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.partial"));
-    // Owner-only, as the capture files; created anew (O_EXCL) and never through a symlink: a
+    // Readable as the capture files are; created anew (O_EXCL) and never through a symlink: a
     // name already there (a crash's leftover, or planted) is unlinked first, never followed.
-    let create = || {
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(store::CAPTURE_FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-    };
+    let create = || sys::create_data_file(&tmp);
     let mut f = match create() {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             fs::remove_file(&tmp)?;

@@ -274,7 +274,7 @@ impl RecordFileWriter {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let file = crate::spool::create_private(&tmp).map_err(|e| {
+        let file = sys::create_data_file(&tmp).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot create {}: {e}", tmp.display()))
         })?;
         let writer = ArrowWriter::try_new(

@@ -16,9 +16,9 @@
 //! skips a damaged frame by scanning for the next plausible header whose crc matches, and reports the
 //! bytes it skipped.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// First bytes of every spool file.
@@ -30,17 +30,6 @@ pub const MAX_PAYLOAD: usize = 65536;
 /// Bytes of the smallest and largest record (IPv4/non-IP, IPv6): bounds a plausible payload length.
 const MIN_RECORD: usize = wire::record::RECORD_LEN;
 const MAX_RECORD: usize = wire::record::RECORD_V6_LEN;
-
-/// Creates a new file for the collector's output: mode 0600, never through a symlink (O_NOFOLLOW), never
-/// over an existing file (O_EXCL).
-pub fn create_private(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-}
 
 /// Appends frames to one spool file.
 pub struct SpoolWriter {
@@ -60,7 +49,7 @@ impl SpoolWriter {
     /// Creates `path` (it must not exist; mode 0600, not through a symlink) and writes the magic. A
     /// file that could not take the magic (disk full) is removed again.
     pub fn create(path: &Path) -> io::Result<SpoolWriter> {
-        let mut file = create_private(path)?;
+        let mut file = sys::create_data_file(path)?;
         if let Err(e) = file.write_all(SPOOL_MAGIC) {
             drop(file);
             let _ = std::fs::remove_file(path);
@@ -397,6 +386,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     fn payload(i: u32, len: usize) -> Vec<u8> {
         (0..len)

@@ -153,6 +153,12 @@ pub struct CaptureArgs {
     #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
     pub user: Option<String>,
 
+    /// Files written (captures, indexes) are readable by GROUP too: mode 0640 and group GROUP instead of
+    /// 0600, so analysts in GROUP read the store without root. ringcap must run as root or a member of
+    /// GROUP; with -Z, USER is given GROUP.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
+
     /// Packet source.
     #[arg(long = "source", value_enum, default_value = "ring")]
     pub source: SourceKind,

@@ -73,6 +73,10 @@ pub struct CollectArgs {
     /// Authenticated TCP connections served at once (as many more may be handshaking).
     #[arg(long = "max-connections", value_name = "N", default_value_t = 64)]
     pub max_connections: usize,
+    /// Spool and Parquet files are readable by GROUP too (mode 0640 instead of 0600); ringcap must run as
+    /// root or a member of GROUP.
+    #[arg(long = "group", value_name = "GROUP")]
+    pub group: Option<String>,
     #[command(flatten)]
     pub json: crate::cli::Json,
     #[command(flatten)]
@@ -120,6 +124,9 @@ fn rejected_line(s: &CollectStats) -> String {
 }
 
 pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
+    if let Some(g) = &a.group {
+        crate::privileges::share_files_with_group(g, None)?;
+    }
     let keys: records::KeySet = match (&a.key, &a.key_dir) {
         (Some(k), _) => records::Key::load(k).map_err(Fatal::usage)?.into(),
         (None, Some(d)) => records::KeySet::load_dir(d).map_err(Fatal::usage)?,

@@ -21,6 +21,25 @@ pub fn unprivileged_user(name: &str) -> Result<sys::User, Fatal> {
     Ok(u)
 }
 
+/// `--group NAME`: the files written from now on are readable by that group (0640). Checked before
+/// anything is written: the process must be root (with `-Z USER`, USER is given the group) or a member.
+pub fn share_files_with_group(name: &str, switching_to: Option<&sys::User>) -> Result<(), Fatal> {
+    let gid = sys::group_id(name).map_err(|e| {
+        Fatal::usage(anyhow!(
+            "--group {name}: {e} (give an existing group, e.g. one made with `groupadd pcap-readers`)"
+        ))
+    })?;
+    if switching_to.is_none() && !sys::may_use_group(gid) {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        return Err(Fatal::usage(anyhow!(
+            "--group {name}: uid {euid} is not a member of that group, so it cannot give its files that group \
+             (add it: `usermod -aG {name} USER`, then log in again; or run as root)"
+        )));
+    }
+    sys::share_files_with_group(gid).map_err(|e| Fatal::usage(anyhow!("--group {name}: {e}")))
+}
+
 /// `-Z USER`: become USER, with no capabilities; otherwise keep only `keep` of the capabilities held
 /// (capture: CAP_DAC_OVERRIDE to write files; serve: CAP_DAC_READ_SEARCH to read them).
 pub fn relinquish_privileges(user: Option<&sys::User>, keep: &[u32]) -> Result<(), Fatal> {

@@ -224,3 +224,114 @@ fn an_unknown_user_is_a_usage_error_before_anything_opens() {
     );
     assert!(!err.contains("listening on"), "{err}");
 }
+
+/// `setpriv` as the `daemon` user (not the files' owner), with or without group `adm` (4).
+fn as_daemon(groups: &str, cmd: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=1", "--regid=1", groups, cmd]);
+    c
+}
+
+#[test]
+fn group_makes_the_files_readable_by_that_group_and_nobody_else() {
+    if !testbed::have("capinfos", "apt install tshark")
+        || !testbed::have("setpriv", "apt install util-linux")
+    {
+        return;
+    }
+    const ADM: u32 = 4;
+    let tb = testbed();
+    let dir = temp_dir("group");
+    // A store as an operator sets it up: owned by the capture user, open to the readers' group.
+    let st = Command::new("chown")
+        .arg(format!("{NOBODY}:{ADM}"))
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    let base = dir.join("cap");
+    let child = spawn_capture(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            base.to_str().unwrap(),
+            "-C",
+            "1MB",
+            "-Z",
+            "nobody",
+            "--group",
+            "adm",
+            "-q",
+        ],
+    );
+    let sent = (0..3000)
+        .map(|i| frame(i, 1000, 9, 600))
+        .collect::<Vec<_>>();
+    send(&tb, &sent);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = stop(child, libc::SIGINT);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+
+    let files = capture_files(&dir);
+    assert!(files.len() >= 2, "rotated at 1 MB: {files:?}");
+    let mut indexes = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let m = std::fs::metadata(&p).unwrap();
+        indexes += p.to_string_lossy().ends_with(".idx") as usize;
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o777),
+            (NOBODY, ADM, 0o640),
+            "{}",
+            p.display()
+        );
+    }
+    assert!(indexes >= files.len(), "an index per file");
+    // Another user reads them as a member of the group, and cannot without it.
+    let mut total = 0;
+    for f in &files {
+        let out = as_daemon("--groups=4", "capinfos")
+            .args(["-M", "-c"])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        total += text
+            .lines()
+            .find_map(|l| l.strip_prefix("Number of packets:"))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .unwrap_or_else(|| panic!("{text}"));
+        let out = as_daemon("--clear-groups", "cat").arg(f).output().unwrap();
+        assert!(
+            !out.status.success(),
+            "read without the group: {}",
+            f.display()
+        );
+    }
+    assert_eq!(total, sent.len() as u64);
+
+    // A group that does not exist is a usage error before capturing.
+    let out = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--group",
+            "no-such-group-rc",
+            "-c",
+            "1",
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--group no-such-group-rc"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -29,7 +29,6 @@ pub use format::{
     own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US,
 };
 pub use indexing::{FileIndexer, FrameSpan, IndexerFactory};
-pub use output::CAPTURE_FILE_MODE;
 pub use producer::Producer;
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
 pub use repair::{finished_name, repair, RepairOptions, RepairReport};

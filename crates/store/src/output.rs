@@ -15,9 +15,6 @@ use crate::format::{walk_own_records, Format};
 use crate::pool::{OutBuf, ALIGN};
 use crate::stats::WriterCounters;
 
-/// Permissions of the capture files ringcap creates: the owner's only.
-pub const CAPTURE_FILE_MODE: u32 = 0o600;
-
 /// Where the bytes go.
 pub(crate) enum Output {
     /// A file descriptor: regular file (can be cut back on error), pipe, tty, /dev/null...
@@ -62,9 +59,13 @@ impl Output {
             } else {
                 o.create(true).truncate(true);
             }
-            o.mode(CAPTURE_FILE_MODE)
+            // The owner's only, or 0640 with `--group` (sys::data_file_mode).
+            let f = o
+                .mode(sys::data_file_mode())
                 .custom_flags(flags | libc::O_NOFOLLOW)
-                .open(path)
+                .open(path)?;
+            sys::apply_file_group(&f)?;
+            Ok::<File, io::Error>(f)
         };
         if direct_io {
             match open(libc::O_DIRECT) {

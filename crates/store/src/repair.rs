@@ -239,7 +239,8 @@ fn copy_kept(
 fn rewrite(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = path.with_file_name(format!(".{name}.repair-tmp"));
-    let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    let meta = std::fs::metadata(path)?;
+    let mode = meta.permissions().mode() & 0o777;
     let mut out = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -247,6 +248,14 @@ fn rewrite(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::R
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))?;
+    // And the original's group (a 0640 file of `--group` stays readable by that group). Only root or a
+    // member may set it; if we cannot, no group may read the copy (its group would be ours instead).
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&out);
+    let gid = std::os::unix::fs::MetadataExt::gid(&meta);
+    // SAFETY: fchown/fchmod on a descriptor we own; -1 leaves the owner as it is.
+    if unsafe { libc::fchown(fd, u32::MAX, gid) } != 0 {
+        unsafe { libc::fchmod(fd, mode & 0o700) };
+    }
     let done = fill(&mut out)
         .and_then(|_| out.sync_all())
         .and_then(|_| std::fs::rename(&tmp, path));

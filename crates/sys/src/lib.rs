@@ -1,5 +1,5 @@
 //! The Linux plumbing ringcap's crates share: packet sockets, interface lookup, thread pinning, clocks,
-//! privileges, secret files.
+//! privileges, secret files, the mode and group of the files ringcap writes.
 //! Thin wrappers that return `io::Error`; callers add what the failure means for them.
 
 use std::ffi::{CStr, CString};
@@ -7,8 +7,13 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+mod files;
 mod privileges;
 mod secret;
+pub use files::{
+    apply_file_group, create_data_file, data_file_mode, file_group, group_id, may_use_group,
+    share_files_with_group,
+};
 pub use privileges::{
     effective_capabilities, keep_only_capabilities, switch_user, User, CAP_DAC_OVERRIDE,
     CAP_DAC_READ_SEARCH,

@@ -53,17 +53,34 @@ impl User {
     }
 }
 
-/// Becomes `user` for good: its supplementary groups, group and user id (real, effective and saved), in
-/// every thread of the process. Needs root; afterwards the process holds no capabilities.
+/// Becomes `user` for good: its supplementary groups (plus the group files are shared with, see
+/// [`crate::share_files_with_group`], so it can still give its files that group), group and user id
+/// (real, effective and saved), in every thread of the process. Needs root; afterwards the process holds
+/// no capabilities.
 pub fn switch_user(user: &User) -> io::Result<()> {
     let name = CString::new(user.name.as_str())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: plain credential calls; glibc applies setgid/setuid to every thread.
+    // SAFETY: plain credential calls; glibc applies setgid/setuid/setgroups to every thread.
     unsafe {
-        if libc::initgroups(name.as_ptr(), user.gid) != 0
-            || libc::setgid(user.gid) != 0
-            || libc::setuid(user.uid) != 0
-        {
+        if libc::initgroups(name.as_ptr(), user.gid) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if let Some(shared) = crate::file_group() {
+            let n = libc::getgroups(0, std::ptr::null_mut()).max(0) as usize;
+            let mut groups = vec![0 as libc::gid_t; n + 1];
+            let n = libc::getgroups(n as libc::c_int, groups.as_mut_ptr());
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            groups.truncate(n as usize);
+            if !groups.contains(&shared) {
+                groups.push(shared);
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        if libc::setgid(user.gid) != 0 || libc::setuid(user.uid) != 0 {
             return Err(io::Error::last_os_error());
         }
         // Paranoia as in OpenSSH's permanently_set_uid: root must not be regainable.

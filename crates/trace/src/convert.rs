@@ -482,7 +482,16 @@ impl Encoder {
         let name = format!("part-{input:05}-{:02}.parquet", self.id);
         let path = dir.join(&name);
         let tmp = dir.join(format!(".{name}.tmp"));
-        let file = File::create(&tmp).map_err(|e| TraceError::Write {
+        // Packet data, so as private as the capture files (0600, or 0640 with a shared group); a
+        // leftover of an interrupted run is unlinked, never followed.
+        let file = match sys::create_data_file(&tmp) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let _ = fs::remove_file(&tmp);
+                sys::create_data_file(&tmp)
+            }
+            r => r,
+        }
+        .map_err(|e| TraceError::Write {
             path: tmp.clone(),
             source: e,
         })?;

@@ -18,7 +18,7 @@ use probe::{records_destinations, records_probe};
 
 use crate::capture_stats::{StatsPrinter, Summary};
 use crate::cli::CaptureArgs;
-use crate::privileges::{relinquish_privileges, unprivileged_user};
+use crate::privileges::{relinquish_privileges, share_files_with_group, unprivileged_user};
 use crate::{metrics, Fatal};
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
@@ -32,6 +32,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         return Ok(());
     }
     let user = a.user.as_deref().map(unprivileged_user).transpose()?;
+    if let Some(g) = &a.group {
+        share_files_with_group(g, user.as_ref())?;
+    }
     let metrics_listener = a
         .metrics
         .as_deref()
