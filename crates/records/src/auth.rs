@@ -263,8 +263,9 @@ impl Session {
         &self.collector_id
     }
 
-    fn ack_tag(&self, seq: u64) -> [u8; TAG_LEN] {
-        self.key.tag_parts(&[
+    /// What an ack's tag covers: both ids, both nonces of this connection, and the seq.
+    fn with_ack_parts<R>(&self, seq: u64, f: impl FnOnce(&[&[u8]]) -> R) -> R {
+        f(&[
             ACK_LABEL,
             &self.key_id.to_le_bytes(),
             &[self.collector_id.len() as u8],
@@ -273,6 +274,10 @@ impl Session {
             &self.collector_nonce,
             &seq.to_le_bytes(),
         ])
+    }
+
+    fn ack_tag(&self, seq: u64) -> [u8; TAG_LEN] {
+        self.with_ack_parts(seq, |parts| self.key.tag_parts(parts))
     }
 
     /// The ack of every batch up to `seq` on this connection.
@@ -296,18 +301,7 @@ impl Session {
             return Err(AckError::NotAnAck);
         }
         let seq = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
-        let ok = self.key.verify_parts(
-            &[
-                ACK_LABEL,
-                &self.key_id.to_le_bytes(),
-                &[self.collector_id.len() as u8],
-                &self.collector_id,
-                &self.probe_nonce,
-                &self.collector_nonce,
-                &seq.to_le_bytes(),
-            ],
-            &b[16..],
-        );
+        let ok = self.with_ack_parts(seq, |parts| self.key.verify_parts(parts, &b[16..]));
         if ok {
             Ok(seq)
         } else {

@@ -692,22 +692,22 @@ fn set_rcvbuf(s: &UdpSocket, bytes: usize) {
     }
 }
 
+/// A read that ended by its socket timeout or a signal, not by a failure: look at the stop flag and try
+/// again.
+pub(crate) fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}
+
 fn udp_loop(sh: Arc<Shared>, s: UdpSocket) {
     // One datagram at most (65507 bytes of UDP payload < MAX_BATCH_LEN + 1).
     let mut buf = vec![0u8; MAX_BATCH_LEN + 1];
     while !sh.stopping() {
         let (n, peer) = match s.recv_from(&mut buf) {
             Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
+            Err(e) if timed_out(&e) => continue,
             Err(e) => {
                 (sh.cfg.events)(&format!("udp receive failed: {e}"));
                 std::thread::sleep(POLL);

@@ -184,13 +184,7 @@ fn fill(
                 }
                 have += n;
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if super::timed_out(&e) => {}
             Err(e) => return Fill::Failed(e),
         }
         if have < buf.len() {
