@@ -8,10 +8,10 @@ use common::*;
 
 use records::auth::{self, Session};
 use records::batch::{self, BatchBuilder, Key};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wire::record::Record;
@@ -48,46 +48,29 @@ fn start(dir: &Path, key: &Path) -> Collector {
 
 /// The same with a given command (e.g. `ip netns exec NS ringcap`).
 fn start_with(mut cmd: Command, dir: &Path, key: &Path, extra: &[&str]) -> Collector {
-    let mut child = cmd
-        .args([
-            "collect",
-            "--listen",
-            "tcp://127.0.0.1:0",
-            "--listen",
-            "udp://127.0.0.1:0",
-        ])
-        .arg("-o")
-        .arg(dir)
-        .arg("--key")
-        .arg(key)
-        .args(["--json", "--stats-interval", "0"])
-        .args(if extra.contains(&"--collector-id") {
-            &[][..]
-        } else {
-            &["--collector-id", TEST_ID][..]
-        })
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ringcap collect");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let pipe = child.stderr.take().unwrap();
-    let all = Arc::clone(&stderr);
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            if line.contains("listening on") {
-                let _ = tx.send(line.clone());
-            }
-            let mut a = all.lock().unwrap();
-            a.push_str(&line);
-            a.push('\n');
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("no 'listening on' in 20 s: {}", stderr.lock().unwrap()));
+    cmd.args([
+        "collect",
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--listen",
+        "udp://127.0.0.1:0",
+    ])
+    .arg("-o")
+    .arg(dir)
+    .arg("--key")
+    .arg(key)
+    .args(["--json", "--stats-interval", "0"])
+    .args(if extra.contains(&"--collector-id") {
+        &[][..]
+    } else {
+        &["--collector-id", TEST_ID][..]
+    })
+    .args(extra);
+    let Announced {
+        child,
+        line,
+        stderr,
+    } = spawn_announced(cmd, "listening on");
     // "ringcap collect: listening on tcp://127.0.0.1:P, udp://127.0.0.1:Q (output DIR)"
     let mut c = Collector {
         child,

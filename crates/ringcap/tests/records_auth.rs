@@ -44,39 +44,22 @@ struct Collector {
 /// Starts `cmd collect --listen tcp://127.0.0.1:0 -o OUT --json --stats-interval 0 ARGS` and reads the
 /// address and collector id from its "listening on" line.
 fn collector(mut cmd: Command, out: &Path, args: &[&str]) -> Collector {
-    let mut child = cmd
-        .args([
-            "collect",
-            "--listen",
-            "tcp://127.0.0.1:0",
-            "--json",
-            "--stats-interval",
-            "0",
-            "-o",
-        ])
-        .arg(out)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ringcap collect");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let pipe = child.stderr.take().unwrap();
-    let all = Arc::clone(&stderr);
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            if line.contains("listening on") {
-                let _ = tx.send(line.clone());
-            }
-            let mut a = all.lock().unwrap();
-            a.push_str(&line);
-            a.push('\n');
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(20))
-        .unwrap_or_else(|_| panic!("no 'listening on' in 20 s: {}", stderr.lock().unwrap()));
+    cmd.args([
+        "collect",
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--json",
+        "--stats-interval",
+        "0",
+        "-o",
+    ])
+    .arg(out)
+    .args(args);
+    let Announced {
+        child,
+        line,
+        stderr,
+    } = spawn_announced(cmd, "listening on");
     // "ringcap collect: listening on tcp://127.0.0.1:P (output DIR, collector id ID[, mutual TLS])"
     let tcp = line
         .split([' ', ','])

@@ -139,6 +139,47 @@ pub fn spawn_listening(mut cmd: Command) -> Child {
     child
 }
 
+/// A running child whose stderr is gathered in the background, and the line that announced it was ready.
+pub struct Announced {
+    pub child: Child,
+    pub line: String,
+    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// Starts `cmd` (stdout and stderr piped) and waits up to 20 s for a stderr line containing `marker`
+/// (e.g. a collector's "listening on" line, which names its addresses).
+pub fn spawn_announced(mut cmd: Command, marker: &str) -> Announced {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ringcap");
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipe = child.stderr.take().unwrap();
+    let all = std::sync::Arc::clone(&stderr);
+    let marker = marker.to_string();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if line.contains(&marker) {
+                let _ = tx.send(line.clone());
+            }
+            let mut a = all.lock().unwrap();
+            a.push_str(&line);
+            a.push('\n');
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("not ready in 20 s: {}", stderr.lock().unwrap()));
+    Announced {
+        child,
+        line,
+        stderr,
+    }
+}
+
 thread_local! {
     static STDERR: std::cell::RefCell<Option<std::sync::mpsc::Receiver<Option<String>>>> = const { std::cell::RefCell::new(None) };
 }
