@@ -130,10 +130,11 @@ fn flags_of(text: &str) -> Result<Vec<KeyFlags>, String> {
             .find(|a| a.get_long() == Some(name) && !a.is_positional());
         let Some(arg) = arg.filter(|_| !matches!(name, FLAG | "check-config" | "help" | "version"))
         else {
-            return Err(at(format!(
+            return Err(at(
                 "unknown key: the keys are the long flags of `ringcap capture` without the dashes \
                  (e.g. interface, write, file-size) and `filter`; see ringcap capture --help"
-            )));
+                    .to_string(),
+            ));
         };
         let flag = format!("--{name}");
         let args = match (arg.get_action(), item) {
