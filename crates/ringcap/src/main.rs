@@ -70,7 +70,11 @@ fn parse_and_run(args: Vec<std::ffi::OsString>) -> Result<(), Fatal> {
     let args = config::expand(args)?;
     let cli = cli::Cli::try_parse_from(&args).unwrap_or_else(|e| {
         let _ = e.print();
-        if e.use_stderr() && args.iter().any(|a| a == "--config") {
+        let with_config = args
+            .iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| a == "--config" || a.starts_with("--config="));
+        if e.use_stderr() && with_config {
             // A conflict or a missing flag may come from the file: show what clap was given.
             eprintln!(
                 "note: with --config, the command line was: {}",
