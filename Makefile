@@ -8,12 +8,13 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/ringcap-target
 BIN := $(CARGO_TARGET_DIR)/release/ringcap
 PREFIX ?= /usr/local
 # curl and prometheus (for promtool) scrape and check the --metrics page as a Prometheus server would;
-# openssl makes the CA and certificates the `ringcap serve` and record TLS tests use (curl --cert, rustls).
-APT_PKGS := gcc libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl
+# openssl makes the CA and certificates the `ringcap serve` and record TLS tests use (curl --cert, rustls);
+# systemd brings systemd-analyze, which checks the shipped unit (tests/config.rs).
+APT_PKGS := gcc libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query soak fmt clippy clean
+.PHONY: all deps build install install-files demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query soak fmt clippy clean
 
 all: build
 
@@ -36,7 +37,7 @@ build: deps
 	cargo build --release --workspace
 
 # The binary, its man pages and bash/zsh/fish completions (generated from the clap definitions) under
-# $(DESTDIR)$(PREFIX).
+# $(DESTDIR)$(PREFIX), then the service files (install-files).
 install: build
 	install -Dm755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ringcap
 	$(BIN) generate man $(DESTDIR)$(PREFIX)/share/man/man1
@@ -51,6 +52,30 @@ install: build
 	  install -d "$(DESTDIR)$$extcap" && ln -sf $(PREFIX)/bin/ringcap "$(DESTDIR)$$extcap/ringcap" && \
 	  echo "Wireshark extcap: $$extcap/ringcap"; \
 	else echo "Wireshark/tshark not found: no extcap link (install tshark, then make install again)"; fi
+	@$(MAKE) --no-print-directory install-files
+
+# The service (nothing to build, so tests call it alone): the systemd unit and its user in $(PREFIX)/lib
+# (systemd reads /usr/local/lib/systemd/system and /usr/local/lib/sysusers.d; /etc/systemd/system stays the
+# admin's), the sample config as /etc/ringcap/ringcap.toml unless one exists (never overwritten: it is the
+# admin's), mode 0640 and group ringcap so only root and the service read it.
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+CONFDIR ?= /etc/ringcap
+install-files:
+	sed 's|/usr/local/bin/ringcap|$(PREFIX)/bin/ringcap|g' dist/ringcap.service | \
+	  install -Dm644 /dev/stdin $(DESTDIR)$(UNITDIR)/ringcap.service
+	install -Dm644 dist/ringcap.sysusers $(DESTDIR)$(SYSUSERSDIR)/ringcap.conf
+	@# On the live system (no DESTDIR) create the user now, so the config can belong to its group.
+	@if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then \
+	  systemd-sysusers $(SYSUSERSDIR)/ringcap.conf; fi
+	install -d -m755 $(DESTDIR)$(CONFDIR)
+	@if [ -e $(DESTDIR)$(CONFDIR)/ringcap.toml ]; then \
+	  echo "$(DESTDIR)$(CONFDIR)/ringcap.toml exists: kept (the new sample is dist/ringcap.toml)"; \
+	else \
+	  install -m640 dist/ringcap.toml $(DESTDIR)$(CONFDIR)/ringcap.toml && \
+	  if [ -z "$(DESTDIR)" ] && getent group ringcap >/dev/null; then chgrp ringcap $(CONFDIR)/ringcap.toml; fi && \
+	  echo "sample config: $(DESTDIR)$(CONFDIR)/ringcap.toml (set interface, then systemctl enable --now ringcap)"; \
+	fi
 
 demo: build
 	RINGCAP=$(BIN) scripts/demo.sh

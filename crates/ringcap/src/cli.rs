@@ -97,6 +97,17 @@ pub enum OutputFormat {
     })
 )]
 pub struct CaptureArgs {
+    /// Read settings from a TOML file whose keys are the long flags without the dashes (interface = "eth0",
+    /// file-size = "1GiB", no-index = true, out-dir = ["/a", "/b"], filter = "tcp"); flags given here
+    /// override its keys (a repeatable flag replaces the file's list). A mistake names the key and line.
+    #[arg(long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Check the flags and the --config file, print the equivalent command line and exit (0 when fine, 2 on
+    /// a mistake) without opening the interface or any file.
+    #[arg(long = "check-config")]
+    pub check_config: bool,
+
     /// Interface to capture on.
     #[arg(short = 'i', long = "interface", value_name = "IF")]
     pub interface: String,

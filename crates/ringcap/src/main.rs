@@ -7,6 +7,7 @@ mod capture_cmd;
 mod capture_stats;
 mod cli;
 mod collect_cmd;
+mod config;
 mod convert_cmd;
 mod cpusage_cmd;
 mod dist_cmd;
@@ -52,7 +53,7 @@ fn main() -> ExitCode {
     let result = if extcap::is_extcap_call(&args) {
         extcap::run(args)
     } else {
-        run(cli::Cli::parse_from(cli::with_default_subcommand(args)))
+        parse_and_run(cli::with_default_subcommand(args))
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -62,6 +63,34 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// Parse the command line (with the keys of `capture --config FILE` spliced in) and run the command.
+fn parse_and_run(args: Vec<std::ffi::OsString>) -> Result<(), Fatal> {
+    let args = config::expand(args)?;
+    let cli = cli::Cli::try_parse_from(&args).unwrap_or_else(|e| {
+        let _ = e.print();
+        let with_config = args
+            .iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| a == "--config" || a.starts_with("--config="));
+        if e.use_stderr() && with_config {
+            // A conflict or a missing flag may come from the file: show what clap was given.
+            eprintln!(
+                "note: with --config, the command line was: {}",
+                config::shell_line(&args)
+            );
+        }
+        std::process::exit(e.exit_code())
+    });
+    if let cli::Command::Capture(a) = &cli.command {
+        if a.check_config {
+            println!("{}", config::shell_line(&args));
+            eprintln!("ringcap: configuration OK");
+            return Ok(());
+        }
+    }
+    run(cli)
 }
 
 fn run(cli: cli::Cli) -> Result<(), Fatal> {

@@ -365,3 +365,19 @@ pub fn have(tool: &str) -> bool {
         "`make deps` installs tcpdump and tshark; python3 comes with Debian",
     )
 }
+
+/// Number of packets `tcpdump -r` reads from a capture file (one line each with -q).
+pub fn tcpdump_count(path: &std::path::Path) -> usize {
+    let out = Command::new("tcpdump")
+        .args(["-nn", "-q", "-r"])
+        .arg(path)
+        .output()
+        .expect("tcpdump (make deps installs it)");
+    assert!(
+        out.status.success(),
+        "tcpdump -r {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
