@@ -52,8 +52,9 @@ pub struct CounterSnapshot {
     pub ts_software: u64,
     /// Packets carrying the NIC's hardware stamp (TP_STATUS_TS_RAW_HARDWARE).
     pub ts_hardware: u64,
-    /// Packets with neither bit: the kernel stamped them with its clock as it put them in the ring.
-    /// The copy source does not look, so all three stay 0 there.
+    /// Packets with neither bit: the kernel stamped them with its software clock as it put them in the
+    /// ring (receive stamps are off while no socket asks for them). The copy source does not look, so
+    /// all three stay 0 there.
     pub ts_none: u64,
 }
 

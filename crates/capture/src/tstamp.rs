@@ -166,7 +166,10 @@ pub fn supported_timestamp_types(interface: &str) -> Result<Vec<TimestampType>, 
         cmd: ETHTOOL_GET_TS_INFO,
         ..EthtoolTsInfo::default()
     };
-    let mut ifr = ifreq(interface, &mut info as *mut EthtoolTsInfo as *mut libc::c_void)?;
+    let mut ifr = ifreq(
+        interface,
+        &mut info as *mut EthtoolTsInfo as *mut libc::c_void,
+    )?;
     if let Err(e) = ioctl(sock.as_raw_fd(), SIOCETHTOOL, &mut ifr) {
         return match e.raw_os_error() {
             Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => Ok(TimestampType::ALL.to_vec()),
@@ -215,7 +218,10 @@ pub(crate) fn select(fd: RawFd, interface: &str, t: TimestampType) -> Result<(),
         tx_type: HWTSTAMP_TX_OFF,
         rx_filter: HWTSTAMP_FILTER_ALL,
     };
-    let mut ifr = ifreq(interface, &mut cfg as *mut HwTstampConfig as *mut libc::c_void)?;
+    let mut ifr = ifreq(
+        interface,
+        &mut cfg as *mut HwTstampConfig as *mut libc::c_void,
+    )?;
     if let Err(e) = ioctl(fd, SIOCSHWTSTAMP, &mut ifr) {
         return Err(match e.raw_os_error() {
             // The driver has no hardware stamps (EOPNOTSUPP) or only for some packets (ERANGE).

@@ -477,7 +477,15 @@ mod tests {
         assert_eq!(find(9), Some(vec![6]));
         assert_eq!(find(3), Some(b"timestamps: host".to_vec()));
         let mut out = VecEmit(Vec::new());
-        enc.emit_packet(&mut out, 1_500_000_123_456, 1, &[0], None, 1, enc.record_len(1));
+        enc.emit_packet(
+            &mut out,
+            1_500_000_123_456,
+            1,
+            &[0],
+            None,
+            1,
+            enc.record_len(1),
+        );
         let t = ((u32::from_ne_bytes(out.0[12..16].try_into().unwrap()) as u64) << 32)
             | u32::from_ne_bytes(out.0[16..20].try_into().unwrap()) as u64;
         assert_eq!(t, 1_500_000_123, "microseconds");
