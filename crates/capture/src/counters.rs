@@ -48,6 +48,14 @@ pub struct CounterSnapshot {
     /// Packets lost because their block's headers pointed outside the block (the "ring" drop stage;
     /// should stay 0).
     pub corrupt: u64,
+    /// Packets the ring says carry the kernel's software stamp (tp_status TP_STATUS_TS_SOFTWARE).
+    pub ts_software: u64,
+    /// Packets carrying the NIC's hardware stamp (TP_STATUS_TS_RAW_HARDWARE).
+    pub ts_hardware: u64,
+    /// Packets with neither bit: the kernel stamped them with its software clock as it put them in the
+    /// ring (receive stamps are off while no socket asks for them). The copy source does not look, so
+    /// all three stay 0 there.
+    pub ts_none: u64,
 }
 
 impl CounterSnapshot {
@@ -62,6 +70,9 @@ impl CounterSnapshot {
         self.max_batch_packets = self.max_batch_packets.max(o.max_batch_packets);
         self.polls += o.polls;
         self.corrupt += o.corrupt;
+        self.ts_software += o.ts_software;
+        self.ts_hardware += o.ts_hardware;
+        self.ts_none += o.ts_none;
     }
 }
 
@@ -80,6 +91,8 @@ pub struct Counters {
     max_batch_packets: AtomicU64,
     polls: AtomicU64,
     corrupt: AtomicU64,
+    /// Indexed like [`BatchTally::ts`].
+    ts: [AtomicU64; 3],
     kernel: Mutex<KernelSide>,
 }
 
@@ -119,6 +132,18 @@ pub(crate) struct BatchTally {
     pub timed_out: bool,
     pub losing: bool,
     pub corrupt: u64,
+    /// Packets by stamp source: [none, software, hardware] (see [`ts_slot`]).
+    pub ts: [u64; 3],
+}
+
+/// The slot of [`BatchTally::ts`] a packet's tp_status counts in, without a branch: 2 for a hardware
+/// stamp, 1 for software, 0 for neither.
+#[inline(always)]
+pub(crate) fn ts_slot(status: u32) -> usize {
+    use crate::tstamp::{TP_STATUS_TS_RAW_HARDWARE as HW, TP_STATUS_TS_SOFTWARE as SW};
+    let hw = (status & HW != 0) as usize;
+    let sw = (status & SW != 0) as usize;
+    (hw << 1) | (sw & !hw)
 }
 
 impl Counters {
@@ -144,6 +169,11 @@ impl Counters {
         if t.corrupt != 0 {
             self.corrupt.fetch_add(t.corrupt, Relaxed);
         }
+        for (c, n) in self.ts.iter().zip(t.ts) {
+            if n != 0 {
+                c.fetch_add(n, Relaxed);
+            }
+        }
     }
 
     pub(crate) fn add_poll(&self) {
@@ -162,6 +192,9 @@ impl Counters {
             max_batch_packets: self.max_batch_packets.load(Relaxed),
             polls: self.polls.load(Relaxed),
             corrupt: self.corrupt.load(Relaxed),
+            ts_none: self.ts[0].load(Relaxed),
+            ts_software: self.ts[1].load(Relaxed),
+            ts_hardware: self.ts[2].load(Relaxed),
         }
     }
 

@@ -55,6 +55,21 @@ pub enum CaptureError {
         /// Its `ARPHRD_*` value.
         hw_type: u16,
     },
+    /// The interface cannot give the time stamp type asked for (-j).
+    #[error(
+        "{interface}: time stamp type '{}' is not supported by that device (it offers: {}; \
+         `ringcap -J -i {interface}` lists them): capture with -j host, or on a NIC with hardware time stamps",
+        asked.name(),
+        offered.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+    )]
+    TimestampTypeUnsupported {
+        /// The interface.
+        interface: String,
+        /// The type asked for.
+        asked: crate::TimestampType,
+        /// What it offers.
+        offered: Vec<crate::TimestampType>,
+    },
     /// A configuration value is out of range.
     #[error("bad capture setting: {0}")]
     Config(String),

@@ -29,6 +29,7 @@ mod packet;
 mod ring;
 mod source;
 mod sys;
+mod tstamp;
 
 pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
 pub use copy::{CopyConfig, CopySource};
@@ -43,3 +44,4 @@ pub use packet::Packet;
 pub use ring::{Block, Packets, RingConfig, RingSource};
 pub use source::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
 pub use sys::interface_link_type;
+pub use tstamp::{supported_timestamp_types, TimestampType};

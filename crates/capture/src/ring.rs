@@ -5,8 +5,9 @@
 //! ready there are no system calls at all; poll() is used only when we have caught up with the kernel
 //! (seed 003's requirements: no per-packet copy, allocation or system call).
 //!
-//! Timestamps are the kernel's software receive stamps, which TPACKET_V3 reports in nanoseconds
-//! (tp_sec + tp_nsec); PACKET_TIMESTAMP is left alone (it only selects hardware stamps).
+//! Timestamps are in nanoseconds (tp_sec + tp_nsec): the kernel's software receive stamps, unless `-j`
+//! selected the NIC's (PACKET_TIMESTAMP, see `tstamp`). Each packet's tp_status says which one it got;
+//! the counters keep the tally.
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::batch::Batch;
-use crate::counters::{BatchTally, Counters};
+use crate::counters::{ts_slot, BatchTally, Counters};
 use crate::error::CaptureError;
 use crate::packet::{clip_len, Packet};
 use crate::sys;
@@ -398,6 +399,7 @@ impl<'a> Iterator for Packets<'a> {
         self.tally.packets += 1;
         self.tally.wire_bytes += len as u64;
         self.tally.captured_bytes += data.len() as u64;
+        self.tally.ts[ts_slot(status)] += 1;
         Some(Packet {
             ts_ns: sec * 1_000_000_000 + nsec,
             wire_len: len,
@@ -513,6 +515,17 @@ mod tests {
         let mut it = iter(&b, first, 2, 65535);
         assert_eq!(it.by_ref().count(), 1);
         assert_eq!(it.tally.corrupt, 1);
+    }
+
+    #[test]
+    fn stamp_source_is_counted_from_tp_status() {
+        let a = [1u8; 60];
+        let sw = crate::tstamp::TP_STATUS_TS_SOFTWARE;
+        let hw = crate::tstamp::TP_STATUS_TS_RAW_HARDWARE;
+        let (b, first) = build_block(&[(&a, 1 | sw), (&a, 1 | hw), (&a, 1), (&a, 1 | sw)], 4096);
+        let mut it = iter(&b, first, 4, 65535);
+        assert_eq!(it.by_ref().count(), 4);
+        assert_eq!(it.tally.ts, [1, 2, 1], "[none, software, hardware]");
     }
 
     #[test]

@@ -28,6 +28,7 @@ use crate::filter::{self, MAX_SNAPLEN};
 use crate::packet::Packet;
 use crate::ring::{RingConfig, RingSource};
 use crate::sys;
+use crate::tstamp::{self, TimestampType};
 
 /// Which implementation reads the packets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,6 +134,8 @@ pub struct SourceConfig {
     pub copy: CopyConfig,
     /// Fanout settings, used when more than one socket is opened (default: hash).
     pub fanout: Option<Fanout>,
+    /// Which clock stamps the packets (`-j`); hardware types need the ring source.
+    pub timestamps: TimestampType,
 }
 
 impl SourceConfig {
@@ -147,6 +150,7 @@ impl SourceConfig {
             ring: RingConfig::default(),
             copy: CopyConfig::default(),
             fanout: None,
+            timestamps: TimestampType::Host,
         }
     }
 
@@ -199,6 +203,13 @@ impl Source {
                 "snaplen 0: give -s at least 1 (262144 keeps whole packets)".into(),
             ));
         }
+        if cfg.timestamps.is_hardware() && cfg.kind == SourceKind::Copy {
+            // The copy source reads SO_TIMESTAMPNS, which is always the software stamp.
+            return Err(CaptureError::Config(format!(
+                "-j {} needs the ring source: drop --source copy",
+                cfg.timestamps.name()
+            )));
+        }
         let fanout = match (n, cfg.fanout) {
             (_, Some(f)) => Some(f),
             (1, None) => None,
@@ -226,6 +237,7 @@ impl Source {
                 (None, Some(p)) => sys::attach_filter(fd.as_raw_fd(), p)?,
                 (None, None) => {}
             }
+            tstamp::select(fd.as_raw_fd(), &cfg.interface, cfg.timestamps)?;
             let src = match cfg.kind {
                 SourceKind::Ring => Source::Ring(RingSource::create(fd, &cfg.ring, cfg.snaplen)?),
                 SourceKind::Copy => Source::Copy(CopySource::create(fd, &cfg.copy, cfg.snaplen)?),

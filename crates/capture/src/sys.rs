@@ -15,7 +15,7 @@ pub fn packet_socket() -> Result<OwnedFd, CaptureError> {
     ::sys::packet_socket().map_err(|e| CaptureError::from_io("socket(AF_PACKET, SOCK_RAW)", e))
 }
 
-fn lookup(name: &str) -> Result<::sys::Interface, CaptureError> {
+pub(crate) fn lookup(name: &str) -> Result<::sys::Interface, CaptureError> {
     ::sys::Interface::lookup(name).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => CaptureError::NoSuchInterface {
             name: name.to_string(),

@@ -159,6 +159,11 @@ pub struct Summary {
     records: Option<records::probe::ProbeStats>,
     /// `--cutoff`: what it cut, summed over the threads.
     cutoff: Option<session::CutoffStats>,
+    /// `-j`: the type asked for, and whether the source checked each packet's stamp (the ring does).
+    ts_type: capture::TimestampType,
+    ts_checked: bool,
+    /// Delivered packets by stamp source: [software, hardware, neither].
+    ts: [u64; 3],
 }
 
 impl Summary {
@@ -203,7 +208,67 @@ impl Summary {
             drop_all,
             records,
             cutoff,
+            ts_type: capture::TimestampType::Host,
+            ts_checked: false,
+            ts: [r.source.ts_software, r.source.ts_hardware, r.source.ts_none],
         }
+    }
+
+    /// The time stamp type asked for (-j) and whether the source checked the stamps it delivered.
+    pub fn timestamps(mut self, asked: capture::TimestampType, checked: bool) -> Summary {
+        self.ts_type = asked;
+        self.ts_checked = checked;
+        self
+    }
+
+    /// "timestamps: 1000 software (host)": what the ring said of each packet's stamp. A packet with
+    /// neither stamp bit got the kernel's software clock as it was put in the ring (skb stamps are off
+    /// while no socket on the machine asks for them), so it counts as software, with a note.
+    fn timestamps_line(&self) -> String {
+        let name = self.ts_type.name();
+        if !self.ts_checked {
+            return format!(
+                "timestamps: {name} ({}; not checked per packet by --source copy)",
+                self.ts_type.source()
+            );
+        }
+        let [sw, hw, at_ring] = self.ts;
+        let mut parts = Vec::new();
+        if sw + at_ring > 0 {
+            parts.push(format!("{} software", sw + at_ring));
+        }
+        if hw > 0 {
+            parts.push(format!("{hw} hardware"));
+        }
+        let counts = if parts.is_empty() {
+            "no packets".to_string()
+        } else {
+            parts.join(", ")
+        };
+        let note = if at_ring > 0 {
+            format!("; {at_ring} of them stamped as the ring was filled, not at receive")
+        } else {
+            String::new()
+        };
+        format!("timestamps: {counts} ({name}{note})")
+    }
+
+    /// Hardware stamps were asked for but some packets came without: the NIC or kernel ignored it.
+    fn timestamps_warning(&self) -> Option<String> {
+        let not_hw = self.ts[0] + self.ts[2];
+        (self.ts_checked && self.ts_type.is_hardware() && not_hw > 0).then(|| {
+            format!(
+                "WARNING: -j {} asked for the NIC's hardware stamps, but {not_hw} packets carry the \
+                 kernel's software stamps instead (the driver or kernel did not deliver hardware stamps{}); \
+                 their times are host times",
+                self.ts_type.name(),
+                if self.ts_type == capture::TimestampType::Adapter {
+                    "; recent kernels no longer convert them to system time: try -j adapter_unsynced"
+                } else {
+                    ""
+                }
+            )
+        })
     }
 
     pub fn print(&self, json: bool) {
@@ -221,8 +286,18 @@ impl Summary {
                 "bytes_written": self.bytes_written,
                 "direct_io": self.direct_io,
                 "seconds": secs,
+                "timestamps": {
+                    "type": self.ts_type.name(),
+                    "checked": self.ts_checked,
+                    "software": self.ts[0],
+                    "hardware": self.ts[1],
+                    "software_at_ring": self.ts[2],
+                },
             });
             let mut v = v;
+            if let Some(w) = self.timestamps_warning() {
+                v["timestamps"]["warning"] = w.into();
+            }
             if self.drop_all {
                 v["drop_all"] = true.into();
             }
@@ -294,6 +369,10 @@ impl Summary {
             "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
             self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
         );
+        eprintln!("ringcap: {}", self.timestamps_line());
+        if let Some(w) = self.timestamps_warning() {
+            eprintln!("ringcap: {w}");
+        }
         if let Some(r) = &self.records {
             print_records(r);
         }

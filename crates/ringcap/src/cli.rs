@@ -89,6 +89,25 @@ pub enum OutputFormat {
     Pcapng,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TimestampTypeArg {
+    /// The kernel's software stamp on receive (default).
+    Host,
+    /// The NIC's hardware stamp, synced to system time.
+    Adapter,
+    /// The NIC's hardware clock, not synced to system time.
+    #[value(name = "adapter_unsynced")]
+    AdapterUnsynced,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Precision {
+    /// Microseconds: pcap's classic magic (a1b2c3d4), pcapng if_tsresol 6.
+    Micro,
+    /// Nanoseconds: pcap magic a1b23c4d, pcapng if_tsresol 9.
+    Nano,
+}
+
 #[derive(Args, Debug, Clone)]
 #[command(
     mut_arg("json", |a| a.help("Print statistics (per second and final) as JSON lines on stderr.")),
@@ -119,6 +138,26 @@ pub struct CaptureArgs {
     /// Output file format.
     #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
     pub format: OutputFormat,
+
+    /// Time stamp precision of the file (as tcpdump): micro or nano. It decides pcap's magic (so
+    /// `-F pcap-ns --time-stamp-precision micro` is `-F pcap`) and pcapng's if_tsresol (default 9, ns).
+    #[arg(long = "time-stamp-precision", value_enum, value_name = "micro|nano")]
+    pub precision: Option<Precision>,
+
+    /// Time stamp type (as tcpdump -j): host (the kernel's software stamps, default), adapter or
+    /// adapter_unsynced (the NIC's hardware clock; needs a NIC with hardware time stamps, see -J).
+    #[arg(
+        short = 'j',
+        long = "time-stamp-type",
+        value_enum,
+        value_name = "TYPE",
+        default_value = "host"
+    )]
+    pub time_stamp_type: TimestampTypeArg,
+
+    /// List the time stamp types the interface offers (as tcpdump -J) and exit.
+    #[arg(short = 'J', long = "list-time-stamp-types")]
+    pub list_time_stamp_types: bool,
 
     /// Snapshot length: bytes kept of each packet (0 = 262144, as tcpdump). The true wire length is kept.
     #[arg(
@@ -467,6 +506,36 @@ impl OutputFormat {
             OutputFormat::Pcap => "pcap",
             OutputFormat::PcapNs => "pcap (ns)",
             OutputFormat::Pcapng => "pcapng",
+        }
+    }
+}
+
+impl From<TimestampTypeArg> for capture::TimestampType {
+    fn from(t: TimestampTypeArg) -> Self {
+        match t {
+            TimestampTypeArg::Host => capture::TimestampType::Host,
+            TimestampTypeArg::Adapter => capture::TimestampType::Adapter,
+            TimestampTypeArg::AdapterUnsynced => capture::TimestampType::AdapterUnsynced,
+        }
+    }
+}
+
+impl CaptureArgs {
+    /// The file format with --time-stamp-precision applied: it overrides the precision pcap/pcap-ns imply.
+    pub fn file_format(&self) -> OutputFormat {
+        match (self.format, self.precision) {
+            (OutputFormat::Pcapng, _) => OutputFormat::Pcapng,
+            (_, Some(Precision::Micro)) => OutputFormat::Pcap,
+            (_, Some(Precision::Nano)) => OutputFormat::PcapNs,
+            (f, None) => f,
+        }
+    }
+
+    /// pcapng's if_tsresol: µs only when asked for.
+    pub fn tsresol(&self) -> u8 {
+        match self.precision {
+            Some(Precision::Micro) => store::TSRESOL_US,
+            _ => store::TSRESOL_NS,
         }
     }
 }

@@ -38,7 +38,7 @@ pub const EPB_HEADER_LEN: usize = 28;
 pub enum Format {
     /// Classic pcap; `nanos` selects the nanosecond magic.
     Pcap { nanos: bool },
-    /// pcapng with one interface (if_tsresol = 9, i.e. nanoseconds).
+    /// pcapng with one interface; its if_tsresol is the encoder's `tsresol` (9 by default).
     PcapNg,
 }
 
@@ -93,7 +93,15 @@ impl Emit for SliceEmit<'_> {
 pub struct Encoder {
     pub format: Format,
     pub snaplen: u32,
+    /// pcapng only: stamps in units of 10^-tsresol s, written as if_tsresol (6 = µs, 9 = ns). pcap
+    /// says its precision with its magic (`Format::Pcap { nanos }`).
+    pub tsresol: u8,
 }
+
+/// pcapng if_tsresol for nanosecond stamps.
+pub const TSRESOL_NS: u8 = 9;
+/// pcapng if_tsresol for microsecond stamps.
+pub const TSRESOL_US: u8 = 6;
 
 impl Encoder {
     /// Captured length of a frame of `data_len` bytes, with the tag if it is re-inserted, after snaplen.
@@ -140,12 +148,17 @@ impl Encoder {
                 emit_frame(out, data, vlan, caplen);
             }
             Format::PcapNg => {
+                let ts = if self.tsresol == TSRESOL_US {
+                    ts_ns / 1000
+                } else {
+                    ts_ns
+                };
                 let mut h = [0u8; EPB_HEADER_LEN];
                 h[0..4].copy_from_slice(&BT_EPB.to_ne_bytes());
                 h[4..8].copy_from_slice(&(rec_len as u32).to_ne_bytes());
                 // h[8..12]: interface 0
-                h[12..16].copy_from_slice(&((ts_ns >> 32) as u32).to_ne_bytes());
-                h[16..20].copy_from_slice(&(ts_ns as u32).to_ne_bytes());
+                h[12..16].copy_from_slice(&((ts >> 32) as u32).to_ne_bytes());
+                h[16..20].copy_from_slice(&(ts as u32).to_ne_bytes());
                 h[20..24].copy_from_slice(&(caplen as u32).to_ne_bytes());
                 h[24..28].copy_from_slice(&wire.to_ne_bytes());
                 out.put(&h);
@@ -156,8 +169,9 @@ impl Encoder {
         }
     }
 
-    /// The file header: pcap global header, or pcapng SHB + IDB.
-    pub fn file_header(&self, linktype: u32, if_name: &str) -> Vec<u8> {
+    /// The file header: pcap global header, or pcapng SHB + IDB (with if_name and if_description when
+    /// not empty).
+    pub fn file_header(&self, linktype: u32, if_name: &str, if_description: &str) -> Vec<u8> {
         let mut v = Vec::with_capacity(256);
         match self.format {
             Format::Pcap { nanos } => {
@@ -188,7 +202,10 @@ impl Encoder {
                 if !if_name.is_empty() {
                     push_option(&mut idb, 2, if_name.as_bytes()); // if_name
                 }
-                push_option(&mut idb, 9, &[9]); // if_tsresol: 10^-9
+                if !if_description.is_empty() {
+                    push_option(&mut idb, 3, if_description.as_bytes()); // if_description
+                }
+                push_option(&mut idb, 9, &[self.tsresol]); // if_tsresol: 10^-tsresol
                 push_option(&mut idb, 0, &[]);
                 push_block(&mut v, BT_IDB, &idb);
             }
@@ -380,6 +397,7 @@ mod tests {
         let enc = Encoder {
             format: Format::Pcap { nanos: true },
             snaplen: 14,
+            tsresol: TSRESOL_NS,
         };
         let tag = Some(Vlan {
             tpid: 0x8100,
@@ -412,6 +430,7 @@ mod tests {
         let enc = Encoder {
             format: Format::PcapNg,
             snaplen: MAX_SNAPLEN,
+            tsresol: TSRESOL_NS,
         };
         let mut out = VecEmit(Vec::new());
         for len in [1usize, 2, 3, 4, 5] {
@@ -429,5 +448,46 @@ mod tests {
             walk_own_records(Format::PcapNg, &bytes[..bytes.len() - 1], 0),
             (144, 4)
         );
+    }
+
+    #[test]
+    fn pcapng_micro_stamps_and_description() {
+        let enc = Encoder {
+            format: Format::PcapNg,
+            snaplen: MAX_SNAPLEN,
+            tsresol: TSRESOL_US,
+        };
+        let h = enc.file_header(1, "eth0", "timestamps: host");
+        let shb_len = u32::from_ne_bytes(h[4..8].try_into().unwrap()) as usize;
+        let idb = &h[shb_len..];
+        let find = |code: u16| {
+            let mut at = 16; // type, length, linktype, reserved, snaplen
+            loop {
+                let c = u16::from_ne_bytes([idb[at], idb[at + 1]]);
+                let l = u16::from_ne_bytes([idb[at + 2], idb[at + 3]]) as usize;
+                if c == code {
+                    return Some(idb[at + 4..at + 4 + l].to_vec());
+                }
+                if c == 0 {
+                    return None;
+                }
+                at += 4 + pad4(l);
+            }
+        };
+        assert_eq!(find(9), Some(vec![6]));
+        assert_eq!(find(3), Some(b"timestamps: host".to_vec()));
+        let mut out = VecEmit(Vec::new());
+        enc.emit_packet(
+            &mut out,
+            1_500_000_123_456,
+            1,
+            &[0],
+            None,
+            1,
+            enc.record_len(1),
+        );
+        let t = ((u32::from_ne_bytes(out.0[12..16].try_into().unwrap()) as u64) << 32)
+            | u32::from_ne_bytes(out.0[16..20].try_into().unwrap()) as u64;
+        assert_eq!(t, 1_500_000_123, "microseconds");
     }
 }

@@ -26,7 +26,8 @@ pub use files::{
     DEFAULT_KEEP_NEWEST,
 };
 pub use format::{
-    own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US,
+    own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, TSRESOL_NS,
+    TSRESOL_US,
 };
 pub use indexing::{FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;

@@ -42,6 +42,10 @@ pub struct WriterOptions {
     pub linktype: u32,
     /// pcapng if_name of the interface ("" to leave it out).
     pub if_name: String,
+    /// pcapng if_description, e.g. where the stamps come from ("" to leave it out).
+    pub if_description: String,
+    /// pcapng if_tsresol: 9 (ns, the default) or 6 (µs); pcap's precision is its `format`.
+    pub tsresol: u8,
     /// Bytes per buffer (≥ 1 MiB, rounded up to 4 KiB).
     pub buffer_size: usize,
     /// Buffers in the pool (≥ 2).
@@ -60,6 +64,8 @@ impl Default for WriterOptions {
             snaplen: MAX_SNAPLEN,
             linktype: 1,
             if_name: String::new(),
+            if_description: String::new(),
+            tsresol: crate::format::TSRESOL_NS,
             buffer_size: 4 << 20,
             buffers: 4,
             direct_io: true,
@@ -304,6 +310,7 @@ fn prepare(
     let enc = Encoder {
         format: opts.format,
         snaplen: opts.snaplen,
+        tsresol: opts.tsresol,
     };
     let counters = Arc::new(WriterCounters::default());
     counters.buffers_total.store(opts.buffers as u64, Relaxed);
@@ -338,7 +345,7 @@ fn prepare(
         counters,
         rotation: Arc::new(AtomicBool::new(false)),
         enc,
-        header: enc.file_header(opts.linktype, &opts.if_name),
+        header: enc.file_header(opts.linktype, &opts.if_name, &opts.if_description),
         flush_interval: opts.flush_interval,
         compress: plan.is_some_and(|p| p.compression != CompressMode::None),
         files: plan.is_some(),

@@ -22,6 +22,9 @@ use crate::privileges::{relinquish_privileges, share_files_with_group, unprivile
 use crate::{metrics, Fatal};
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
+    if a.list_time_stamp_types {
+        return list_time_stamp_types(&a.interface);
+    }
     // The link type of the captured frames, as the filter tests them, the files record them and the
     // printer and probe parse them: libpcap's choice for the interface's hardware type.
     let linktype = capture::interface_link_type(&a.interface).map_err(capture_fatal)?;
@@ -135,7 +138,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             printer.maybe_print(&counters, writer_counters.as_deref())
         })
         .map_err(Fatal::runtime)?;
-    Summary::new(&report, a.count, a.drop_all, plan.is_some()).print(a.json.on);
+    Summary::new(&report, a.count, a.drop_all, plan.is_some())
+        .timestamps(
+            a.time_stamp_type.into(),
+            a.source == crate::cli::SourceKind::Ring,
+        )
+        .print(a.json.on);
     if !report.sink_errors.is_empty() {
         return Err(Fatal::runtime(report.sink_errors.remove(0)));
     }
@@ -143,6 +151,16 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         Some(e) => Err(Fatal::runtime(e)),
         None => Ok(()),
     }
+}
+
+/// `-J`: tcpdump's listing, on stdout, of the types libpcap would offer for the interface.
+fn list_time_stamp_types(interface: &str) -> Result<(), Fatal> {
+    let types = capture::supported_timestamp_types(interface).map_err(capture_fatal)?;
+    println!("Time stamp types for {interface} (use option -j to set):");
+    for t in types {
+        println!("  {} ({})", t.name(), t.description());
+    }
+    Ok(())
 }
 
 fn listening_line(
@@ -156,9 +174,9 @@ fn listening_line(
         _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
         (Some(p), _) => format!(
             "writing {} files {}-<UTC start>-<seq>{} in {}{}",
-            a.format.name(),
+            a.file_format().name(),
             p.base,
-            store::extension(a.format.into(), p.compression),
+            store::extension(a.file_format().into(), p.compression),
             p.dirs
                 .iter()
                 .map(|d| d.display().to_string())
@@ -170,7 +188,7 @@ fn listening_line(
                 format!(" (compress {})", p.compression)
             }
         ),
-        (None, Some(p)) => format!("writing {} to {}", a.format.name(), p.display()),
+        (None, Some(p)) => format!("writing {} to {}", a.file_format().name(), p.display()),
         (None, None) => "printing one line per packet".to_string(),
     };
     eprintln!(
@@ -196,6 +214,7 @@ fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConf
         a.snaplen.min(capture::MAX_SNAPLEN)
     };
     cfg.promiscuous = !a.no_promisc;
+    cfg.timestamps = a.time_stamp_type.into();
     cfg.set_buffer_kib(a.buffer_kib as usize);
     cfg.ring.block_size = a.block_size as usize;
     cfg.ring.block_timeout = Duration::from_millis(a.block_timeout_ms as u64);
@@ -222,6 +241,7 @@ fn capture_fatal(e: CaptureError) -> Fatal {
         | CaptureError::InterfaceDown { .. }
         | CaptureError::Filter(_)
         | CaptureError::UnsupportedLinkType { .. }
+        | CaptureError::TimestampTypeUnsupported { .. }
         | CaptureError::Config(_) => Fatal::usage(anyhow!(e)),
         _ => Fatal::runtime(anyhow!(e)),
     }

@@ -105,6 +105,11 @@ pub fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
     Ok(Some(plan))
 }
 
+/// What the pcapng interface block says of the stamps, e.g. "timestamps: host (kernel software)".
+pub fn timestamps_description(t: capture::TimestampType) -> String {
+    format!("timestamps: {} ({})", t.name(), t.source())
+}
+
 /// The file series of `plan`, or the one file of `-w` (`-` is stdout).
 pub fn open_writer(
     a: &CaptureArgs,
@@ -113,7 +118,9 @@ pub fn open_writer(
     linktype: wire::LinkType,
 ) -> Result<CaptureWriter, Fatal> {
     let mut opts = WriterOptions {
-        format: a.format.into(),
+        format: a.file_format().into(),
+        tsresol: a.tsresol(),
+        if_description: timestamps_description(a.time_stamp_type.into()),
         snaplen: if a.snaplen == 0 {
             store::MAX_SNAPLEN
         } else {
