@@ -47,7 +47,8 @@ resolve_ringcap
 capture_cmd() {
   local tool="$1" dir="$2"
   local tcpdump_ring=(tcpdump -B "$((RING_MIB * 1024))" -i "$RX_IF")
-  local rc_ring=(-B "$((RING_MIB * 1024))")
+  # --no-index: the peers only write, so ringcap does too; what indexing costs is measured by bench-query.
+  local rc_ring=(-B "$((RING_MIB * 1024))" --no-index)
   case "$tool" in
     ringcap-none) CMD=("$RINGCAP" capture -i "$RX_IF" "${rc_ring[@]}" -w "$dir/out.pcap" -F pcap --cpus "$CAP_CPU" -q); OUTS="out.pcap" ;;
     ringcap-lz4) CMD=("$RINGCAP" capture -i "$RX_IF" "${rc_ring[@]}" -w "$dir/out" -F pcap --compress lz4 --cpus "$CAP_CPU" -q); OUTS="out-*.pcap.lz4" ;;
