@@ -7,7 +7,7 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
 
 use common::*;
 use testbed::Side;
@@ -42,12 +42,34 @@ fn threads(pid: u32) -> Vec<(u32, u64)> {
 }
 
 fn chown(path: &Path, uid: u32) {
+    chown_group(path, uid, uid);
+}
+
+fn chown_group(path: &Path, uid: u32, gid: u32) {
     let st = Command::new("chown")
-        .arg(format!("{uid}:{uid}"))
+        .arg(format!("{uid}:{gid}"))
         .arg(path)
         .status()
         .unwrap();
     assert!(st.success());
+}
+
+/// `capture -i RX -w BASE -C 1MB -Z nobody EXTRA... -q`: files rotated (and indexed) by threads running as nobody.
+fn rotating_capture_as_nobody(tb: &testbed::Testbed, base: &Path, extra: &[&str]) -> Child {
+    let mut args = vec![
+        "capture",
+        "-i",
+        &tb.rx_if,
+        "-w",
+        base.to_str().unwrap(),
+        "-C",
+        "1MB",
+        "-Z",
+        "nobody",
+    ];
+    args.extend_from_slice(extra);
+    args.push("-q");
+    spawn_capture(tb, &args)
 }
 
 /// The capture files under `dir` (hidden partial files and indexes excluded).
@@ -74,21 +96,7 @@ fn dash_z_becomes_the_user_in_every_thread_and_writes_as_that_user() {
     chown(&dir, NOBODY);
     let base = dir.join("cap");
     // File mode with rotation: the writer, the indexer and their threads all run as nobody.
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-w",
-            base.to_str().unwrap(),
-            "-C",
-            "1MB",
-            "-Z",
-            "nobody",
-            "-q",
-        ],
-    );
+    let child = rotating_capture_as_nobody(&tb, &base, &[]);
     let sent = (0..4000)
         .map(|i| frame(i, 1000, 9, 600))
         .collect::<Vec<_>>();
@@ -243,31 +251,10 @@ fn group_makes_the_files_readable_by_that_group_and_nobody_else() {
     let tb = testbed();
     let dir = temp_dir("group");
     // A store as an operator sets it up: owned by the capture user, open to the readers' group.
-    let st = Command::new("chown")
-        .arg(format!("{NOBODY}:{ADM}"))
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    chown_group(&dir, NOBODY, ADM);
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
     let base = dir.join("cap");
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-w",
-            base.to_str().unwrap(),
-            "-C",
-            "1MB",
-            "-Z",
-            "nobody",
-            "--group",
-            "adm",
-            "-q",
-        ],
-    );
+    let child = rotating_capture_as_nobody(&tb, &base, &["--group", "adm"]);
     let sent = (0..3000)
         .map(|i| frame(i, 1000, 9, 600))
         .collect::<Vec<_>>();
