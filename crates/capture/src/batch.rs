@@ -11,6 +11,7 @@ use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
 use crate::packet::Packet;
 use crate::ring::{Block, Packets};
+use crate::xdp::XdpBatch;
 
 /// One batch of packets, borrowed from its source until dropped (a ring block goes back to the kernel then).
 pub struct Batch<'a> {
@@ -24,9 +25,18 @@ enum Kind<'a> {
     /// The source, the message count, and what the first pass over them counted.
     Copy(&'a CopySource, usize, Cell<Option<BatchTally>>),
     Memory(Vec<Packet<'a>>),
+    Xdp(XdpBatch<'a>),
 }
 
 impl<'a> Batch<'a> {
+    pub(crate) fn xdp(b: XdpBatch<'a>) -> Batch<'a> {
+        let take = b.len();
+        Batch {
+            kind: Kind::Xdp(b),
+            take,
+        }
+    }
+
     pub(crate) fn block(b: Block<'a>) -> Batch<'a> {
         let take = b.len();
         Batch {
@@ -57,6 +67,7 @@ impl<'a> Batch<'a> {
             Kind::Block(b) => b.len(),
             Kind::Copy(_, n, _) => *n,
             Kind::Memory(v) => v.len(),
+            Kind::Xdp(b) => b.len(),
         }
     }
 
@@ -94,6 +105,7 @@ impl<'a> Batch<'a> {
                 }
             }
             Kind::Memory(v) => Inner::Memory(v.iter()),
+            Kind::Xdp(b) => Inner::Xdp(b, 0),
         };
         BatchPackets {
             inner,
@@ -119,6 +131,7 @@ enum Inner<'b> {
         sink: Option<&'b Cell<Option<BatchTally>>>,
     },
     Memory(std::slice::Iter<'b, Packet<'b>>),
+    Xdp(&'b XdpBatch<'b>, usize),
 }
 
 impl<'b> Iterator for BatchPackets<'b> {
@@ -143,6 +156,11 @@ impl<'b> Iterator for BatchPackets<'b> {
                 p
             }),
             Inner::Memory(it) => it.next().copied(),
+            Inner::Xdp(b, i) => (*i < b.len()).then(|| {
+                let p = b.packet(*i);
+                *i += 1;
+                p
+            }),
         }
     }
 }

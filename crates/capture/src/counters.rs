@@ -15,6 +15,11 @@ pub struct KernelStats {
     pub drops: u64,
     /// Times the ring was found full and the queue frozen (TPACKET_V3 only).
     pub freeze_q_cnt: u64,
+    /// AF_XDP sockets (`--source xdp`) only, each also in `drops`: the rx ring was full (ringcap fell
+    /// behind), the fill ring was empty (no free frame to receive into), or another reason.
+    pub xsk_ring_full: u64,
+    pub xsk_fill_empty: u64,
+    pub xsk_other: u64,
 }
 
 impl KernelStats {
@@ -23,6 +28,9 @@ impl KernelStats {
         self.packets += o.packets;
         self.drops += o.drops;
         self.freeze_q_cnt += o.freeze_q_cnt;
+        self.xsk_ring_full += o.xsk_ring_full;
+        self.xsk_fill_empty += o.xsk_fill_empty;
+        self.xsk_other += o.xsk_other;
     }
 }
 
@@ -56,6 +64,9 @@ pub struct CounterSnapshot {
     /// ring (receive stamps are off while no socket asks for them). The copy source does not look, so
     /// all three stay 0 there.
     pub ts_none: u64,
+    /// Packets the filter rejected in user space (`--source xdp`; the other sources filter in the kernel,
+    /// which cannot count them).
+    pub filtered_out: u64,
 }
 
 impl CounterSnapshot {
@@ -73,6 +84,7 @@ impl CounterSnapshot {
         self.ts_software += o.ts_software;
         self.ts_hardware += o.ts_hardware;
         self.ts_none += o.ts_none;
+        self.filtered_out += o.filtered_out;
     }
 }
 
@@ -93,18 +105,28 @@ pub struct Counters {
     corrupt: AtomicU64,
     /// Indexed like [`BatchTally::ts`].
     ts: [AtomicU64; 3],
+    filtered: AtomicU64,
     kernel: Mutex<KernelSide>,
 }
 
 #[derive(Debug)]
 struct KernelSide {
     fd: RawFd, // -1 once the socket is closed
+    /// An AF_XDP socket: its counters are XDP_STATISTICS, which the kernel never resets.
+    xsk: bool,
     total: KernelStats,
 }
 
 impl KernelSide {
     fn refresh(&mut self) {
-        if self.fd >= 0 {
+        if self.fd >= 0 && self.xsk {
+            if let Ok(s) = xdp::XskSocket::stats_of(self.fd) {
+                self.total.xsk_ring_full = s.rx_ring_full;
+                self.total.xsk_fill_empty = s.rx_fill_ring_empty;
+                self.total.xsk_other = s.rx_dropped;
+                self.total.drops = s.lost();
+            }
+        } else if self.fd >= 0 {
             if let Ok((p, d, f)) = sys::packet_statistics(self.fd) {
                 self.total.packets += p as u64;
                 self.total.drops += d as u64;
@@ -118,6 +140,7 @@ impl Default for KernelSide {
     fn default() -> Self {
         KernelSide {
             fd: -1,
+            xsk: false,
             total: KernelStats::default(),
         }
     }
@@ -134,6 +157,8 @@ pub(crate) struct BatchTally {
     pub corrupt: u64,
     /// Packets by stamp source: [none, software, hardware] (see [`ts_slot`]).
     pub ts: [u64; 3],
+    /// Packets a user-space filter rejected (not in `packets`).
+    pub filtered: u64,
 }
 
 /// The slot of [`BatchTally::ts`] a packet's tp_status counts in, without a branch: 2 for a hardware
@@ -153,6 +178,13 @@ impl Counters {
         c
     }
 
+    /// Counters of an AF_XDP socket; its kernel side reads XDP_STATISTICS.
+    pub(crate) fn for_xsk(fd: RawFd) -> Counters {
+        let c = Counters::new(fd);
+        c.kernel.lock().unwrap_or_else(|p| p.into_inner()).xsk = true;
+        c
+    }
+
     pub(crate) fn add_batch(&self, t: &BatchTally) {
         // Each source has its own Counters, so these never contend; Relaxed is enough for statistics.
         self.packets.fetch_add(t.packets, Relaxed);
@@ -168,6 +200,9 @@ impl Counters {
         }
         if t.corrupt != 0 {
             self.corrupt.fetch_add(t.corrupt, Relaxed);
+        }
+        if t.filtered != 0 {
+            self.filtered.fetch_add(t.filtered, Relaxed);
         }
         for (c, n) in self.ts.iter().zip(t.ts) {
             if n != 0 {
@@ -195,6 +230,7 @@ impl Counters {
             ts_none: self.ts[0].load(Relaxed),
             ts_software: self.ts[1].load(Relaxed),
             ts_hardware: self.ts[2].load(Relaxed),
+            filtered_out: self.filtered.load(Relaxed),
         }
     }
 
@@ -204,7 +240,12 @@ impl Counters {
     pub fn kernel_stats(&self) -> KernelStats {
         let mut k = self.kernel.lock().unwrap_or_else(|p| p.into_inner());
         k.refresh();
-        k.total
+        let mut total = k.total;
+        if k.xsk {
+            // The socket sees every packet before the user-space filter: delivered ones plus its drops.
+            total.packets = self.packets.load(Relaxed) + self.filtered.load(Relaxed) + total.drops;
+        }
+        total
     }
 
     /// Take the last kernel counters and forget the descriptor (called by the source before it closes it).

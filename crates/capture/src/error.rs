@@ -70,6 +70,9 @@ pub enum CaptureError {
         /// What it offers.
         offered: Vec<crate::TimestampType>,
     },
+    /// The XDP program or an AF_XDP socket could not be set up (`--source xdp`); says what to do.
+    #[error("--source xdp: {0}")]
+    Xdp(String),
     /// A configuration value is out of range.
     #[error("bad capture setting: {0}")]
     Config(String),

@@ -2,6 +2,7 @@
 //!
 //! * [`RingSource`]: AF_PACKET TPACKET_V3 ring mapped into the process, read in place, block by block.
 //! * [`CopySource`]: the classic per-packet path, recvmmsg into preallocated buffers (`--source copy`).
+//! * [`XdpSource`]: AF_XDP sockets fed by ringcap's XDP program, one per receive queue (`--source xdp`).
 //! * [`Source`]: either one behind one loop: `next_batch(timeout)` yields a [`Batch`], read once per sink
 //!   (or `for_each_batch(timeout, |p: &Packet| ...)`). [`BatchSource`] is what the capture session drives;
 //!   [`MemorySource`] feeds it packets held in memory.
@@ -30,6 +31,7 @@ mod ring;
 mod source;
 mod sys;
 mod tstamp;
+mod xdp;
 
 pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
 pub use copy::{CopyConfig, CopySource};
@@ -45,3 +47,5 @@ pub use ring::{Block, Packets, RingConfig, RingSource};
 pub use source::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
 pub use sys::interface_link_type;
 pub use tstamp::{supported_timestamp_types, TimestampType};
+pub use xdp::{xdp_error, XdpSource};
+pub use ::xdp::{Bind as XdpBind, Mode as XdpMode, Program as XdpProgram, XdpError, XskConfig};

@@ -29,6 +29,7 @@ use crate::packet::Packet;
 use crate::ring::{RingConfig, RingSource};
 use crate::sys;
 use crate::tstamp::{self, TimestampType};
+use crate::xdp::XdpSource;
 
 /// Which implementation reads the packets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,6 +39,8 @@ pub enum SourceKind {
     Ring,
     /// recvmmsg copies (the classic baseline).
     Copy,
+    /// AF_XDP sockets fed by an XDP program, one per receive queue (see [`crate::XdpSource`]).
+    Xdp,
 }
 
 impl FromStr for SourceKind {
@@ -46,7 +49,8 @@ impl FromStr for SourceKind {
         match s {
             "ring" => Ok(SourceKind::Ring),
             "copy" => Ok(SourceKind::Copy),
-            _ => Err(format!("unknown source '{s}': use ring or copy")),
+            "xdp" => Ok(SourceKind::Xdp),
+            _ => Err(format!("unknown source '{s}': use ring, copy or xdp")),
         }
     }
 }
@@ -136,6 +140,10 @@ pub struct SourceConfig {
     pub fanout: Option<Fanout>,
     /// Which clock stamps the packets (`-j`); hardware types need the ring source.
     pub timestamps: TimestampType,
+    /// Where the XDP program runs (xdp source).
+    pub xdp_mode: xdp::Mode,
+    /// UMEM and ring sizes, copy or zero copy (xdp source).
+    pub xsk: xdp::XskConfig,
 }
 
 impl SourceConfig {
@@ -151,6 +159,8 @@ impl SourceConfig {
             copy: CopyConfig::default(),
             fanout: None,
             timestamps: TimestampType::Host,
+            xdp_mode: xdp::Mode::default(),
+            xsk: xdp::XskConfig::default(),
         }
     }
 
@@ -181,6 +191,8 @@ pub enum Source {
     Ring(RingSource),
     /// recvmmsg copies.
     Copy(CopySource),
+    /// One AF_XDP socket.
+    Xdp(XdpSource),
 }
 
 impl Source {
@@ -209,6 +221,9 @@ impl Source {
                 "-j {} needs the ring source: drop --source copy",
                 cfg.timestamps.name()
             )));
+        }
+        if cfg.kind == SourceKind::Xdp {
+            return Source::open_xdp(cfg, n);
         }
         let fanout = match (n, cfg.fanout) {
             (_, Some(f)) => Some(f),
@@ -241,6 +256,7 @@ impl Source {
             let src = match cfg.kind {
                 SourceKind::Ring => Source::Ring(RingSource::create(fd, &cfg.ring, cfg.snaplen)?),
                 SourceKind::Copy => Source::Copy(CopySource::create(fd, &cfg.copy, cfg.snaplen)?),
+                SourceKind::Xdp => unreachable!("opened by open_xdp"),
             };
             let raw = src.fd().as_raw_fd();
             if cfg.promiscuous {
@@ -267,11 +283,68 @@ impl Source {
         Ok(sources)
     }
 
+    /// One AF_XDP socket per receive queue: the thread count must be the queue count.
+    fn open_xdp(cfg: &SourceConfig, n: usize) -> Result<Vec<Source>, CaptureError> {
+        if cfg.timestamps != TimestampType::Host {
+            return Err(CaptureError::Config(format!(
+                "-j {} needs the ring source: the xdp source stamps packets in its XDP program (host clock)",
+                cfg.timestamps.name()
+            )));
+        }
+        let ifc = sys::interface_up(&cfg.interface)?;
+        let queues = xdp::rx_queues(&cfg.interface);
+        if n != queues as usize {
+            return Err(CaptureError::Config(format!(
+                "{} has {queues} receive queue{}; --source xdp reads each with its own socket and thread: \
+                 use --threads {queues}",
+                cfg.interface,
+                if queues == 1 { "" } else { "s" }
+            )));
+        }
+        // The XDP program sees only what the NIC accepts: promiscuous membership is held by a packet socket
+        // that is never bound (so it receives nothing) and lives as long as the sources.
+        let promisc = if cfg.promiscuous {
+            let fd = sys::packet_socket()?;
+            sys::set_promiscuous(fd.as_raw_fd(), ifc.index)?;
+            Some(fd)
+        } else {
+            None
+        };
+        let program = cfg.program();
+        Ok(XdpSource::open_all(
+            promisc,
+            &cfg.interface,
+            ifc.index as u32,
+            queues,
+            cfg.xdp_mode,
+            &cfg.xsk,
+            program,
+            cfg.snaplen,
+        )?
+        .into_iter()
+        .map(Source::Xdp)
+        .collect())
+    }
+
     fn fd(&self) -> &OwnedFd {
         match self {
             Source::Ring(r) => r.fd(),
             Source::Copy(c) => c.fd(),
+            Source::Xdp(_) => unreachable!("xdp sources are not in fanout groups"),
         }
+    }
+
+    /// The XDP program feeding this source (xdp source), shared by the sources of one interface.
+    pub fn xdp_program(&self) -> Option<Arc<xdp::Program>> {
+        match self {
+            Source::Xdp(x) => Some(x.program()),
+            _ => None,
+        }
+    }
+
+    /// True for an AF_XDP socket bound in zero-copy mode.
+    pub fn is_zero_copy(&self) -> bool {
+        matches!(self, Source::Xdp(x) if x.is_zero_copy())
     }
 
     /// Which kind this is.
@@ -279,6 +352,7 @@ impl Source {
         match self {
             Source::Ring(_) => SourceKind::Ring,
             Source::Copy(_) => SourceKind::Copy,
+            Source::Xdp(_) => SourceKind::Xdp,
         }
     }
 
@@ -307,6 +381,7 @@ impl Source {
         match self {
             Source::Ring(r) => r.next_batch(timeout),
             Source::Copy(c) => c.next_batch(timeout),
+            Source::Xdp(x) => x.next_batch(timeout),
         }
     }
 
@@ -315,6 +390,7 @@ impl Source {
         match self {
             Source::Ring(r) => r.counters(),
             Source::Copy(c) => c.counters(),
+            Source::Xdp(x) => x.counters(),
         }
     }
 

@@ -136,7 +136,19 @@ fn current_level(w: &WriterStats) -> Option<String> {
 }
 
 /// End-of-capture numbers: tcpdump's three lines, then one line per stage.
+/// `--source xdp`: how the sockets ran and what the XDP program saw.
+#[derive(Clone, Debug)]
+pub struct XdpSummary {
+    pub mode: &'static str,
+    pub zero_copy: bool,
+    pub queues: usize,
+    /// Packets the program saw on the interface (every queue), if its map could be read.
+    pub seen: Option<u64>,
+}
+
 pub struct Summary {
+    xdp: Option<XdpSummary>,
+    filtered_out: u64,
     elapsed: Duration,
     kernel: capture::KernelStats,
     delivered: u64,
@@ -190,6 +202,8 @@ impl Summary {
         }
         let delivered = r.source.packets;
         Summary {
+            xdp: None,
+            filtered_out: r.source.filtered_out,
             elapsed: r.elapsed,
             kernel: r.kernel,
             delivered,
@@ -214,6 +228,12 @@ impl Summary {
         }
     }
 
+    /// The source was AF_XDP sockets.
+    pub fn xdp(mut self, x: XdpSummary) -> Summary {
+        self.xdp = Some(x);
+        self
+    }
+
     /// The time stamp type asked for (-j) and whether the source checked the stamps it delivered.
     pub fn timestamps(mut self, asked: capture::TimestampType, checked: bool) -> Summary {
         self.ts_type = asked;
@@ -226,6 +246,12 @@ impl Summary {
     /// while no socket on the machine asks for them), so it counts as software, with a note.
     fn timestamps_line(&self) -> String {
         let name = self.ts_type.name();
+        if self.xdp.is_some() {
+            return format!(
+                "timestamps: {name} (CLOCK_MONOTONIC read by the XDP program in the driver, converted to wall-clock \
+                 time per batch)"
+            );
+        }
         if !self.ts_checked {
             return format!(
                 "timestamps: {name} ({}; not checked per packet by --source copy)",
@@ -251,6 +277,23 @@ impl Summary {
             String::new()
         };
         format!("timestamps: {counts} ({name}{note})")
+    }
+
+    /// "xdp: native, copy, 2 queues; program saw N; drops by stage: ...": the AF_XDP side of the summary.
+    fn xdp_line(&self, x: &XdpSummary) -> String {
+        let seen = x.seen.map_or(String::new(), |n| format!("; the XDP program saw {n} packets"));
+        format!(
+            "xdp: {} mode, {} sockets on {} queue{}{seen}; AF_XDP drops by stage: socket ring full {}, no free \
+             frame {}, other {}; filtered out in user space {}",
+            x.mode,
+            if x.zero_copy { "zero-copy" } else { "copy" },
+            x.queues,
+            if x.queues == 1 { "" } else { "s" },
+            self.kernel.xsk_ring_full,
+            self.kernel.xsk_fill_empty,
+            self.kernel.xsk_other,
+            self.filtered_out,
+        )
     }
 
     /// Hardware stamps were asked for but some packets came without: the NIC or kernel ignored it.
@@ -300,6 +343,20 @@ impl Summary {
             }
             if self.drop_all {
                 v["drop_all"] = true.into();
+            }
+            if let Some(x) = &self.xdp {
+                v["xdp"] = serde_json::json!({
+                    "mode": x.mode,
+                    "zero_copy": x.zero_copy,
+                    "queues": x.queues,
+                    "program_seen": x.seen,
+                    "filtered_out": self.filtered_out,
+                    "drops": {
+                        "socket_ring_full": self.kernel.xsk_ring_full,
+                        "fill_ring_empty": self.kernel.xsk_fill_empty,
+                        "other": self.kernel.xsk_other,
+                    },
+                });
             }
             if let Some(r) = &self.records {
                 v["drops"]["queue"] = r.queue_drops.into();
@@ -365,10 +422,13 @@ impl Summary {
             self.ring_drops,
             self.storage_drops,
         );
-        eprintln!(
-            "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
-            self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
-        );
+        match &self.xdp {
+            Some(x) => eprintln!("ringcap: {}", self.xdp_line(x)),
+            None => eprintln!(
+                "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
+                self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
+            ),
+        }
         eprintln!("ringcap: {}", self.timestamps_line());
         if let Some(w) = self.timestamps_warning() {
             eprintln!("ringcap: {w}");

@@ -65,6 +65,28 @@ pub enum SourceKind {
     Ring,
     /// Classic per-packet path (recvmmsg on a packet socket): the baseline to compare against.
     Copy,
+    /// AF_XDP: an XDP program in the driver hands each frame to a socket per receive queue, before the
+    /// kernel builds an skb. The packets are taken from the network stack (right for a tap or span port,
+    /// wrong for an interface this host talks through). Needs --threads = the interface's receive queues.
+    Xdp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpMode {
+    /// In the driver, before an skb exists: the fast path (needs a driver with native XDP; veth has it).
+    Native,
+    /// After the stack built the skb: any interface, no faster than --source ring.
+    Generic,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum XdpBind {
+    /// Zero copy where the driver supports it, copy otherwise.
+    Auto,
+    /// The kernel copies each frame into ringcap's memory (every XDP driver).
+    Copy,
+    /// The NIC writes into ringcap's memory (drivers with AF_XDP zero-copy; not veth).
+    Zerocopy,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -213,7 +235,26 @@ pub struct CaptureArgs {
     #[arg(long = "source", value_enum, default_value = "ring")]
     pub source: SourceKind,
 
-    /// Capture threads, each with its own ring in one PACKET_FANOUT group.
+    /// Where the XDP program runs (--source xdp).
+    #[arg(long = "xdp-mode", value_enum, default_value = "native")]
+    pub xdp_mode: XdpMode,
+
+    /// How the AF_XDP sockets are bound (--source xdp).
+    #[arg(long = "xdp-bind", value_enum, default_value = "auto")]
+    pub xdp_bind: XdpBind,
+
+    /// Entries of each AF_XDP socket's rx and fill rings (--source xdp; a power of two). Default: as many
+    /// 4 KiB frames as -B holds, at most 65536, so every tool gets the same buffer.
+    #[arg(long = "xdp-ring", value_name = "N")]
+    pub xdp_ring: Option<u32>,
+
+    /// Let the kernel ask for a wake-up only when it needs one (XDP_USE_NEED_WAKEUP; --source xdp): saves a
+    /// system call per batch while it keeps up.
+    #[arg(long = "xdp-need-wakeup", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    pub xdp_need_wakeup: bool,
+
+    /// Capture threads, each with its own ring in one PACKET_FANOUT group (--source xdp: one per receive
+    /// queue, so N must be the interface's queue count).
     #[arg(long = "threads", value_name = "N", default_value_t = 1)]
     pub threads: usize,
 
@@ -315,7 +356,8 @@ pub struct CaptureArgs {
     #[arg(long = "cutoff-flows", value_name = "N", default_value_t = session::cutoff::DEFAULT_FLOWS)]
     pub cutoff_flows: usize,
 
-    /// Count packets and drop them, writing nothing (seed 002's way to measure the offered rate).
+    /// Count packets and drop them, writing nothing (seed 002's way to measure the offered rate). With
+    /// --source xdp, an XDP program counts and drops them in the driver: the cheapest count there is.
     #[arg(long = "drop-all", conflicts_with = "write")]
     pub drop_all: bool,
 
@@ -476,6 +518,7 @@ impl SourceKind {
         match self {
             SourceKind::Ring => "ring",
             SourceKind::Copy => "copy",
+            SourceKind::Xdp => "xdp",
         }
     }
 }
@@ -485,6 +528,7 @@ impl From<SourceKind> for capture::SourceKind {
         match k {
             SourceKind::Ring => capture::SourceKind::Ring,
             SourceKind::Copy => capture::SourceKind::Copy,
+            SourceKind::Xdp => capture::SourceKind::Xdp,
         }
     }
 }

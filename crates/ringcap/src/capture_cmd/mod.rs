@@ -12,11 +12,12 @@ use store::{CompressMode, FilePlan};
 
 mod output;
 mod probe;
+mod xdp_count;
 
 use output::{cutoff_config, file_plan, open_writer};
 use probe::{records_destinations, records_probe};
 
-use crate::capture_stats::{StatsPrinter, Summary};
+use crate::capture_stats::{StatsPrinter, Summary, XdpSummary};
 use crate::cli::CaptureArgs;
 use crate::privileges::{relinquish_privileges, share_files_with_group, unprivileged_user};
 use crate::{metrics, Fatal};
@@ -51,6 +52,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         .transpose()?;
     let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
+    if a.drop_all && cfg.kind == capture::SourceKind::Xdp {
+        return xdp_count::run(&a, cfg.xdp_mode, stop);
+    }
     let sources = Source::open_group(&cfg, a.threads).map_err(capture_fatal)?;
     cfg.filter = None; // the compiled program now lives in the kernel
                        // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
@@ -107,6 +111,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         duration: a.duration,
         drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
     };
+    let xdp = sources.first().and_then(|s| s.xdp_program()).map(|p| {
+        (p, sources.len(), sources.iter().all(|s| s.is_zero_copy()))
+    });
     let sources = sources
         .into_iter()
         .map(|s| Box::new(s) as Box<dyn BatchSource>)
@@ -138,12 +145,19 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             printer.maybe_print(&counters, writer_counters.as_deref())
         })
         .map_err(Fatal::runtime)?;
-    Summary::new(&report, a.count, a.drop_all, plan.is_some())
-        .timestamps(
-            a.time_stamp_type.into(),
-            a.source == crate::cli::SourceKind::Ring,
-        )
-        .print(a.json.on);
+    let mut summary = Summary::new(&report, a.count, a.drop_all, plan.is_some()).timestamps(
+        a.time_stamp_type.into(),
+        a.source == crate::cli::SourceKind::Ring,
+    );
+    if let Some((program, queues, zero_copy)) = xdp {
+        summary = summary.xdp(XdpSummary {
+            mode: program.mode().name(),
+            zero_copy,
+            queues,
+            seen: program.seen().ok().map(|s| s.packets),
+        });
+    }
+    summary.print(a.json.on);
     if !report.sink_errors.is_empty() {
         return Err(Fatal::runtime(report.sink_errors.remove(0)));
     }
@@ -218,7 +232,26 @@ fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConf
     cfg.set_buffer_kib(a.buffer_kib as usize);
     cfg.ring.block_size = a.block_size as usize;
     cfg.ring.block_timeout = Duration::from_millis(a.block_timeout_ms as u64);
-    if a.threads > 1 {
+    if a.source == crate::cli::SourceKind::Xdp {
+        cfg.xdp_mode = match a.xdp_mode {
+            crate::cli::XdpMode::Native => capture::XdpMode::Native,
+            crate::cli::XdpMode::Generic => capture::XdpMode::Generic,
+        };
+        cfg.xsk.bind = match a.xdp_bind {
+            crate::cli::XdpBind::Auto => capture::XdpBind::Auto,
+            crate::cli::XdpBind::Copy => capture::XdpBind::Copy,
+            crate::cli::XdpBind::Zerocopy => capture::XdpBind::ZeroCopy,
+        };
+        cfg.xsk.need_wakeup = a.xdp_need_wakeup;
+        // The UMEM gets -B, as the ring would: same buffer for every source.
+        let frames = (a.buffer_kib * 1024 / u64::from(cfg.xsk.frame_size)).clamp(64, 1 << 20) as u32;
+        let ring = match a.xdp_ring {
+            Some(r) => r,
+            None => (1u32 << (31 - frames.leading_zeros())).min(65536),
+        };
+        cfg.xsk.ring_size = ring;
+        cfg.xsk.frames = frames.max(ring);
+    } else if a.threads > 1 {
         cfg.fanout = Some(Fanout {
             mode: a.fanout.into(),
             rollover: a.rollover,
@@ -235,7 +268,7 @@ fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConf
 }
 
 /// Configuration mistakes exit 2, everything else 1.
-fn capture_fatal(e: CaptureError) -> Fatal {
+pub(crate) fn capture_fatal(e: CaptureError) -> Fatal {
     match e {
         CaptureError::NoSuchInterface { .. }
         | CaptureError::InterfaceDown { .. }

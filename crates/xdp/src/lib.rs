@@ -1,0 +1,30 @@
+//! ringcap below the network stack: its XDP programs and AF_XDP sockets.
+//!
+//! * [`Program`]: `ringcap_xsk` (stamp each frame, redirect it to the AF_XDP socket of its receive queue) or
+//!   `ringcap_drop` (count and drop in the driver), attached through a BPF link that disappears with the
+//!   process, however it ends.
+//! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its own UMEM, for receiving
+//!   (`capture --source xdp`) or sending (`gen --backend xdp`).
+//!
+//! The packet sources built on these live in `capture`; this crate knows nothing of batches or sinks.
+
+mod error;
+mod program;
+mod xsk;
+
+pub use error::XdpError;
+pub use program::{Mode, Program, Seen};
+pub use xsk::{Bind, XskConfig, XskSocket, XskStats};
+
+/// Receive queues of an interface (its `/sys/class/net/IF/queues/rx-*` entries; 1 if it shows none).
+pub fn rx_queues(interface: &str) -> u32 {
+    let dir = format!("/sys/class/net/{interface}/queues");
+    let n = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(0);
+    (n as u32).max(1)
+}

@@ -1,0 +1,204 @@
+//! ringcap's XDP programs (bpf/ringcap.c), loaded and attached with aya.
+//!
+//! Attachment goes through a BPF link (kernel ≥ 5.9): the program stays attached only while this process
+//! holds the link, so SIGINT, SIGTERM and `kill -9` all leave the interface as it was, and nothing is pinned
+//! in bpffs (which is why `ip netns exec` without a mounted bpffs is no obstacle).
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::str::FromStr;
+
+use aya::maps::{PerCpuArray, XskMap};
+use aya::programs::{Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+
+use crate::error::XdpError;
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ringcap.bpf.o"));
+
+/// Where the kernel runs the program (`--xdp-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// In the driver, before an skb exists (XDP_FLAGS_DRV_MODE): the fast path, if the driver has it.
+    #[default]
+    Native,
+    /// After the stack built the skb (XDP_FLAGS_SKB_MODE): any interface, no faster than a packet socket.
+    Generic,
+}
+
+impl Mode {
+    /// The flag value (`native`, `generic`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Native => "native",
+            Mode::Generic => "generic",
+        }
+    }
+
+    fn aya(self) -> XdpMode {
+        match self {
+            Mode::Native => XdpMode::Driver,
+            Mode::Generic => XdpMode::Skb,
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "native" => Ok(Mode::Native),
+            "generic" => Ok(Mode::Generic),
+            _ => Err(format!("unknown XDP mode '{s}': use native or generic")),
+        }
+    }
+}
+
+/// Packets and bytes an attached program saw (all CPUs, since it was attached).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// One of ringcap's programs, attached to an interface until dropped.
+pub struct Program {
+    ebpf: Ebpf,
+    interface: String,
+    mode: Mode,
+}
+
+impl Program {
+    /// `ringcap_xsk`: every packet is stamped and redirected to the AF_XDP socket of its receive queue
+    /// (see [`Program::set_socket`]); queues without a socket pass packets on to the stack.
+    pub fn redirect_to_sockets(interface: &str, mode: Mode, queues: u32) -> Result<Program, XdpError> {
+        Program::attach("ringcap_xsk", interface, mode, queues.max(1))
+    }
+
+    /// `ringcap_drop`: count every packet and drop it in the driver.
+    pub fn count_and_drop(interface: &str, mode: Mode) -> Result<Program, XdpError> {
+        Program::attach("ringcap_drop", interface, mode, 1)
+    }
+
+    fn attach(name: &str, interface: &str, mode: Mode, queues: u32) -> Result<Program, XdpError> {
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("xsks", queues)
+            .load(OBJECT)
+            .map_err(|e| load_error(interface, &e))?;
+        let prog: &mut Xdp = ebpf
+            .program_mut(name)
+            .ok_or_else(|| XdpError::Load(format!("program {name} missing from the object")))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
+        prog.load().map_err(|e| load_error(interface, &e))?;
+        prog.attach(interface, mode.aya()).map_err(|e| attach_error(interface, mode, &e))?;
+        Ok(Program {
+            ebpf,
+            interface: interface.to_string(),
+            mode,
+        })
+    }
+
+    /// The interface it is attached to.
+    pub fn interface(&self) -> &str {
+        &self.interface
+    }
+
+    /// Where it runs.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Send the packets of receive queue `queue` to the AF_XDP socket `fd`.
+    pub fn set_socket(&mut self, queue: u32, fd: &impl AsRawFd) -> Result<(), XdpError> {
+        let map = self
+            .ebpf
+            .map_mut("xsks")
+            .ok_or_else(|| XdpError::Load("map xsks missing from the object".into()))?;
+        let mut xsks: XskMap<_> = XskMap::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+        xsks.set(queue, fd.as_raw_fd(), 0).map_err(|e| {
+            XdpError::Load(format!(
+                "cannot register the AF_XDP socket of {} queue {queue}: {e}",
+                self.interface
+            ))
+        })
+    }
+
+    /// What the program saw so far, summed over CPUs.
+    pub fn seen(&self) -> Result<Seen, XdpError> {
+        let map = self
+            .ebpf
+            .map("seen")
+            .ok_or_else(|| XdpError::Load("map seen missing from the object".into()))?;
+        let seen: PerCpuArray<_, u64> = PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+        let sum = |k: u32| -> Result<u64, XdpError> {
+            let v = seen.get(&k, 0).map_err(|e| XdpError::Load(e.to_string()))?;
+            Ok(v.iter().sum())
+        };
+        Ok(Seen {
+            packets: sum(0)?,
+            bytes: sum(1)?,
+        })
+    }
+}
+
+/// The errno at the bottom of an aya error, if any.
+fn errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<io::Error>() {
+            return io.raw_os_error();
+        }
+        cur = err.source();
+    }
+    None
+}
+
+fn load_error(interface: &str, e: &(dyn std::error::Error + 'static)) -> XdpError {
+    match errno(e) {
+        Some(libc::EPERM) | Some(libc::EACCES) => XdpError::Privileges(format!(
+            "loading an XDP program for {interface} was refused: it needs root (CAP_BPF and CAP_NET_ADMIN)"
+        )),
+        _ => XdpError::Load(format!("cannot load ringcap's XDP program: {}", chain(e))),
+    }
+}
+
+fn attach_error(interface: &str, mode: Mode, e: &(dyn std::error::Error + 'static)) -> XdpError {
+    match errno(e) {
+        Some(libc::EOPNOTSUPP) if mode == Mode::Native => XdpError::Unsupported(format!(
+            "the driver of {interface} has no native XDP: use --xdp-mode generic (the kernel then runs the \
+             program on an skb, which is no faster than --source ring)"
+        )),
+        Some(libc::EBUSY) | Some(libc::EEXIST) => XdpError::Busy(format!(
+            "{interface} already has an XDP program attached (`ip link show {interface}` names it): stop \
+             the tool that owns it, or `ip link set dev {interface} xdp off` if it was left behind"
+        )),
+        Some(libc::ENODEV) => XdpError::NoInterface(interface.to_string()),
+        Some(libc::EPERM) | Some(libc::EACCES) => XdpError::Privileges(format!(
+            "attaching an XDP program to {interface} was refused: it needs root (CAP_NET_ADMIN)"
+        )),
+        _ => {
+            let msg = chain(e);
+            if msg.contains("unknown network interface") || msg.contains("UnknownInterface") {
+                XdpError::NoInterface(interface.to_string())
+            } else {
+                XdpError::Load(format!("cannot attach ringcap's XDP program to {interface}: {msg}"))
+            }
+        }
+    }
+}
+
+/// An error and its sources on one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(err) = cur {
+        let m = err.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = err.source();
+    }
+    s
+}
