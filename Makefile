@@ -10,7 +10,7 @@ PREFIX ?= /usr/local
 # curl and prometheus (for promtool) scrape and check the --metrics page as a Prometheus server would;
 # openssl makes the CA and certificates the `ringcap serve` and record TLS tests use (curl --cert, rustls);
 # systemd brings systemd-analyze, which checks the shipped unit (tests/config.rs).
-APT_PKGS := gcc libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 

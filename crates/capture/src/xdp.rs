@@ -205,7 +205,8 @@ pub fn xdp_error(e: XdpError) -> CaptureError {
             name,
             available: ::sys::interface_names(),
         },
-        XdpError::Privileges(m) => CaptureError::Xdp(m),
+        // What the driver cannot do or what the flags asked wrongly is a setting to change: exit 2.
+        e @ (XdpError::Unsupported(_) | XdpError::Busy(_) | XdpError::Config(_)) => CaptureError::Config(e.to_string()),
         other => CaptureError::Xdp(other.to_string()),
     }
 }

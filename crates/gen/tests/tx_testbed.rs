@@ -425,7 +425,7 @@ fn back_pressure_is_waited_out_never_fatal() {
     let _serial = serial();
     let tb = Testbed::new(TestbedOptions {
         rps_cpu: Some(1),
-        mtu: None,
+        ..TestbedOptions::default()
     })
     .expect("testbed");
     // The tiny send buffer fills (EAGAIN), and sendmmsg calls return having sent part of their batch; the

@@ -27,6 +27,8 @@ pub struct TestbedOptions {
     pub rps_cpu: Option<usize>,
     /// MTU of both veth ends.
     pub mtu: Option<u32>,
+    /// Transmit and receive queues of each veth end (default: the kernel's, one each).
+    pub queues: Option<u32>,
 }
 
 /// A pair of namespaces with a veth between them.
@@ -136,8 +138,10 @@ impl Testbed {
         ip(&["netns", "add", &tb.rx_ns])?;
         let tmp_if = format!("{id}a");
         let tmp_peer = format!("{id}b");
+        let q = opts.queues.unwrap_or(1).max(1).to_string();
         ip(&[
-            "link", "add", &tmp_if, "type", "veth", "peer", "name", &tmp_peer,
+            "link", "add", &tmp_if, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name",
+            &tmp_peer, "numtxqueues", &q, "numrxqueues", &q,
         ])?;
         ip(&["link", "set", &tmp_if, "netns", &tb.tx_ns])?;
         ip(&["link", "set", &tmp_peer, "netns", &tb.rx_ns])?;

@@ -269,7 +269,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
             // Remove the old namespaces before making new ones.
             drop(testbed.take());
             let rps_cpu = placement.rps_cpu();
-            let tb = Testbed::new(TestbedOptions { rps_cpu, mtu: None })
+            let tb = Testbed::new(TestbedOptions { rps_cpu, ..TestbedOptions::default() })
                 .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
             if !nics_probed {
                 // The interfaces the runs use and their driver (veth here; a NIC on real hardware).
@@ -350,7 +350,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                 drop(testbed.take());
                 let tb = Testbed::new(TestbedOptions {
                     rps_cpu: placement.rps_cpu(),
-                    mtu: None,
+                    ..TestbedOptions::default()
                 })
                 .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
                 testbed = Some((placement, tb));

@@ -19,13 +19,12 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
     }
     let program = capture::XdpProgram::count_and_drop(&a.interface, mode)
         .map_err(|e| super::capture_fatal(capture::xdp_error(e)))?;
-    if !a.quiet.on {
-        eprintln!(
-            "ringcap: listening on {}, counting and dropping every packet in the driver (--drop-all, XDP {} mode)",
-            a.interface,
-            mode.name()
-        );
-    }
+    // Printed even with -q, as the other sources do for --drop-all: scripts wait for it.
+    eprintln!(
+        "ringcap: listening on {}, counting and dropping every packet in the driver (--drop-all, XDP {} mode)",
+        a.interface,
+        mode.name()
+    );
     let started = Instant::now();
     let deadline = a.duration.map(|d| started + d);
     let interval = Duration::from_secs_f64(a.stats_interval.max(0.05));
