@@ -10,6 +10,7 @@ pub mod run;
 pub mod sizes;
 pub mod threads;
 pub mod tx;
+mod xdp_tx;
 
 pub use error::GenError;
 pub use options::{GenOptions, ReplayOptions};

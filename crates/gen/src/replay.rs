@@ -29,6 +29,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
     // Open once up front so a missing or unreadable file fails before any socket exists.
     let first = CaptureReader::open(&opts.file).map_err(GenError::Replay)?;
     let sock = open_tx(
+        0,
         opts.backend,
         &ifc,
         opts.sndbuf,
@@ -56,6 +57,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
                 play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st)
             }
             Opened::Ring(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),
+            Opened::Xdp(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),
         };
         **stats_ref.lock().unwrap() = st;
         let mut rep = out?;

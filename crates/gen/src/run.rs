@@ -115,8 +115,9 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
     let shared = FrameShared::new(&opts.frame, &mut seeded_rng(opts.seed, POOL_STREAM))?;
     let max_frame = opts.frame.l2_len() + max_ip_len as usize;
     let sockets = (0..opts.threads)
-        .map(|_| {
+        .map(|t| {
             open_tx(
+                t,
                 opts.backend,
                 &ifc,
                 opts.sndbuf,
@@ -180,6 +181,16 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 )
             }
             Opened::Ring(mut tx) => generate(
+                &mut tx,
+                &mut builder,
+                &mut sampler,
+                &job,
+                abort,
+                c,
+                barrier,
+                start,
+            ),
+            Opened::Xdp(mut tx) => generate(
                 &mut tx,
                 &mut builder,
                 &mut sampler,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::error::GenError;
 use crate::report::{Progress, ThreadReport};
 use crate::tx::{self, Backend, RingTx};
+use crate::xdp_tx::XdpTx;
 use sys::Interface;
 
 /// Caller hooks: a stop flag (e.g. set by Ctrl-C) and a progress callback.
@@ -42,10 +43,12 @@ pub(crate) struct Counters {
 pub(crate) enum Opened {
     Mmsg(OwnedFd),
     Ring(RingTx),
+    Xdp(XdpTx),
 }
 
-/// Opens the socket of one thread.
+/// Opens the socket of thread `thread` (an AF_XDP socket binds to transmit queue `thread`).
 pub(crate) fn open_tx(
+    thread: usize,
     backend: Backend,
     ifc: &Interface,
     sndbuf: Option<usize>,
@@ -53,6 +56,9 @@ pub(crate) fn open_tx(
     batch: usize,
     max_frame: usize,
 ) -> Result<Opened, GenError> {
+    if backend == Backend::Xdp {
+        return Ok(Opened::Xdp(XdpTx::new(ifc, thread as u32, batch, max_frame)?));
+    }
     let fd = tx::open_socket(sndbuf)?;
     Ok(match backend {
         Backend::Sendmmsg => {
@@ -60,6 +66,7 @@ pub(crate) fn open_tx(
             Opened::Mmsg(fd)
         }
         Backend::TxRing => Opened::Ring(RingTx::new(fd, ifc, ring_frames, batch, max_frame)?),
+        Backend::Xdp => unreachable!("opened above"),
     })
 }
 

@@ -28,6 +28,8 @@ pub enum Backend {
     Sendmmsg,
     /// TPACKET_V2 TX_RING, frames written into the shared ring and kicked with send().
     TxRing,
+    /// AF_XDP, one socket per thread on transmit queue = thread, frames built once in its UMEM.
+    Xdp,
 }
 
 impl fmt::Display for Backend {
@@ -35,6 +37,7 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Backend::Sendmmsg => "sendmmsg",
             Backend::TxRing => "tx-ring",
+            Backend::Xdp => "xdp",
         })
     }
 }
@@ -45,7 +48,8 @@ impl FromStr for Backend {
         match s {
             "sendmmsg" | "mmsg" => Ok(Backend::Sendmmsg),
             "tx-ring" | "txring" | "ring" => Ok(Backend::TxRing),
-            _ => Err(format!("bad backend {s:?}: use sendmmsg or tx-ring")),
+            "xdp" | "af-xdp" => Ok(Backend::Xdp),
+            _ => Err(format!("bad backend {s:?}: use sendmmsg, tx-ring or xdp")),
         }
     }
 }

@@ -525,21 +525,36 @@ impl XskSocket {
     }
 
     /// Tell the kernel to send what was submitted (needed in copy mode, or when it asks for a wakeup).
-    pub fn tx_kick(&self) -> Result<(), XdpError> {
+    /// False when the device dropped a frame (EBUSY).
+    pub fn tx_kick(&self) -> Result<bool, XdpError> {
         let tx = self.tx.as_ref().expect("tx socket");
         if self.zero_copy && self.need_wakeup && !tx.needs_wakeup() {
-            return Ok(());
+            return Ok(true);
         }
         // SAFETY: zero-length send with no buffer.
         let r = unsafe { libc::sendto(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
         if r < 0 {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN) => {}
+                // The kernel sent what its budget allowed: call again.
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {}
+                // The device refused a frame (dropped it): the caller counts it.
+                Some(libc::EBUSY) => return Ok(false),
                 _ => return Err(XdpError::Socket { what: "sendto on the AF_XDP socket".into(), err: e }),
             }
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Descriptors in the tx ring the kernel has not taken yet.
+    pub fn tx_queued(&self) -> u32 {
+        let tx = self.tx.as_ref().expect("tx socket");
+        tx.local.wrapping_sub(tx.cons().load(Ordering::Acquire))
+    }
+
+    /// Bytes per UMEM frame (the largest packet it can send or receive).
+    pub fn frame_size(&self) -> u32 {
+        self.frame_size
     }
 
     /// Move sent frames from the completion ring back to the free list; returns how many.
