@@ -285,7 +285,10 @@ impl WriterThread {
     /// Writes `buf` through the stage: the aligned part with O_DIRECT, the rest is carried to the
     /// next buffer (or [`Self::write_carry`] at the end).
     fn write_staged(&mut self, buf: &OutBuf) {
-        let reached = match self.stage.write(&mut self.output, buf.filled(), &self.counters) {
+        let reached = match self
+            .stage
+            .write(&mut self.output, buf.filled(), &self.counters)
+        {
             Ok((refused, reached)) => {
                 if refused {
                     self.counters.direct_io.store(false, Relaxed);
@@ -364,10 +367,7 @@ impl WriterThread {
             // buffers end anywhere): say so, and let producers flush partly filled buffers again.
             self.counters.direct_io.store(false, Relaxed);
         }
-        match self
-            .output
-            .write_all_counted(buf.filled(), &self.counters)
-        {
+        match self.output.write_all_counted(buf.filled(), &self.counters) {
             Ok(true) => self.counters.direct_io.store(false, Relaxed),
             Ok(false) => {}
             Err((off, e)) => return self.fail(buf, off, e),

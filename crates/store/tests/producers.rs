@@ -192,7 +192,11 @@ fn several_producers_rotate_plain_files_by_size_with_o_direct() {
         .sum();
     assert_eq!(on_disk, stats.bytes_written, "{stats:?}");
     for f in &files {
-        assert!(std::fs::metadata(f).unwrap().len() <= 3_000_000, "{}", f.display());
+        assert!(
+            std::fs::metadata(f).unwrap().len() <= 3_000_000,
+            "{}",
+            f.display()
+        );
     }
     // Buffers end anywhere; the stage keeps the writes aligned, so only each file's last partial
     // block goes through the page cache (it all did before, from each file's first buffer on).
