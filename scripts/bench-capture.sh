@@ -55,11 +55,14 @@ capture_cmd() {
     ringcap-ring2) CMD=("$RINGCAP" capture -i "$RX_IF" -B "$((RING_MIB * 512))" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
     before-ring) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -B "$((RING_MIB * 1024))" -w "$out" --source ring --cpus "$cpu" -q); READY="listening on" ;;
     before-ring2) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -B "$((RING_MIB * 512))" -w "$out" --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
+    # The same into files rotated at 256 MB (issue 10: file mode kept O_DIRECT only with one thread).
+    ringcap-rot2) CMD=("$RINGCAP" capture -i "$RX_IF" -B "$((RING_MIB * 512))" -w "$out" -C 256MB --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
+    before-rot2) CMD=("${RINGCAP_BEFORE:?set RINGCAP_BEFORE}" capture -i "$RX_IF" -B "$((RING_MIB * 512))" -w "$out" -C 256MB --threads 2 --cpus "$cpu,$cpu" -q); READY="listening on" ;;
     ringcap-copy) CMD=("$RINGCAP" capture -i "$RX_IF" -B "$((RING_MIB * 1024))" -w "$out" --source copy --cpus "$cpu" -q); READY="listening on" ;;
     tcpdump) CMD=(tcpdump -B "$((RING_MIB * 1024))" -i "$RX_IF" -w "$out"); READY="listening on" ;;
     netsniff-ng) CMD=(netsniff-ng --ring-size "${RING_MIB}MiB" -i "$RX_IF" -o "$out" -s); READY="Running!" ;;
     dumpcap) CMD=(dumpcap -B "$RING_MIB" -i "$RX_IF" -w "$out"); READY="Capturing on" ;;
-    *) die "unknown tool $tool (known: ringcap-ring ringcap-ring2 before-ring before-ring2 ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
+    *) die "unknown tool $tool (known: ringcap-ring ringcap-ring2 before-ring before-ring2 ringcap-rot2 before-rot2 ringcap-copy tcpdump netsniff-ng dumpcap)" ;;
   esac
 }
 
@@ -189,13 +192,19 @@ run_one() {
   cpu_ns=$((utime + stime))
   read -r captured drops detail < <(parse_summary "$tool" "$log")
   if [ "$sink" = disk ]; then
-    if [ -s "$out" ]; then
-      captured="$(capinfos -M -c "$out" 2>/dev/null | awk -F': *' '/Number of packets/ { print $2 }')"
-      [ -n "$captured" ] || { captured=-; status="capinfos cannot read $out"; }
+    # A rotating tool writes BASE-<stamp>-<seq>.pcap files next to where one file would be.
+    local outs=("$out") f n
+    case "$tool" in *-rot2) outs=("${out%.pcap}"-*.pcap) ;; esac
+    if [ -s "${outs[0]}" ]; then
+      captured=0
+      for f in "${outs[@]}"; do
+        n="$(capinfos -M -c "$f" 2>/dev/null | awk -F': *' '/Number of packets/ { print $2 }')"
+        if [ -n "$n" ]; then captured=$((captured + n)); else captured=-; status="capinfos cannot read $f"; break; fi
+      done
     else
       captured=-; status="no output file"
     fi
-    rm -f "$out"
+    rm -f "${outs[@]}"
     sync   # no dirty pages of this run left to be written back during the next one
   fi
   [ "$offered" -gt 0 ] || status="nothing offered"

@@ -161,6 +161,8 @@ pub struct Summary {
     blocks_timed_out: u64,
     blocks_losing: u64,
     bytes_written: Option<u64>,
+    /// Of `bytes_written`, bytes that went with O_DIRECT (past the page cache).
+    bytes_direct: Option<u64>,
     direct_io: bool,
     /// File mode's counters (files, compression, retention, full disks).
     writer: Option<WriterStats>,
@@ -216,6 +218,7 @@ impl Summary {
             blocks_timed_out: r.source.blocks_timed_out,
             blocks_losing: r.source.blocks_losing,
             bytes_written: written.map(|s| s.bytes_written),
+            bytes_direct: written.map(|s| s.bytes_direct),
             direct_io: written.is_some_and(|s| s.direct_io),
             writer: written.filter(|_| file_mode),
             levels,
@@ -327,6 +330,7 @@ impl Summary {
                 "ring": { "blocks": self.blocks, "timed_out": self.blocks_timed_out, "losing": self.blocks_losing, "freezes": self.kernel.freeze_q_cnt },
                 "wire_bytes": self.wire_bytes,
                 "bytes_written": self.bytes_written,
+                "bytes_direct": self.bytes_direct,
                 "direct_io": self.direct_io,
                 "seconds": secs,
                 "timestamps": {

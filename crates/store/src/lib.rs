@@ -15,6 +15,7 @@ mod pool;
 mod producer;
 mod reader;
 mod repair;
+mod stage;
 mod stats;
 mod stream;
 mod writer;

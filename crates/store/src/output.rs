@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::error::StoreError;
 use crate::format::{walk_own_records, Format};
 use crate::pool::{OutBuf, ALIGN};
+use crate::stage::{Reached, Stage};
 use crate::stats::WriterCounters;
 
 /// Where the bytes go.
@@ -116,14 +117,15 @@ impl Output {
         }
     }
 
-    /// Writes all of `bytes`, adding each piece to `written`. O_DIRECT needs aligned lengths and offsets:
-    /// an unaligned piece (a final partial block, the rest of a short write) and a file system that
-    /// refuses O_DIRECT at write time (EINVAL) go through the page cache. Returns whether O_DIRECT was
-    /// given up for a refusal; on error, how many bytes got there.
+    /// Writes all of `bytes`, counting each piece in `counters` (and in `bytes_direct` when it went
+    /// with O_DIRECT). O_DIRECT needs aligned lengths and offsets: an unaligned piece (a final
+    /// partial block, the rest of a short write) and a file system that refuses O_DIRECT at write
+    /// time (EINVAL) go through the page cache. Returns whether O_DIRECT was given up for a
+    /// refusal; on error, how many bytes got there.
     pub(crate) fn write_all_counted(
         &mut self,
         bytes: &[u8],
-        written: &std::sync::atomic::AtomicU64,
+        counters: &WriterCounters,
     ) -> Result<bool, (usize, io::Error)> {
         let mut refused = false;
         let mut off = 0;
@@ -136,7 +138,10 @@ impl Output {
                 Ok(0) => return Err((off, io::ErrorKind::WriteZero.into())),
                 Ok(n) => {
                     off += n;
-                    written.fetch_add(n as u64, Relaxed);
+                    counters.bytes_written.fetch_add(n as u64, Relaxed);
+                    if self.is_direct() {
+                        counters.bytes_direct.fetch_add(n as u64, Relaxed);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.is_direct() => {
@@ -219,13 +224,9 @@ pub(crate) struct WriterThread {
     committed_end: u64,
     /// Packets before `committed_end`.
     committed_packets: u64,
-    /// Aligned staging for buffers that end unaligned (several producers' buffers end at any record):
-    /// their bytes are copied behind the unwritten tail of the previous one and written in aligned
-    /// pieces, so O_DIRECT stays on. Copying ~84 bytes per 60-byte packet costs a few ns; falling back
-    /// to the page cache cost ~160 ns per packet (`--threads 2 -w FILE`, BENCHMARKS.md).
-    stage: Option<OutBuf>,
-    /// Bytes at the start of `stage` not written yet (always < ALIGN between buffers).
-    carry: usize,
+    /// Aligned staging for buffers that end unaligned (several producers' buffers end at any
+    /// record), so O_DIRECT stays on.
+    stage: Stage,
     /// End (after its last whole record) and packets of what `stage` holds that is not all on disk.
     pending: Option<(u64, u64)>,
     error: Option<StoreError>,
@@ -246,8 +247,7 @@ impl WriterThread {
             counters,
             committed_end: 0,
             committed_packets: 0,
-            stage: None,
-            carry: 0,
+            stage: Stage::default(),
             pending: None,
             error: None,
         }
@@ -271,7 +271,7 @@ impl WriterThread {
             // The capture side may already be gone at close: then the buffer is simply freed.
             let _ = empty.send(buf);
         }
-        if self.error.is_none() && self.carry > 0 {
+        if self.error.is_none() && self.stage.carry() > 0 {
             self.write_carry();
         }
         if self.error.is_none() {
@@ -282,43 +282,38 @@ impl WriterThread {
         self.error.map_or(Ok(()), Err)
     }
 
-    /// Copies `buf` behind the carried tail and writes the aligned part with O_DIRECT; the rest is
-    /// carried to the next buffer (or [`Self::write_carry`] at the end).
+    /// Writes `buf` through the stage: the aligned part with O_DIRECT, the rest is carried to the
+    /// next buffer (or [`Self::write_carry`] at the end).
     fn write_staged(&mut self, buf: &OutBuf) {
-        let data = buf.filled();
-        let mut stage = self
+        let reached = match self
             .stage
-            .take()
-            .unwrap_or_else(|| OutBuf::new(buf.capacity() + ALIGN));
-        let total = self.carry + data.len();
-        stage.as_mut_slice()[self.carry..total].copy_from_slice(data);
-        let aligned = total / ALIGN * ALIGN;
-        match self
-            .output
-            .write_all_counted(stage.filled_to(aligned), &self.counters.bytes_written)
+            .write(&mut self.output, buf.filled(), &self.counters)
         {
-            Ok(true) => self.counters.direct_io.store(false, Relaxed),
-            Ok(false) => {}
-            Err((_, e)) => return self.fail_staged(buf, e),
-        }
+            Ok((refused, reached)) => {
+                if refused {
+                    self.counters.direct_io.store(false, Relaxed);
+                }
+                reached
+            }
+            Err(e) => return self.fail_staged(buf, e),
+        };
         let this = (buf.stream_offset + buf.last_boundary as u64, buf.packets);
-        if aligned == total {
-            let prev = self.pending.take();
-            self.commit(prev);
-            self.commit(Some(this));
-        } else if aligned >= self.carry {
-            // The previous tail is on disk; this buffer's tail is not.
-            let prev = self.pending.take();
-            self.commit(prev);
-            self.pending = Some(this);
-        } else {
-            // Nothing written (less than one aligned block in all): both wait for the next buffer.
-            let packets = self.pending.map_or(0, |p| p.1);
-            self.pending = Some((this.0, packets + this.1));
+        match reached {
+            Reached::All => {
+                let prev = self.pending.take();
+                self.commit(prev);
+                self.commit(Some(this));
+            }
+            Reached::Previous => {
+                let prev = self.pending.take();
+                self.commit(prev);
+                self.pending = Some(this);
+            }
+            Reached::Nothing => {
+                let packets = self.pending.map_or(0, |p| p.1);
+                self.pending = Some((this.0, packets + this.1));
+            }
         }
-        stage.as_mut_slice().copy_within(aligned..total, 0);
-        self.stage = Some(stage);
-        self.carry = total - aligned;
         self.counters.buffers_written.fetch_add(1, Relaxed);
     }
 
@@ -331,14 +326,9 @@ impl WriterThread {
 
     /// The last, unaligned tail: through the page cache, as any final partial block.
     fn write_carry(&mut self) {
-        let stage = self.stage.take().expect("a carry lives in the stage");
-        if let Err((_, e)) = self
-            .output
-            .write_all_counted(stage.filled_to(self.carry), &self.counters.bytes_written)
-        {
+        if let Err(e) = self.stage.flush(&mut self.output, &self.counters) {
             return self.fail_carry(e);
         }
-        self.carry = 0;
         let prev = self.pending.take();
         self.commit(prev);
     }
@@ -356,7 +346,7 @@ impl WriterThread {
     }
 
     fn fail_at_commit(&mut self, lost: u64, e: io::Error) {
-        self.carry = 0;
+        self.stage.discard();
         self.counters.write_errors.fetch_add(1, Relaxed);
         self.counters.lost.fetch_add(lost, Relaxed);
         let reached = self.counters.bytes_written.load(Relaxed);
@@ -369,7 +359,7 @@ impl WriterThread {
     }
 
     fn write_buffer(&mut self, buf: &OutBuf) {
-        if self.carry > 0 || (self.output.is_direct() && !buf.len.is_multiple_of(ALIGN)) {
+        if self.stage.needed(&self.output, buf.len) {
             return self.write_staged(buf);
         }
         if !self.output.is_direct() && self.counters.direct_io.load(Relaxed) {
@@ -377,10 +367,7 @@ impl WriterThread {
             // buffers end anywhere): say so, and let producers flush partly filled buffers again.
             self.counters.direct_io.store(false, Relaxed);
         }
-        match self
-            .output
-            .write_all_counted(buf.filled(), &self.counters.bytes_written)
-        {
+        match self.output.write_all_counted(buf.filled(), &self.counters) {
             Ok(true) => self.counters.direct_io.store(false, Relaxed),
             Ok(false) => {}
             Err((off, e)) => return self.fail(buf, off, e),

@@ -103,8 +103,8 @@ impl Hand {
 /// falls between buffers (`-C`, `-G`, rotation requests and the wall clock all start the new
 /// file with the next buffer handed on, whichever producer it comes from), so a file may hold a
 /// few packets of a neighbouring interval, and packets of different producers are not sorted by
-/// time across buffers (readers such as tcpdump accept that). Self-contained buffers of varied
-/// length cannot be written with O_DIRECT, so several producers write through the page cache.
+/// time across buffers (readers such as tcpdump accept that). Self-contained buffers end
+/// anywhere: both writers stage them ([`crate::stage::Stage`]) so that O_DIRECT stays on.
 pub struct Producer {
     shared: Arc<Shared>,
     enc: Encoder,

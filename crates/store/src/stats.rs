@@ -14,6 +14,7 @@ pub struct WriterCounters {
     // Written only by the writer thread.
     pub(crate) lost: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
+    pub(crate) bytes_direct: AtomicU64,
     pub(crate) buffers_written: AtomicU64,
     pub(crate) write_errors: AtomicU64,
     pub(crate) direct_io: AtomicBool,
@@ -112,6 +113,9 @@ pub struct WriterStats {
     pub bytes: u64,
     /// Bytes that reached the file descriptor.
     pub bytes_written: u64,
+    /// Of those, bytes written with O_DIRECT (past the page cache): in file mode `direct_io` only
+    /// says how the last file was opened, this says how the bytes went.
+    pub bytes_direct: u64,
     /// Packets dropped because no buffer was free or the output had failed (storage drops).
     pub storage_drops: u64,
     /// Filled buffers waiting for (or in) the writer thread: the backlog.
@@ -174,6 +178,7 @@ impl WriterCounters {
             packets: accepted.saturating_sub(lost),
             bytes: self.sum(|c| &c.bytes),
             bytes_written: self.bytes_written.load(Relaxed),
+            bytes_direct: self.bytes_direct.load(Relaxed),
             storage_drops: self.sum(|c| &c.refused) + lost,
             buffers_filled: self.backlog.load(Relaxed),
             buffers_total: self.buffers_total.load(Relaxed),

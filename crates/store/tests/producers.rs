@@ -169,6 +169,52 @@ fn several_producers_write_one_file_once_each() {
 }
 
 #[test]
+fn several_producers_rotate_plain_files_by_size_with_o_direct() {
+    let dir = TempDir::new("producers-direct-files");
+    let mut plan = FilePlan::new(&dir.0, "d");
+    plan.rotate_bytes = Some(3_000_000);
+    let w = CaptureWriter::create_files(
+        plan,
+        WriterOptions {
+            direct_io: true,
+            ..opts(Format::Pcap { nanos: true })
+        },
+    )
+    .unwrap();
+    let pkts = packets(12_000, true); // ~9 MB: three or four files of whole buffers of all threads
+    let (accepted, stats) = write_threaded(w, &pkts, || {});
+    let files = listed(&dir.0, "d");
+    assert!((3..=5).contains(&files.len()), "{files:?}");
+    assert_eq!(read_sorted(&files), expected(&accepted));
+    let on_disk: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert_eq!(on_disk, stats.bytes_written, "{stats:?}");
+    for f in &files {
+        assert!(
+            std::fs::metadata(f).unwrap().len() <= 3_000_000,
+            "{}",
+            f.display()
+        );
+    }
+    // Buffers end anywhere; the stage keeps the writes aligned, so only each file's last partial
+    // block goes through the page cache (it all did before, from each file's first buffer on).
+    if direct_io_works(dir.path("probe")) {
+        let cached = stats.bytes_written - stats.bytes_direct;
+        assert!(
+            cached < 4096 * files.len() as u64,
+            "{cached} bytes through the page cache: {stats:?}"
+        );
+    }
+    if have("tcpdump") {
+        let mut times: Vec<u64> = files.iter().flat_map(|f| tcpdump_times(f)).collect();
+        times.sort();
+        assert_eq!(times, sorted_times(&accepted));
+    }
+}
+
+#[test]
 fn several_producers_rotate_compressed_files_by_size_and_on_request() {
     let dir = TempDir::new("producers-files");
     let mut plan = FilePlan::new(&dir.0, "p");

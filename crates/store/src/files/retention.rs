@@ -1,0 +1,228 @@
+//! Retention: the complete files of a capture, oldest first, deleted only for `-W` and
+//! `--disk-budget`, never the newest `keep_newest`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use super::naming::{index_path, AgeKey, DoneFile};
+use super::{tell, EventFn};
+use crate::stats::WriterCounters;
+
+/// How much space the files of one directory may use.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Budget {
+    /// At most this many bytes of this capture's files (complete ones plus the one being written).
+    Bytes(u64),
+    /// Delete old files while the file system is fuller than this percentage, as `df` shows it.
+    Percent(f64),
+}
+
+impl Budget {
+    /// Parses `100MB`-style sizes (with `parse_size`) or `80%`.
+    pub fn parse(
+        s: &str,
+        parse_size: impl Fn(&str) -> Result<u64, String>,
+    ) -> Result<Self, String> {
+        if let Some(p) = s.trim().strip_suffix('%') {
+            let v: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{s}` is not a percentage: write e.g. 80%"))?;
+            if !(v > 0.0 && v <= 100.0) {
+                return Err(format!(
+                    "`{s}`: a disk budget percentage must be in (0, 100]"
+                ));
+            }
+            return Ok(Budget::Percent(v));
+        }
+        match parse_size(s)? {
+            0 => Err(format!("`{s}`: a disk budget must be above 0")),
+            n => Ok(Budget::Bytes(n)),
+        }
+    }
+}
+
+/// The complete files of one capture and the rules that delete them.
+pub(crate) struct Retention {
+    /// Complete files of this base in all directories, oldest first.
+    done: BTreeMap<AgeKey, DoneFile>,
+    /// The output directories, and the bytes of complete files of this capture in each.
+    dirs: Vec<PathBuf>,
+    done_bytes: Vec<u64>,
+    max_files: Option<usize>,
+    budget: Option<Budget>,
+    keep_newest: usize,
+    /// The budget is exceeded but only protected files are left (said once until it holds again).
+    stuck: bool,
+    counters: Arc<WriterCounters>,
+    events: Option<EventFn>,
+}
+
+impl Retention {
+    pub fn new(
+        dirs: Vec<PathBuf>,
+        done: BTreeMap<AgeKey, DoneFile>,
+        max_files: Option<usize>,
+        budget: Option<Budget>,
+        keep_newest: usize,
+        counters: Arc<WriterCounters>,
+        events: Option<EventFn>,
+    ) -> Retention {
+        let mut done_bytes = vec![0; dirs.len()];
+        for f in done.values() {
+            done_bytes[f.dir] += f.bytes;
+        }
+        Retention {
+            done,
+            dirs,
+            done_bytes,
+            max_files,
+            budget,
+            keep_newest: keep_newest.max(1),
+            stuck: false,
+            counters,
+            events,
+        }
+    }
+
+    /// A file was completed and renamed into place.
+    pub fn add(&mut self, f: DoneFile) {
+        self.done_bytes[f.dir] += f.bytes;
+        self.done.insert(f.key.clone(), f);
+    }
+
+    /// `-W`: deletes the oldest files until one more fits.
+    pub fn make_room_for_one(&mut self) {
+        if let Some(max) = self.max_files {
+            while self.done.len() + 1 > max && self.delete_oldest(None, 0) {}
+        }
+    }
+
+    /// Deletes the oldest complete files of directory `d` while it is over its budget
+    /// (`open_bytes`: the open file's bytes there); never the open file nor the newest
+    /// `keep_newest - 1` complete ones, and no more than needed.
+    pub fn enforce(&mut self, d: usize, open_bytes: u64) {
+        while self.over(d, open_bytes) {
+            if !self.delete_oldest(Some(d), self.keep_newest - 1) {
+                self.cannot_hold(d);
+                return;
+            }
+        }
+        self.stuck = false;
+    }
+
+    /// Directory `d` is full: a percentage budget deletes one file if the file system is over it
+    /// now (then writing there may go on: true); a size budget is about this capture's bytes,
+    /// which a full disk does not change, so it deletes nothing.
+    pub fn on_disk_full(&mut self, d: usize) -> bool {
+        if !(matches!(self.budget, Some(Budget::Percent(_))) && self.over(d, 0)) {
+            return false;
+        }
+        if self.delete_oldest(Some(d), self.keep_newest - 1) {
+            return true;
+        }
+        self.cannot_hold(d);
+        false
+    }
+
+    /// Whether directory `d` is over the budget: this capture's bytes there (complete files and
+    /// the open one) above SIZE, or the file system's use as `df` shows it above P %.
+    fn over(&self, d: usize, open_bytes: u64) -> bool {
+        match self.budget {
+            None => false,
+            Some(Budget::Bytes(max)) => self.done_bytes[d] + open_bytes > max,
+            Some(Budget::Percent(p)) => disk_use_percent(&self.dirs[d]).is_ok_and(|u| u > p),
+        }
+    }
+
+    /// Says once (until the budget holds again) that only protected files are left.
+    fn cannot_hold(&mut self, d: usize) {
+        if std::mem::replace(&mut self.stuck, true) {
+            return;
+        }
+        let state = match (self.budget, disk_use_percent(&self.dirs[d])) {
+            (Some(Budget::Percent(p)), Ok(u)) => {
+                format!("the file system is {u:.1}% full (budget {p}%) with other data")
+            }
+            _ => "this capture's newest files alone exceed it".to_string(),
+        };
+        tell(
+            &self.events,
+            &format!(
+                "disk budget cannot hold in {}: {state}; keeping the newest {} files of this \
+                 capture (--keep-newest)",
+                self.dirs[d].display(),
+                self.keep_newest
+            ),
+        );
+    }
+
+    /// Deletes the oldest complete file (of directory `d`, or of any), never one of the newest
+    /// `protect` complete files; false if there is none to delete.
+    fn delete_oldest(&mut self, d: Option<usize>, protect: usize) -> bool {
+        let deletable = self.done.len().saturating_sub(protect);
+        let Some(key) = self
+            .done
+            .values()
+            .take(deletable)
+            .find(|f| d.is_none_or(|d| f.dir == d))
+            .map(|f| f.key.clone())
+        else {
+            return false;
+        };
+        let f = self.done.remove(&key).expect("listed");
+        match fs::remove_file(&f.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => tell(
+                &self.events,
+                &format!("cannot delete {}: {e}", f.path.display()),
+            ),
+        }
+        // Its index goes with it (absent when the file was never indexed).
+        let _ = fs::remove_file(index_path(&f.path));
+        self.done_bytes[f.dir] = self.done_bytes[f.dir].saturating_sub(f.bytes);
+        self.counters.files_deleted.fetch_add(1, Relaxed);
+        self.counters.bytes_deleted.fetch_add(f.bytes, Relaxed);
+        true
+    }
+}
+
+/// Use of the file system holding `dir` in percent, computed as `df` does: used blocks
+/// (`f_blocks - f_bfree`) over the blocks a user can have (used + `f_bavail`), so blocks reserved
+/// for root count as neither. `df` rounds this up: `Use%` is its ceiling.
+pub fn disk_use_percent(dir: &Path) -> io::Result<f64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: statvfs fills a plain struct for a valid C string.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let used = s.f_blocks.saturating_sub(s.f_bfree) as f64;
+    let usable = used + s.f_bavail as f64;
+    Ok(if usable == 0.0 {
+        0.0
+    } else {
+        100.0 * used / usable
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse_sizes_and_percentages() {
+        let size = |s: &str| s.parse::<u64>().map_err(|e| e.to_string());
+        assert_eq!(Budget::parse("80%", size), Ok(Budget::Percent(80.0)));
+        assert_eq!(Budget::parse("1000", size), Ok(Budget::Bytes(1000)));
+        assert!(Budget::parse("150%", size).is_err());
+        assert!(Budget::parse("0", size).is_err());
+    }
+}
