@@ -124,7 +124,7 @@ fn query_equals_tcpdump_on_every_store_kind() {
 fn zstd_frames(f: &Path) -> u64 {
     let text = sh(&format!("zstd -lv '{}' 2>&1", f.display()));
     text.lines()
-        .find_map(|l| l.trim().strip_prefix("# Frames:"))
+        .find_map(|l| l.trim().strip_prefix("# Zstandard Frames:"))
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("zstd -lv {}: {text}", f.display()))
 }

@@ -554,6 +554,90 @@ mod tests {
         assert_eq!(Level::from_code(buf.level), Level::Stored);
     }
 
+    /// A buffer as a compressed file's first buffer: a 24-byte pcap header, then records of `lens`
+    /// captured bytes each. Returns the buffer and where each record ends.
+    fn pcap_buffer(lens: &[usize]) -> (OutBuf, Vec<usize>) {
+        let mut buf = OutBuf::new(1 << 20);
+        let mut bytes = vec![0xA1u8; 24];
+        let mut ends = Vec::new();
+        for (i, &n) in lens.iter().enumerate() {
+            for v in [i as u32, 0, n as u32, n as u32] {
+                bytes.extend_from_slice(&v.to_ne_bytes());
+            }
+            bytes.extend(sample(n));
+            ends.push(bytes.len());
+        }
+        buf.as_mut_slice()[..bytes.len()].copy_from_slice(&bytes);
+        buf.len = bytes.len();
+        buf.first_boundary = 24;
+        (buf, ends)
+    }
+
+    #[test]
+    fn frames_end_at_records_and_hold_at_most_the_frame_size() {
+        let fmt = Format::Pcap { nanos: false };
+        // 60..1514-byte packets, and one of 20 000 bytes (larger than the 8 KiB frames).
+        let mut lens: Vec<usize> = (0..900).map(|i| 60 + (i * 397) % 1455).collect();
+        lens[300] = 20_000;
+        let (mut buf, ends) = pcap_buffer(&lens);
+        let mut cuts = Vec::new();
+        frame_cuts(fmt, &buf, 8192, &mut cuts);
+        assert_eq!(*cuts.last().unwrap(), buf.len);
+        let mut from = 0;
+        for &c in &cuts {
+            assert!(ends.contains(&c), "cut {c} is not a record end");
+            // Over the frame size only when one record alone is (or with the 24-byte header).
+            let records = ends.iter().filter(|&&e| e > from && e <= c).count();
+            assert!(c - from <= 8192 || records == 1, "frame {from}..{c}: {records} records");
+            // Greedy: the next record would not have fitted.
+            if let Some(&next) = ends.iter().find(|&&e| e > c) {
+                assert!(next - from > 8192, "frame {from}..{c} could have taken the next record");
+            }
+            from = c;
+        }
+        let n_before = cuts.len();
+        assert!(n_before > buf.len / 8192, "{n_before} frames for {} bytes", buf.len);
+        // Each frame decodes alone, and all of them in a row are the buffer (as zstd -dc reads it).
+        let mut c = Compressor::new().unwrap();
+        buf.cuts = cuts.clone();
+        for level in [Level::Zstd(3), Level::Zstd(-5), Level::Stored] {
+            c.compress(&mut buf, level, false);
+            assert_eq!(buf.frame_ends.len(), cuts.len());
+            assert_eq!(*buf.frame_ends.last().unwrap(), buf.out_len);
+            let (mut raw_from, mut out_from) = (0, 0);
+            for (&raw_to, &out_to) in cuts.iter().zip(&buf.frame_ends) {
+                let back = zstd::stream::decode_all(&buf.out[out_from..out_to]).unwrap();
+                assert!(back == buf.filled()[raw_from..raw_to], "{level:?} {raw_from}..{raw_to}");
+                (raw_from, out_from) = (raw_to, out_to);
+            }
+            let all = zstd::stream::decode_all(&buf.out[..buf.out_len]).unwrap();
+            assert!(all == buf.filled(), "{level:?}: all frames");
+        }
+        // lz4 frames the same way, each alone.
+        c.compress(&mut buf, Level::Lz4, true);
+        assert_eq!(buf.frame_ends.len(), cuts.len());
+        let (mut raw_from, mut out_from) = (0, 0);
+        for (&raw_to, &out_to) in cuts.iter().zip(&buf.frame_ends) {
+            let mut back = Vec::new();
+            lz4_flex::frame::FrameDecoder::new(&buf.out[out_from..out_to])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert!(back == buf.filled()[raw_from..raw_to], "lz4 frame {raw_from}..{raw_to}");
+            (raw_from, out_from) = (raw_to, out_to);
+        }
+        // A frame size above the buffer: one frame, as before frame sizes were settable.
+        frame_cuts(fmt, &buf, DEFAULT_FRAME_SIZE, &mut cuts);
+        assert_eq!(cuts, [buf.len]);
+    }
+
+    #[test]
+    fn the_header_stays_with_the_first_record() {
+        let (buf, ends) = pcap_buffer(&[9000, 100]);
+        let mut cuts = Vec::new();
+        frame_cuts(Format::Pcap { nanos: false }, &buf, 4096, &mut cuts);
+        assert_eq!(cuts, ends);
+    }
+
     #[test]
     fn parse_names_the_choices() {
         assert_eq!(CompressMode::parse("zstd:7"), Ok(CompressMode::Zstd(7)));
