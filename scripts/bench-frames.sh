@@ -21,7 +21,7 @@ resolve_ringcap
 rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR/f1m" "$BENCH_DIR/fnew"
 testbed_up ""
 new_args=(); [ -n "$NEW" ] && new_args=(--frame-size "$NEW")
-cap() { ip netns exec "$RX_NS" taskset -c 1 "$RINGCAP" capture -i "$RX_IF" -w "$1/cap" -C "$FILE_SIZE" --compress auto -q "${@:2}" 2>"$1.log" & echo $!; }
+cap() { ip netns exec "$RX_NS" taskset -c 1 "$RINGCAP" capture -i "$RX_IF" -w "$1/cap" -C "$FILE_SIZE" --compress auto -q "${@:2}" >"$1.out" 2>"$1.log" & echo $!; }
 P1="$(cap "$BENCH_DIR/f1m" --frame-size 1MiB)"; P2="$(cap "$BENCH_DIR/fnew" "${new_args[@]}")"
 sleep 2
 say "sending $PACKETS packets at $PPS pps"
