@@ -28,7 +28,9 @@ say "sending $PACKETS packets at $PPS pps"
 ip netns exec "$TX_NS" taskset -c 0 "$RINGCAP" gen -i "$TX_IF" -n "$PACKETS" --pps "$PPS" --seed 7 --src-ip 10.0.0.0-10.0.3.255 \
   --src-ip-order random --src-port 1024-1123 --src-port-order random --dst-ip 10.9.0.1 --dst-port 5001 --payload half -q
 sleep 3
-kill -INT "$P1" "$P2"; wait "$P1" "$P2" || true
+kill -INT "$P1" "$P2"
+# Not children of this shell (started in $(…)): poll until both have written their last file.
+while kill -0 "$P1" 2>/dev/null || kill -0 "$P2" 2>/dev/null; do sleep 0.2; done
 for s in f1m fnew; do tail -n 3 "$BENCH_DIR/$s.log" >&2; "$RINGCAP" index "$BENCH_DIR/$s" -q >&2; done
 for s in f1m fnew; do
   data=$(find "$BENCH_DIR/$s" -name 'cap-*.zst' -printf '%s\n' | awk '{ n += $1 } END { print n }')
