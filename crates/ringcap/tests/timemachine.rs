@@ -136,21 +136,33 @@ fn small_frames_query_equals_tcpdump_and_zstd_reads_them() {
     }
     let work = tempdir("tm-frames");
     for (name, extra) in [
-        ("zstd-8k", vec!["--compress", "auto", "--frame-size", "8KiB"]),
-        ("lz4-16k", vec!["--compress", "lz4", "--frame-size", "16KiB"]),
+        (
+            "zstd-8k",
+            vec!["--compress", "auto", "--frame-size", "8KiB"],
+        ),
+        (
+            "lz4-16k",
+            vec!["--compress", "lz4", "--frame-size", "16KiB"],
+        ),
     ] {
         let tb = testbed();
         let dir = work.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         capture_store(&tb, &dir, &extra);
         let files = store_files(&dir);
-        for f in files.iter().filter(|f| !f.to_string_lossy().ends_with(".partial")) {
+        for f in files
+            .iter()
+            .filter(|f| !f.to_string_lossy().ends_with(".partial"))
+        {
             let p = f.display();
             if name.starts_with("zstd") {
                 let t = sh(&format!("zstd -t '{p}' 2>&1 && echo OK"));
                 assert!(t.contains("OK"), "zstd -t {p}: {t}");
                 // Frames of at most 8 KiB of records: a file of n bytes holds at least n / 8 KiB.
-                let raw: u64 = sh(&format!("zstd -dc '{p}' | wc -c")).trim().parse().unwrap();
+                let raw: u64 = sh(&format!("zstd -dc '{p}' | wc -c"))
+                    .trim()
+                    .parse()
+                    .unwrap();
                 let frames = zstd_frames(f);
                 assert!(
                     frames >= raw / 8192 && frames > 1,
@@ -169,7 +181,11 @@ fn small_frames_query_equals_tcpdump_and_zstd_reads_them() {
             .arg(&dir)
             .output()
             .unwrap();
-        assert!(st.status.success(), "index: {}", String::from_utf8_lossy(&st.stderr));
+        assert!(
+            st.status.success(),
+            "index: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
         check_store(&dir, &work);
     }
     let _ = std::fs::remove_dir_all(&work);

@@ -35,12 +35,17 @@ fn main() {
         fill += r.1;
     }
     let raw: usize = recs.iter().map(|r| r.1).sum();
-    println!("# {path}: {} records, {raw} bytes, {} buffers", recs.len(), buffers.len());
+    println!(
+        "# {path}: {} records, {raw} bytes, {} buffers",
+        recs.len(),
+        buffers.len()
+    );
     println!("round,level,frame_kib,frames,ratio,cpu_ns_per_mb");
     let mut out = vec![0u8; 4 << 20];
     let mut src = Vec::with_capacity(2 << 20);
     let mut z = zstd::bulk::Compressor::new(1).unwrap();
-    z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+    z.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+        .unwrap();
     for round in 0..rounds {
         for level in [-5, -1, 1, 3] {
             z.set_compression_level(level).unwrap();

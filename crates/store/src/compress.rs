@@ -399,7 +399,14 @@ impl Compressor {
             scratch = vec![0; need];
         }
         let mut ends = std::mem::take(&mut self.scratch_ends);
-        let n = self.frames(buf.filled(), &buf.cuts, &mut scratch, &mut ends, Level::Zstd(level), false);
+        let n = self.frames(
+            buf.filled(),
+            &buf.cuts,
+            &mut scratch,
+            &mut ends,
+            Level::Zstd(level),
+            false,
+        );
         self.scratch = scratch;
         self.scratch_ends = ends;
         n
@@ -588,15 +595,25 @@ mod tests {
             assert!(ends.contains(&c), "cut {c} is not a record end");
             // Over the frame size only when one record alone is (or with the 24-byte header).
             let records = ends.iter().filter(|&&e| e > from && e <= c).count();
-            assert!(c - from <= 8192 || records == 1, "frame {from}..{c}: {records} records");
+            assert!(
+                c - from <= 8192 || records == 1,
+                "frame {from}..{c}: {records} records"
+            );
             // Greedy: the next record would not have fitted.
             if let Some(&next) = ends.iter().find(|&&e| e > c) {
-                assert!(next - from > 8192, "frame {from}..{c} could have taken the next record");
+                assert!(
+                    next - from > 8192,
+                    "frame {from}..{c} could have taken the next record"
+                );
             }
             from = c;
         }
         let n_before = cuts.len();
-        assert!(n_before > buf.len / 8192, "{n_before} frames for {} bytes", buf.len);
+        assert!(
+            n_before > buf.len / 8192,
+            "{n_before} frames for {} bytes",
+            buf.len
+        );
         // Each frame decodes alone, and all of them in a row are the buffer (as zstd -dc reads it).
         let mut c = Compressor::new().unwrap();
         buf.cuts = cuts.clone();
@@ -607,7 +624,10 @@ mod tests {
             let (mut raw_from, mut out_from) = (0, 0);
             for (&raw_to, &out_to) in cuts.iter().zip(&buf.frame_ends) {
                 let back = zstd::stream::decode_all(&buf.out[out_from..out_to]).unwrap();
-                assert!(back == buf.filled()[raw_from..raw_to], "{level:?} {raw_from}..{raw_to}");
+                assert!(
+                    back == buf.filled()[raw_from..raw_to],
+                    "{level:?} {raw_from}..{raw_to}"
+                );
                 (raw_from, out_from) = (raw_to, out_to);
             }
             let all = zstd::stream::decode_all(&buf.out[..buf.out_len]).unwrap();
@@ -622,7 +642,10 @@ mod tests {
             lz4_flex::frame::FrameDecoder::new(&buf.out[out_from..out_to])
                 .read_to_end(&mut back)
                 .unwrap();
-            assert!(back == buf.filled()[raw_from..raw_to], "lz4 frame {raw_from}..{raw_to}");
+            assert!(
+                back == buf.filled()[raw_from..raw_to],
+                "lz4 frame {raw_from}..{raw_to}"
+            );
             (raw_from, out_from) = (raw_to, out_to);
         }
         // A frame size above the buffer: one frame, as before frame sizes were settable.
