@@ -19,6 +19,7 @@ json_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d.
 resolve_ringcap
 [ "$(id -u)" = 0 ] || die "run as root"
 rm -rf "$BENCH_DIR"; mkdir -p "$BENCH_DIR/f1m" "$BENCH_DIR/fnew"
+trap testbed_down EXIT
 testbed_up ""
 new_args=(); [ -n "$NEW" ] && new_args=(--frame-size "$NEW")
 cap() { ip netns exec "$RX_NS" taskset -c 1 "$RINGCAP" capture -i "$RX_IF" -w "$1/cap" -C "$FILE_SIZE" --compress auto -q "${@:2}" >"$1.out" 2>"$1.log" & echo $!; }
