@@ -311,10 +311,18 @@ pub struct CaptureArgs {
     #[arg(short = 'W', long = "file-count", value_name = "N")]
     pub file_count: Option<usize>,
 
-    /// Compress files: none, lz4, zstd:N (1..19; -7..-1 fast) or auto (per 1 MiB chunk, the strongest
+    /// Compress files: none, lz4, zstd:N (1..19; -7..-1 fast) or auto (per 1 MiB buffer, the strongest
     /// zstd level the backlog allows: 3, 1, -1, -5, then stored blocks). Standard zstd/lz4 frames.
     #[arg(long = "compress", value_name = "MODE", default_value = "none", value_parser = parse_compress)]
     pub compress: store::CompressMode,
+
+    /// Compressed frame size (with --compress): each frame holds at most SIZE bytes of whole records
+    /// and decodes alone (standard zstd/lz4 frames; `zstd -dc` reads the file as before). A query
+    /// decompresses every frame that holds a packet it may want, so smaller frames read less for a
+    /// narrow query (one host) at some cost in compression. Default: 256KiB when the files are
+    /// indexed, 1MiB with --no-index. 4KiB..4MiB.
+    #[arg(long = "frame-size", value_name = "SIZE", value_parser = parse_frame_size)]
+    pub frame_size: Option<u64>,
 
     /// Compressor threads (with --compress).
     #[arg(long = "compress-threads", value_name = "N", default_value_t = 2)]
@@ -427,6 +435,16 @@ pub struct CaptureArgs {
 
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     units::parse_size(s)
+}
+
+fn parse_frame_size(s: &str) -> Result<u64, String> {
+    let n = units::parse_size(s)?;
+    let (lo, hi) = (store::MIN_FRAME_SIZE as u64, store::MAX_FRAME_SIZE as u64);
+    if (lo..=hi).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("`{s}`: a frame size must be 4KiB..4MiB"))
+    }
 }
 
 /// tcpdump's -C: a plain number is millions of bytes; with a unit, the unit.

@@ -120,6 +120,77 @@ fn query_equals_tcpdump_on_every_store_kind() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// Frames of `zstd -lv` (zstd's own count, not ours).
+fn zstd_frames(f: &Path) -> u64 {
+    let text = sh(&format!("zstd -lv '{}' 2>&1", f.display()));
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("# Zstandard Frames:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("zstd -lv {}: {text}", f.display()))
+}
+
+#[test]
+fn small_frames_query_equals_tcpdump_and_zstd_reads_them() {
+    for t in ["tcpdump", "zstd", "lz4"] {
+        need(t);
+    }
+    let work = tempdir("tm-frames");
+    for (name, extra) in [
+        (
+            "zstd-8k",
+            vec!["--compress", "auto", "--frame-size", "8KiB"],
+        ),
+        (
+            "lz4-16k",
+            vec!["--compress", "lz4", "--frame-size", "16KiB"],
+        ),
+    ] {
+        let tb = testbed();
+        let dir = work.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        capture_store(&tb, &dir, &extra);
+        let files = store_files(&dir);
+        for f in files
+            .iter()
+            .filter(|f| !f.to_string_lossy().ends_with(".partial"))
+        {
+            let p = f.display();
+            if name.starts_with("zstd") {
+                let t = sh(&format!("zstd -t '{p}' 2>&1 && echo OK"));
+                assert!(t.contains("OK"), "zstd -t {p}: {t}");
+                // Frames of at most 8 KiB of records: a file of n bytes holds at least n / 8 KiB.
+                let raw: u64 = sh(&format!("zstd -dc '{p}' | wc -c"))
+                    .trim()
+                    .parse()
+                    .unwrap();
+                let frames = zstd_frames(f);
+                assert!(
+                    frames >= raw / 8192 && frames > 1,
+                    "{p}: {frames} frames for {raw} bytes"
+                );
+            } else {
+                let t = sh(&format!("lz4 -t '{p}' 2>&1 && echo OK"));
+                assert!(t.contains("OK"), "lz4 -t {p}: {t}");
+            }
+        }
+        // The live index, then one rebuilt by `ringcap index` from the frames it finds.
+        let n = check_store(&dir, &work);
+        assert!(n > 500, "{name}: the expressions matched only {n} packets");
+        let st = Command::new(ringcap())
+            .args(["index", "--force", "-q"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "index: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        check_store(&dir, &work);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 #[test]
 fn other_tools_files_corrupt_indexes_and_kill9() {
     for t in ["tcpdump", "zstd", "lz4", "gzip"] {

@@ -1,6 +1,7 @@
 //! Compression between the capture thread and the writer: a pool of threads turns each filled
-//! 1 MiB buffer into one independent, standard zstd or lz4 frame (so `zstd -dc f | tcpdump -r -`
-//! works and a cut file is readable up to its last whole frame). The level is chosen per buffer
+//! buffer into independent, standard zstd or lz4 frames of at most `--frame-size` bytes of
+//! records each (so `zstd -dc f | tcpdump -r -` works, a cut file is readable up to its last
+//! whole frame, and an index can point a query at one frame). The level is chosen per buffer
 //! from the backlog, like driverdump's gzip -9 / gzip -1 / lzf / copy ladder: strong when idle,
 //! fast when busy, stored (uncompressed blocks inside a valid frame) when behind, so compression
 //! never drops a packet that plain writing would have kept.
@@ -9,6 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
+use crate::format::{own_record, Format};
 use crate::pool::OutBuf;
 use crate::stats::WriterCounters;
 
@@ -265,12 +267,57 @@ pub fn lz4_frame(src: &[u8], out: &mut [u8], stored: bool) -> usize {
     at + 4
 }
 
-/// Compresses one whole buffer into `buf.out` at `level`.
+/// Compressed frame size without an index: one frame per 1 MiB buffer, as files were always written.
+pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
+/// Compressed frame size when the files are indexed (`--frame-size`'s default then): a query
+/// decompresses every frame holding a candidate packet whole, so smaller frames mean less to read
+/// for a sparse query; below 256 KiB zstd writes more bytes and spends more CPU per byte
+/// (BENCHMARKS.md, issue 11, frame size).
+pub const INDEXED_FRAME_SIZE: usize = 256 << 10;
+/// Smallest and largest `--frame-size` (a frame never spans two buffers, which hold at most 4 MiB).
+pub const MIN_FRAME_SIZE: usize = 4 << 10;
+pub const MAX_FRAME_SIZE: usize = 4 << 20;
+
+/// Where the frames of `buf` end: at record boundaries, each frame holding at most `frame_size`
+/// bytes unless one record alone is larger; the file header stays with the first record. So
+/// every frame decodes to whole records and an index can point at it alone.
+pub fn frame_cuts(format: Format, buf: &OutBuf, frame_size: usize, cuts: &mut Vec<usize>) {
+    cuts.clear();
+    let data = buf.filled();
+    let mut start = 0;
+    let mut at = buf.first_boundary;
+    while at < data.len() {
+        let Some(r) = own_record(format, &data[at..]) else {
+            break; // not a record boundary: the rest goes in the last frame
+        };
+        if at + r.len - start > frame_size && at > start.max(buf.first_boundary) {
+            cuts.push(at);
+            start = at;
+        }
+        at += r.len;
+    }
+    cuts.push(data.len());
+}
+
+/// Compresses one whole buffer into `buf.out` at `level`, one frame per `buf.cuts` entry.
 pub(crate) struct Compressor {
     zstd: zstd::bulk::Compressor<'static>,
     zstd_level: i32,
-    /// Output of a probe at another level (allocated on the first probe).
+    /// Output of a probe at another level (allocated on the first probe), and its frame ends.
     scratch: Vec<u8>,
+    scratch_ends: Vec<usize>,
+}
+
+/// Bytes the frames of `cuts` may need at most.
+fn frames_bound(cuts: &[usize]) -> usize {
+    let mut from = 0;
+    cuts.iter()
+        .map(|&end| {
+            let n = frame_bound(end - from);
+            from = end;
+            n
+        })
+        .sum()
 }
 
 impl Compressor {
@@ -282,53 +329,93 @@ impl Compressor {
             zstd,
             zstd_level: 3,
             scratch: Vec::new(),
+            scratch_ends: Vec::new(),
         })
     }
 
-    /// Fills `buf.out` with one frame of `buf.filled()`; falls back to stored on any error.
+    /// Fills `buf.out` with the frames of `buf.filled()` cut at `buf.cuts` (one frame if there are
+    /// no cuts); falls back to stored on any error.
     pub fn compress(&mut self, buf: &mut OutBuf, mut level: Level, lz4_file: bool) {
-        let need = frame_bound(buf.capacity());
+        if buf.cuts.is_empty() {
+            buf.cuts.push(buf.len);
+        }
+        let need = frames_bound(&buf.cuts).max(frame_bound(buf.capacity()));
         if buf.out.len() < need {
             buf.out = vec![0; need]; // once per buffer, never in steady state
         }
-        let (src, out) = buf.filled_and_out();
-        let n = if lz4_file {
+        if lz4_file {
             let stored = level == Level::Stored;
             level = if stored { Level::Stored } else { Level::Lz4 };
-            lz4_frame(src, out, stored)
-        } else {
-            match level {
-                Level::Zstd(l) => match self.zstd_frame(src, out, l) {
-                    Some(n) => n,
-                    None => {
-                        level = Level::Stored;
-                        zstd_stored_frame(src, out)
-                    }
-                },
-                _ => {
-                    level = Level::Stored;
-                    zstd_stored_frame(src, out)
-                }
+        }
+        let mut ends = std::mem::take(&mut buf.frame_ends);
+        let mut out = std::mem::take(&mut buf.out);
+        let src = buf.filled();
+        let n = match self.frames(src, &buf.cuts, &mut out, &mut ends, level, lz4_file) {
+            Some(n) => n,
+            None => {
+                level = Level::Stored;
+                self.frames(src, &buf.cuts, &mut out, &mut ends, level, lz4_file)
+                    .expect("stored frames cannot fail")
             }
         };
+        buf.out = out;
+        buf.frame_ends = ends;
         buf.out_len = n;
         buf.level = level.code();
     }
 
-    /// Compresses `buf` again at zstd `level` into the scratch vector: the probe's frame length.
+    /// Writes one frame per cut of `src` into `out` at `level`, their ends into `ends`; the
+    /// bytes written, or `None` if zstd failed.
+    fn frames(
+        &mut self,
+        src: &[u8],
+        cuts: &[usize],
+        out: &mut [u8],
+        ends: &mut Vec<usize>,
+        level: Level,
+        lz4_file: bool,
+    ) -> Option<usize> {
+        ends.clear();
+        let (mut from, mut at) = (0, 0);
+        for &end in cuts {
+            let chunk = &src[from..end];
+            let o = &mut out[at..];
+            at += match (lz4_file, level) {
+                (true, l) => lz4_frame(chunk, o, l == Level::Stored),
+                (false, Level::Zstd(l)) => self.zstd_frame(chunk, o, l)?,
+                (false, _) => zstd_stored_frame(chunk, o),
+            };
+            ends.push(at);
+            from = end;
+        }
+        Some(at)
+    }
+
+    /// Compresses `buf` again at zstd `level` into the scratch vector: the probe's length.
     fn probe(&mut self, buf: &OutBuf, level: i32) -> Option<usize> {
         let mut scratch = std::mem::take(&mut self.scratch);
-        if scratch.len() < frame_bound(buf.capacity()) {
-            scratch = vec![0; frame_bound(buf.capacity())];
+        let need = frames_bound(&buf.cuts).max(frame_bound(buf.capacity()));
+        if scratch.len() < need {
+            scratch = vec![0; need];
         }
-        let n = self.zstd_frame(buf.filled(), &mut scratch, level);
+        let mut ends = std::mem::take(&mut self.scratch_ends);
+        let n = self.frames(
+            buf.filled(),
+            &buf.cuts,
+            &mut scratch,
+            &mut ends,
+            Level::Zstd(level),
+            false,
+        );
         self.scratch = scratch;
+        self.scratch_ends = ends;
         n
     }
 
-    /// Makes the last probe (`n` bytes at `level`) the buffer's frame.
+    /// Makes the last probe (`n` bytes at `level`) the buffer's frames.
     fn take_probe(&mut self, buf: &mut OutBuf, n: usize, level: Level) {
         std::mem::swap(&mut buf.out, &mut self.scratch);
+        std::mem::swap(&mut buf.frame_ends, &mut self.scratch_ends);
         buf.out_len = n;
         buf.level = level.code();
     }
@@ -347,6 +434,7 @@ pub(crate) fn run_compressor(
     input: Arc<Mutex<Receiver<OutBuf>>>,
     output: Sender<OutBuf>,
     mode: CompressMode,
+    (format, frame_size): (Format, usize),
     counters: Arc<WriterCounters>,
 ) {
     let Ok(mut c) = Compressor::new() else {
@@ -362,6 +450,9 @@ pub(crate) fn run_compressor(
         };
         let total = counters.buffers_total.load(Relaxed).max(1);
         let backlog = counters.backlog.load(Relaxed) as f64 / total as f64;
+        let mut cuts = std::mem::take(&mut buf.cuts);
+        frame_cuts(format, &buf, frame_size, &mut cuts);
+        buf.cuts = cuts;
         if mode == CompressMode::Auto {
             gain.compress(&mut c, &mut buf, backlog);
         } else {
@@ -468,6 +559,106 @@ mod tests {
         assert_eq!(Level::from_code(buf.level), Level::Zstd(-1));
         g.compress(&mut c, &mut buf, 0.9);
         assert_eq!(Level::from_code(buf.level), Level::Stored);
+    }
+
+    /// A buffer as a compressed file's first buffer: a 24-byte pcap header, then records of `lens`
+    /// captured bytes each. Returns the buffer and where each record ends.
+    fn pcap_buffer(lens: &[usize]) -> (OutBuf, Vec<usize>) {
+        let mut buf = OutBuf::new(1 << 20);
+        let mut bytes = vec![0xA1u8; 24];
+        let mut ends = Vec::new();
+        for (i, &n) in lens.iter().enumerate() {
+            for v in [i as u32, 0, n as u32, n as u32] {
+                bytes.extend_from_slice(&v.to_ne_bytes());
+            }
+            bytes.extend(sample(n));
+            ends.push(bytes.len());
+        }
+        buf.as_mut_slice()[..bytes.len()].copy_from_slice(&bytes);
+        buf.len = bytes.len();
+        buf.first_boundary = 24;
+        (buf, ends)
+    }
+
+    #[test]
+    fn frames_end_at_records_and_hold_at_most_the_frame_size() {
+        let fmt = Format::Pcap { nanos: false };
+        // 60..1514-byte packets, and one of 20 000 bytes (larger than the 8 KiB frames).
+        let mut lens: Vec<usize> = (0..900).map(|i| 60 + (i * 397) % 1455).collect();
+        lens[300] = 20_000;
+        let (mut buf, ends) = pcap_buffer(&lens);
+        let mut cuts = Vec::new();
+        frame_cuts(fmt, &buf, 8192, &mut cuts);
+        assert_eq!(*cuts.last().unwrap(), buf.len);
+        let mut from = 0;
+        for &c in &cuts {
+            assert!(ends.contains(&c), "cut {c} is not a record end");
+            // Over the frame size only when one record alone is (or with the 24-byte header).
+            let records = ends.iter().filter(|&&e| e > from && e <= c).count();
+            assert!(
+                c - from <= 8192 || records == 1,
+                "frame {from}..{c}: {records} records"
+            );
+            // Greedy: the next record would not have fitted.
+            if let Some(&next) = ends.iter().find(|&&e| e > c) {
+                assert!(
+                    next - from > 8192,
+                    "frame {from}..{c} could have taken the next record"
+                );
+            }
+            from = c;
+        }
+        let n_before = cuts.len();
+        assert!(
+            n_before > buf.len / 8192,
+            "{n_before} frames for {} bytes",
+            buf.len
+        );
+        // Each frame decodes alone, and all of them in a row are the buffer (as zstd -dc reads it).
+        let mut c = Compressor::new().unwrap();
+        buf.cuts = cuts.clone();
+        for level in [Level::Zstd(3), Level::Zstd(-5), Level::Stored] {
+            c.compress(&mut buf, level, false);
+            assert_eq!(buf.frame_ends.len(), cuts.len());
+            assert_eq!(*buf.frame_ends.last().unwrap(), buf.out_len);
+            let (mut raw_from, mut out_from) = (0, 0);
+            for (&raw_to, &out_to) in cuts.iter().zip(&buf.frame_ends) {
+                let back = zstd::stream::decode_all(&buf.out[out_from..out_to]).unwrap();
+                assert!(
+                    back == buf.filled()[raw_from..raw_to],
+                    "{level:?} {raw_from}..{raw_to}"
+                );
+                (raw_from, out_from) = (raw_to, out_to);
+            }
+            let all = zstd::stream::decode_all(&buf.out[..buf.out_len]).unwrap();
+            assert!(all == buf.filled(), "{level:?}: all frames");
+        }
+        // lz4 frames the same way, each alone.
+        c.compress(&mut buf, Level::Lz4, true);
+        assert_eq!(buf.frame_ends.len(), cuts.len());
+        let (mut raw_from, mut out_from) = (0, 0);
+        for (&raw_to, &out_to) in cuts.iter().zip(&buf.frame_ends) {
+            let mut back = Vec::new();
+            lz4_flex::frame::FrameDecoder::new(&buf.out[out_from..out_to])
+                .read_to_end(&mut back)
+                .unwrap();
+            assert!(
+                back == buf.filled()[raw_from..raw_to],
+                "lz4 frame {raw_from}..{raw_to}"
+            );
+            (raw_from, out_from) = (raw_to, out_to);
+        }
+        // A frame size above the buffer: one frame, as before frame sizes were settable.
+        frame_cuts(fmt, &buf, DEFAULT_FRAME_SIZE, &mut cuts);
+        assert_eq!(cuts, [buf.len]);
+    }
+
+    #[test]
+    fn the_header_stays_with_the_first_record() {
+        let (buf, ends) = pcap_buffer(&[9000, 100]);
+        let mut cuts = Vec::new();
+        frame_cuts(Format::Pcap { nanos: false }, &buf, 4096, &mut cuts);
+        assert_eq!(cuts, ends);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::stats::WriterCounters;
 pub const IN_FLIGHT: usize = 4;
 
 /// Where one written buffer lies: in the file, and in the file's uncompressed byte stream.
-/// For plain files both are the same; a compressed buffer is one independent frame.
+/// For plain files both are the same; a compressed buffer is one or more independent frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameSpan {
     pub file_off: u64,
@@ -54,10 +54,9 @@ enum Msg {
     Begin(PathBuf, Arc<Vec<u8>>),
     Frame {
         buf: OutBuf,
-        span: FrameSpan,
-        /// First byte of the buffer that went into the file.
-        from: usize,
-        /// Bytes after `from` that are the file header, not records.
+        /// The buffer's frames (one for a plain file), in order.
+        parts: Vec<Part>,
+        /// Bytes after the first part's start that are the file header, not records.
         skip: usize,
     },
     End {
@@ -141,18 +140,41 @@ impl Feed {
             return Some(buf);
         }
         self.in_flight.fetch_add(1, Relaxed);
-        let span = FrameSpan {
-            file_off,
-            file_len,
-            raw_start,
-            raw_len,
+        let parts = if compressed && !buf.frame_ends.is_empty() {
+            // `from` is 0: a compressed buffer is written whole.
+            let (mut raw_from, mut out_from) = (0, 0);
+            buf.cuts
+                .iter()
+                .zip(&buf.frame_ends)
+                .map(|(&raw_to, &out_to)| {
+                    let p = Part {
+                        span: FrameSpan {
+                            file_off: file_off + out_from as u64,
+                            file_len: (out_to - out_from) as u64,
+                            raw_start: raw_start + raw_from as u64,
+                            raw_len: (raw_to - raw_from) as u64,
+                        },
+                        raw_from,
+                        raw_to,
+                    };
+                    (raw_from, out_from) = (raw_to, out_to);
+                    p
+                })
+                .collect()
+        } else {
+            let span = FrameSpan {
+                file_off,
+                file_len,
+                raw_start,
+                raw_len,
+            };
+            vec![Part {
+                span,
+                raw_from: from,
+                raw_to: buf.len,
+            }]
         };
-        self.send(Msg::Frame {
-            buf,
-            span,
-            from,
-            skip,
-        });
+        self.send(Msg::Frame { buf, parts, skip });
         None
     }
 
@@ -205,15 +227,24 @@ fn run(
             }
             Msg::Frame {
                 mut buf,
-                span,
-                from,
-                skip,
+                parts,
+                mut skip,
             } => {
                 if open && !broken {
                     counters.index_packets.fetch_add(buf.packets, Relaxed);
-                    ix.frame(span);
-                    let at = Walk { from, skip, span };
-                    broken = !walk(&mut *ix, format, &buf, at, &mut carry, &mut carry_off);
+                    for p in parts {
+                        ix.frame(p.span);
+                        let at = Walk {
+                            from: p.raw_from,
+                            to: p.raw_to,
+                            skip: std::mem::take(&mut skip),
+                            span: p.span,
+                        };
+                        broken = !walk(&mut *ix, format, &buf, at, &mut carry, &mut carry_off);
+                        if broken {
+                            break;
+                        }
+                    }
                 }
                 buf.reset(0);
                 let _ = empty.send(buf);
@@ -242,14 +273,22 @@ fn run(
         .store(sys::thread_cpu_ns() + elsewhere, Relaxed);
 }
 
+/// One frame of a buffer: where it lies, and which bytes of the buffer it holds.
+struct Part {
+    span: FrameSpan,
+    raw_from: usize,
+    raw_to: usize,
+}
+
 /// Which part of a buffer holds records, and where it lies.
 struct Walk {
     from: usize,
+    to: usize,
     skip: usize,
     span: FrameSpan,
 }
 
-/// Gives the packets of `buf[from + skip..]` to the indexer; false if the records do not line up.
+/// Gives the packets of `buf[from + skip..to]` to the indexer; false if the records do not line up.
 fn walk(
     ix: &mut dyn FileIndexer,
     format: Format,
@@ -259,7 +298,7 @@ fn walk(
     carry_off: &mut u64,
 ) -> bool {
     let span = w.span;
-    let data = &buf.filled()[w.from..];
+    let data = &buf.filled()[w.from..w.to];
     let mut at = w.skip;
     if !carry.is_empty() {
         if *carry_off + carry.len() as u64 != span.raw_start {

@@ -20,7 +20,10 @@ mod stats;
 mod stream;
 mod writer;
 
-pub use compress::{zstd_stored_frame, CompressMode, Level};
+pub use compress::{
+    frame_cuts, zstd_stored_frame, CompressMode, Level, DEFAULT_FRAME_SIZE, INDEXED_FRAME_SIZE,
+    MAX_FRAME_SIZE, MIN_FRAME_SIZE,
+};
 pub use error::StoreError;
 pub use files::{
     disk_use_percent, extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan,

@@ -32,8 +32,13 @@ pub struct OutBuf {
     pub new_file: Option<u64>,
     /// The file ends after this buffer (rotation): the writer closes and renames it.
     pub ends_file: bool,
-    /// Compressed form of the filled bytes (one standard frame), allocated once per buffer.
+    /// Compressed form of the filled bytes (standard frames, one per `cuts` entry), allocated once
+    /// per buffer.
     pub out: Vec<u8>,
+    /// End of each compressed frame in the filled bytes (at record boundaries; the last is `len`).
+    pub cuts: Vec<usize>,
+    /// End of each compressed frame in `out` (as many as `cuts`).
+    pub frame_ends: Vec<usize>,
     /// Bytes of `out` in use.
     pub out_len: usize,
     /// Ladder step used for `out` (see [`crate::compress::Level`]).
@@ -68,6 +73,8 @@ impl OutBuf {
             new_file: None,
             ends_file: false,
             out: Vec::new(),
+            cuts: Vec::new(),
+            frame_ends: Vec::new(),
             out_len: 0,
             level: 0,
         }
@@ -134,6 +141,8 @@ impl OutBuf {
         self.new_file = None;
         self.ends_file = false;
         self.out_len = 0;
+        self.cuts.clear();
+        self.frame_ends.clear();
     }
 }
 

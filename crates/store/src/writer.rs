@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::compress::{run_compressor, CompressMode};
+use crate::compress::{run_compressor, CompressMode, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
 use crate::error::StoreError;
 use crate::files::{FilePlan, FileSink};
 use crate::format::{Encoder, Format, IfStats, MAX_SNAPLEN};
@@ -130,6 +130,12 @@ impl CaptureWriter {
                 "compressed output needs buffers of at most 4 MiB (one lz4 block each)".into(),
             ));
         }
+        if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&plan.frame_size) {
+            return Err(StoreError::Config(format!(
+                "frame size {} is outside 4 KiB..4 MiB",
+                plan.frame_size
+            )));
+        }
         if plan.rotate_secs == Some(0) || plan.rotate_bytes == Some(0) || plan.max_files == Some(0)
         {
             return Err(StoreError::Config(
@@ -157,9 +163,10 @@ impl CaptureWriter {
             for i in 0..plan.compressors.max(1) {
                 let (input, output, counters) = (input.clone(), tx.clone(), counters.clone());
                 let mode = plan.compression;
+                let framing = (opts.format, plan.frame_size);
                 let h = std::thread::Builder::new()
                     .name(format!("ringcap-zip{i}"))
-                    .spawn(move || run_compressor(input, output, mode, counters))
+                    .spawn(move || run_compressor(input, output, mode, framing, counters))
                     .map_err(|e| StoreError::Config(format!("cannot start a compressor: {e}")))?;
                 helpers.push(h);
             }

@@ -95,6 +95,15 @@ pub fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
     plan.keep_newest = a.keep_newest;
     plan.compression = a.compress;
     plan.compressors = a.compress_threads;
+    // Indexed files get smaller frames so a narrow query decompresses less (BENCHMARKS.md, issue 11).
+    plan.frame_size = a.frame_size.map_or(
+        if a.no_index {
+            store::DEFAULT_FRAME_SIZE
+        } else {
+            store::INDEXED_FRAME_SIZE
+        },
+        |n| n as usize,
+    );
     plan.max_write_rate = a.max_write_rate.map(|r| (r * 1e6).max(1.0) as u64);
     plan.events = Some(Arc::new(|m: &str| eprintln!("ringcap: {m}")));
     if !a.no_index {
@@ -134,8 +143,9 @@ pub fn open_writer(
     let writer = match plan {
         Some(plan) => {
             if plan.compression != CompressMode::None {
-                // One 1 MiB buffer = one compressed frame; 32 of them absorb about 0.3 s at 100 MB/s.
-                opts.buffer_size = 1 << 20;
+                // 1 MiB buffers (one or more compressed frames each; a frame never spans two): 32 of
+                // them absorb about 0.3 s at 100 MB/s. A larger --frame-size gets buffers that size.
+                opts.buffer_size = plan.frame_size.max(1 << 20);
                 opts.buffers = 32;
             }
             CaptureWriter::create_files(plan.clone(), opts)

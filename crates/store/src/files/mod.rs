@@ -61,6 +61,9 @@ pub struct FilePlan {
     pub compression: CompressMode,
     /// Compressor threads.
     pub compressors: usize,
+    /// Uncompressed bytes per compressed frame at most (`--frame-size`; a record larger than this
+    /// is a frame alone). Frames never span two buffers.
+    pub frame_size: usize,
     /// Lab throttle: write at most this many bytes per second.
     pub max_write_rate: Option<u64>,
     /// Receives user-visible events.
@@ -82,6 +85,7 @@ impl FilePlan {
             keep_newest: DEFAULT_KEEP_NEWEST,
             compression: CompressMode::None,
             compressors: 2,
+            frame_size: crate::compress::DEFAULT_FRAME_SIZE,
             max_write_rate: None,
             events: None,
             indexer: None,
