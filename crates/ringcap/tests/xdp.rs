@@ -243,3 +243,26 @@ fn a_bridge_without_native_xdp_is_refused_with_the_way_out() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
     assert!(stderr_text(&o).contains("--xdp-mode generic"), "{}", stderr_text(&o));
 }
+
+#[test]
+fn gen_backend_xdp_sends_exactly_the_count_asked() {
+    let tb = testbed();
+    let child = spawn_capture(
+        &tb,
+        &["capture", "-i", &tb.rx_if, "--source", "xdp", "--drop-all", "--json", "-q"],
+    );
+    let before = tb.tx_packets();
+    let n = 100_000u64;
+    let o = tb
+        .command(Side::Tx, ringcap().to_str().unwrap())
+        .args(["gen", "-i", &tb.tx_if, "--backend", "xdp", "-n", &n.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "gen: {}", stderr_text(&o));
+    let left = tb.tx_packets() - before;
+    std::thread::sleep(Duration::from_millis(200));
+    let out = stop(child, libc::SIGINT);
+    let s = summary_json(&out);
+    assert_eq!(left, n, "the sending veth counted a different number of frames");
+    assert_eq!(s["received_by_filter"], n, "the receiving XDP program counted a different number");
+}
