@@ -41,9 +41,11 @@ pub const FACTORS: [&str; 13] = [
 ];
 
 /// Capture methods the runner knows without a `[methods.NAME]` section (plus `tcpdump|gzip -N`).
-pub const BUILTIN_METHODS: [&str; 6] = [
+pub const BUILTIN_METHODS: [&str; 8] = [
     "ringcap",
     "ringcap-copy",
+    "ringcap-xdp",
+    "drop-all-xdp",
     "tcpdump",
     "netsniff-ng",
     "dumpcap",

@@ -190,7 +190,8 @@ fn wait_ready(
                 all = false;
             }
         }
-        if all && process::packet_sockets(procs[0].0.pid as u32) >= procs.len() {
+        let sockets = procs.iter().filter(|p| p.1.opens_packet_socket()).count();
+        if all && process::packet_sockets(procs[0].0.pid as u32) >= sockets {
             nap(Duration::from_millis(500), stop)?;
             return Ok(Ok(()));
         }

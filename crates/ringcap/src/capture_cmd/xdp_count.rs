@@ -64,7 +64,7 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
             serde_json::json!({
                 "type": "summary",
                 "drop_all": true,
-                "captured": 0,
+                "captured": s.packets,
                 "received_by_filter": s.packets,
                 "dropped_by_kernel": 0,
                 "delivered_to_ringcap": s.packets,
@@ -75,7 +75,8 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
         );
     } else {
         eprintln!("{} packets counted and dropped by the XDP program (--drop-all: nothing written)", s.packets);
-        eprintln!("0 packets captured");
+        // As the other sources' --drop-all: "captured" is what reached ringcap's count.
+        eprintln!("{} packets captured", s.packets);
         eprintln!("{} packets received by filter", s.packets);
         eprintln!("0 packets dropped by kernel");
         eprintln!(
