@@ -59,10 +59,11 @@ pub struct GenArgs {
     /// Seed of every random choice (sizes, addresses, ports, payloads): same seed, same traffic.
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
-    /// Sender: sendmmsg (default, fastest on veth) or tx-ring (AF_PACKET TX_RING).
+    /// Sender: sendmmsg (default), tx-ring (AF_PACKET TX_RING) or xdp (an AF_XDP socket per thread on
+    /// transmit queue = thread number, frames built once in its memory; frames up to 4096 bytes).
     #[arg(
         long = "backend",
-        value_name = "sendmmsg|tx-ring",
+        value_name = "sendmmsg|tx-ring|xdp",
         default_value = "sendmmsg"
     )]
     pub backend: Backend,
@@ -135,7 +136,7 @@ pub struct ReplayArgs {
     /// Times to play the file (0: until interrupted).
     #[arg(long = "loop", default_value_t = 1)]
     pub loops: u64,
-    /// Sender: sendmmsg or tx-ring.
+    /// Sender: sendmmsg, tx-ring or xdp (AF_XDP, queue 0).
     #[arg(long = "backend", default_value = "sendmmsg")]
     pub backend: Backend,
     /// CPU to pin the sender to.
