@@ -166,7 +166,7 @@ show_cmd() {
 
 # ---- Capture runs (bench-capture.sh, bench-xdp.sh) ------------------------------------------------------------
 
-CAPTURE_CSV_HEADER="tool,sink,mode,run,offered,captured,drops,cpu_ns,ns_per_pkt,capture_rate,cpu_setup_ns,run_ns_per_pkt,offered_pps,status,drop_detail,sys_ns,sys_setup_ns,sys_ns_per_pkt,bg_busy_pct"
+CAPTURE_CSV_HEADER="tool,sink,mode,run,offered,captured,drops,cpu_ns,ns_per_pkt,capture_rate,cpu_setup_ns,run_ns_per_pkt,offered_pps,status,drop_detail,sys_ns,sys_setup_ns,sys_ns_per_pkt,bg_busy_pct,sys_net_ns_per_pkt"
 JIFFY_NS=$((1000000000 / $(getconf CLK_TCK)))
 
 # Busy jiffies of all CPUs together (/proc/stat "cpu" line: user nice system irq softirq steal; not idle, iowait;
@@ -228,10 +228,11 @@ wait_drained() {
 # defines capture_cmd TOOL OUT CPU (sets CMD, READY and, for a tool without a packet socket, SOCKET=0), file_ext
 # TOOL, and TG_CMD (the sender, run in the Tx namespace on CPU0); it sets RUNS, WORK, KEEP_WORK, BENCH_DISK_DIR.
 # System-wide CPU: busy time of all CPUs from /proc/stat (softirq included, idle and iowait not), from the
-# start of sending until drained (sys_ns) and from launch until ready (sys_setup_ns).
+# start of sending until drained (sys_ns) and from launch until ready (sys_setup_ns); on a shared machine,
+# sys_net_ns_per_pkt subtracts the background load measured in an idle second just before sending.
 run_one() {
   local tool="$1" sink="$2" mode="$3" run="$4"
-  local cpu=1 out tag log ru pidf wpid tpid setup p0 p1 t0 t1 s0 s1 s2 s3 rc=0 status=ok
+  local cpu=1 out tag log ru pidf wpid tpid setup p0 p1 t0 t1 s0 s1 s2 s3 b1 b2 t3 rc=0 status=ok
   [ "$mode" = single ] && cpu=0
   tag="$tool-$sink-$mode-$run"
   if [ "$sink" = disk ]; then out="$BENCH_DISK_DIR/bench-$$-$tag.$(file_ext "$tool")"; else out=/dev/null; fi
@@ -254,7 +255,7 @@ run_one() {
   tpid="$(cat "$pidf")"
   setup="$(cpu_tree_ns "$tpid")"
   # The machine may be shared: the busy share of an idle second before sending is the background load.
-  s1="$(busy_jiffies)"; sleep 1; s2="$(busy_jiffies)"
+  s1="$(busy_jiffies)"; b1="$(date +%s%N)"; sleep 1; s2="$(busy_jiffies)"; b2="$(date +%s%N)"
 
   read -r p0 _ < <(rx_counters)
   t0="$(date +%s%N)"
@@ -264,7 +265,7 @@ run_one() {
   t1="$(date +%s%N)"
   wait_drained "$tpid"
   read -r p1 _ < <(rx_counters)
-  s3="$(busy_jiffies)"
+  s3="$(busy_jiffies)"; t3="$(date +%s%N)"
   stop_pid "$tpid"
   wait "$wpid" || rc=$?
   [ "$rc" = 0 ] || status="exit $rc"
@@ -289,10 +290,10 @@ run_one() {
   [ "$status" = ok ] || { KEEP_WORK=1; say "$tag: $status (log: $log)"; }
 
   local row
-  row="$("$PY" - "$offered" "$captured" "$cpu_ns" "$setup" "$t0" "$t1" "$s0" "$s1" "$s2" "$s3" "$JIFFY_NS" <<'EOF'
+  row="$("$PY" - "$offered" "$captured" "$cpu_ns" "$setup" "$t0" "$t1" "$s0" "$s1" "$s2" "$s3" "$JIFFY_NS" "$b1" "$b2" "$t3" <<'EOF'
 import sys
-offered, captured, cpu, setup, t0, t1, s0, s1, s2, s3, jiffy = sys.argv[1:]
-s0, s1, s2, s3, jiffy = (int(v) for v in (s0, s1, s2, s3, jiffy))
+offered, captured, cpu, setup, t0, t1, s0, s1, s2, s3, jiffy, b1, b2, t3 = sys.argv[1:]
+s0, s1, s2, s3, jiffy, b1, b2, t3 = (int(v) for v in (s0, s1, s2, s3, jiffy, b1, b2, t3))
 offered, cpu, setup = int(offered), int(cpu), int(setup)
 nspp = f"{cpu / offered:.1f}" if offered else ""
 run_nspp = f"{(cpu - setup) / offered:.1f}" if offered else ""
@@ -300,13 +301,16 @@ rate = f"{int(captured) / offered:.6f}" if offered and captured.isdigit() else "
 pps = f"{offered / ((int(t1) - int(t0)) / 1e9):.0f}" if int(t1) > int(t0) else ""
 sys_ns, sys_setup_ns = (s3 - s2) * jiffy, (s1 - s0) * jiffy   # sending + drain; launch until ready
 sys_nspp = f"{sys_ns / offered:.1f}" if offered else ""
-bg = f"{100 * (s2 - s1) * jiffy / 1e9:.1f}"   # busy % in the idle second (100 = one CPU's worth)
-print(f"{nspp},{rate},{run_nspp},{pps},{sys_ns},{sys_setup_ns},{sys_nspp},{bg}")
+bg_rate = (s2 - s1) * jiffy / max(b2 - b1, 1)   # busy CPUs in the idle second (1.0 = one CPU's worth)
+bg = f"{100 * bg_rate:.1f}"
+# Net of background: what the same load would have used over the measured window anyway (an estimate).
+net_nspp = f"{(sys_ns - bg_rate * (t3 - int(t0))) / offered:.1f}" if offered else ""
+print(f"{nspp},{rate},{run_nspp},{pps},{sys_ns},{sys_setup_ns},{sys_nspp},{bg},{net_nspp}")
 EOF
 )"
-  local nspp rate run_nspp pps sys_ns sys_setup_ns sys_nspp bg
-  IFS=, read -r nspp rate run_nspp pps sys_ns sys_setup_ns sys_nspp bg <<<"$row"
-  echo "$tool,$sink,$mode,$run,$offered,$captured,$drops,$cpu_ns,$nspp,$rate,$setup,$run_nspp,$pps,$status,${detail//,/;},$sys_ns,$sys_setup_ns,$sys_nspp,$bg" >>"$CSV"
+  local nspp rate run_nspp pps sys_ns sys_setup_ns sys_nspp bg net_nspp
+  IFS=, read -r nspp rate run_nspp pps sys_ns sys_setup_ns sys_nspp bg net_nspp <<<"$row"
+  echo "$tool,$sink,$mode,$run,$offered,$captured,$drops,$cpu_ns,$nspp,$rate,$setup,$run_nspp,$pps,$status,${detail//,/;},$sys_ns,$sys_setup_ns,$sys_nspp,$bg,$net_nspp" >>"$CSV"
   progress "run $run/$RUNS $mode $sink $tool: offered $offered captured $captured drops $drops, $nspp ns/pkt ($run_nspp without set-up), $status"
 }
 
@@ -315,5 +319,5 @@ fail_row() {
   KEEP_WORK=1
   say "$tool ($sink, $mode, run $run): $why; last lines of its output:"
   tail -n 5 "$log" >&2 || true
-  echo "$tool,$sink,$mode,$run,,,,,,,,,,failed: $why,,,,," >>"$CSV"
+  echo "$tool,$sink,$mode,$run,,,,,,,,,,failed: $why,,,,,," >>"$CSV"
 }
