@@ -138,7 +138,7 @@ tool_version() {
     tcpdump) tcpdump --version 2>&1 | head -1 ;;
     netsniff-ng | trafgen) "$1" -v 2>&1 | head -1 | sed 's/,.*Git id.*//' ;;
     dumpcap | capinfos) "$1" -v 2>&1 | head -1 ;;
-    ringcap) "$RINGCAP" --version 2>&1 | head -1 ;;
+    ringcap | ringcap-*) "$RINGCAP" --version 2>&1 | head -1 ;;
     *) "$1" --version 2>&1 | head -1 ;;
   esac
 }
