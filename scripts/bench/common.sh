@@ -184,7 +184,7 @@ parse_summary() {
     ringcap-*|before-*)
       # tcpdump's three lines, then "ringcap: ... drops by stage: kernel 0, storage 0": drops = sum of the stages.
       awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
-           /drops by stage:/ { st = $0; sub(/.*drops by stage: */, "", st); n = split(st, kv, /, */); sum = 0
+           /drops by stage:/ && !/AF_XDP/ { st = $0; sub(/.*drops by stage: */, "", st); n = split(st, kv, /, */); sum = 0
              for (i = 1; i <= n; i++) { split(kv[i], p, " "); sum += p[2]; det = det (det ? ";" : "") p[1] "=" p[2] } }
            /AF_XDP drops by stage:/ { x = $0; sub(/.*AF_XDP drops by stage: */, "", x); sub(/;.*/, "", x)
              gsub(/socket ring full /, "xsk_full=", x); gsub(/no free frame /, "fill_empty=", x); gsub(/other /, "xsk_other=", x)
