@@ -14,7 +14,7 @@ APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark netsniff-ng tcprepla
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install install-files demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query soak fmt clippy clean
+.PHONY: all deps build install install-files demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-xdp soak fmt clippy clean
 
 all: build
 
@@ -107,6 +107,10 @@ bench-records: build
 # The time machine (issue 11): a >= 20 GB store, queries cold and warm against tcpdump -r; STORE_GB=1 RUNS=1 for a smoke test.
 bench-query: build
 	RINGCAP=$(BIN) scripts/bench-query.sh
+
+# AF_XDP capture and generator against ring, tcpdump and trafgen, with the XDP drop rate as the ceiling (issue 15).
+bench-xdp: build
+	RINGCAP=$(BIN) scripts/bench-xdp.sh
 
 # The quick thesis baseline (ringcap bench, issue 5): results, plots and report in bench-out/baseline.
 # --resume: an interrupted run continues; remove bench-out/baseline to measure again from scratch.

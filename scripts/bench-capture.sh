@@ -69,34 +69,6 @@ capture_cmd() {
 # File name suffix each tool writes by default.
 file_ext() { case "$1" in dumpcap) echo pcapng ;; *) echo pcap ;; esac; }
 
-# parse_summary TOOL LOG prints "captured drops detail" from the tool's final summary (- when it has none).
-parse_summary() {
-  local tool="$1" log="$2"
-  case "$tool" in
-    ringcap-*|before-*)
-      # tcpdump's three lines, then "ringcap: ... drops by stage: kernel 0, storage 0": drops = sum of the stages.
-      awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
-           /drops by stage:/ { st = $0; sub(/.*drops by stage: */, "", st); n = split(st, kv, /, */); sum = 0
-             for (i = 1; i <= n; i++) { split(kv[i], p, " "); sum += p[2]; det = det (det ? ";" : "") p[1] "=" p[2] } }
-           END { if (det != "") d = sum
-             printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "kernel=" d : det) }' "$log" ;;
-    tcpdump)
-      awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
-           END { printf "%s %s kernel=%s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), d }' "$log" ;;
-    netsniff-ng)
-      # "N packets incoming (U unread on exit)", "N packets passed filter", "N packets failed filter (out of space)"
-      tr '\r' '\n' <"$log" | awk '/packets incoming/ { u = $4; sub(/\(/, "", u) } /packets passed filter/ { p = $1 }
-           /failed filter/ { d = $1 }
-           END { if (p == "") print "- - -"; else printf "%d %s ring_full=%s;unread=%s\n", p - u, d, d, u }' ;;
-    dumpcap)
-      # "Packets captured: N" and "Packets received/dropped on interface 'IF': R/D (pcap:a/dumpcap:b/flushed:c/ps_ifdrop:d)"
-      tr '\r' '\n' <"$log" | awk '/Packets captured:/ { c = $NF }
-           /received\/dropped on interface/ { split($(NF - 2), rd, "/"); d = rd[2]; det = $(NF - 1); gsub(/[()]/, "", det)
-             gsub(/:/, "=", det); gsub(/\//, ";", det) }
-           END { printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "-" : det) }' ;;
-  esac
-}
-
 # ---- Checks before anything runs -----------------------------------------------------------------------------
 [ "$(id -u)" = 0 ] || die "run as root (network namespaces, packet sockets)"
 for t in trafgen capinfos taskset ip; do have "$t" || die "$t is missing: run 'make deps' (Debian: apt-get install netsniff-ng tshark util-linux iproute2)"; done
@@ -131,110 +103,7 @@ TG_CFG="$WORK/trafgen-$FRAME_LEN.cfg"
 trafgen_cfg "$TG_CFG" "$FRAME_LEN"
 TG_CMD=(trafgen -o "$TX_IF" -i "$TG_CFG" -n "$PACKETS" -P 1)   # -P 1: one sender process, trafgen pins it to CPU0
 
-echo "tool,sink,mode,run,offered,captured,drops,cpu_ns,ns_per_pkt,capture_rate,cpu_setup_ns,run_ns_per_pkt,offered_pps,status,drop_detail" >"$CSV"
-
-# Wait until the capturer has drained its ring: first 1.5 s, because the kernel hands a partly filled TPACKET_V3
-# block to the reader only after the block timeout (tcpdump asks for 1 s; stopped earlier, it never reads that
-# block), then until the capturer has used no CPU for 0.25 s, at most 10 s more.
-wait_drained() {
-  local pid="$1" before after i
-  sleep 1.5
-  before="$(cpu_tree_ns "$pid")"
-  for ((i = 0; i < 40; i++)); do
-    sleep 0.25
-    after="$(cpu_tree_ns "$pid")"
-    [ $((after - before)) -lt 2000000 ] && return 0
-    before="$after"
-  done
-  return 0
-}
-
-# run_one TOOL SINK MODE RUN: one capture run; appends one CSV row.
-run_one() {
-  local tool="$1" sink="$2" mode="$3" run="$4"
-  local cpu=1 out tag log ru pidf wpid tpid setup p0 p1 t0 t1 rc=0 status=ok
-  [ "$mode" = single ] && cpu=0
-  tag="$tool-$sink-$mode-$run"
-  if [ "$sink" = disk ]; then out="$BENCH_DISK_DIR/bench-$$-$tag.$(file_ext "$tool")"; else out=/dev/null; fi
-  log="$WORK/$tag.log"; ru="$WORK/$tag.ru"; pidf="$WORK/$tag.pid"
-  capture_cmd "$tool" "$out" "$cpu"
-  # Never for the null sink: removing /dev/null lets the tool create a regular file in its place.
-  if [ "$sink" = disk ]; then rm -f "$out"; fi
-
-  "$PY" "$BENCH_LIB/rusage.py" "$ru" "$pidf" -- ip netns exec "$RX_NS" taskset -c "$cpu" "${CMD[@]}" >"$log" 2>&1 &
-  wpid=$!
-  BG_PIDS+=("$wpid")
-  if ! wait_ready "$wpid" "$log" "$READY" || [ ! -s "$pidf" ]; then
-    local why="not capturing after 20 s"
-    kill -0 "$wpid" 2>/dev/null || why="exited before capturing"
-    stop_pid "$wpid"; wait "$wpid" 2>/dev/null || true
-    fail_row "$tool" "$sink" "$mode" "$run" "$why (log: $log)" "$log"; return 0
-  fi
-  tpid="$(cat "$pidf")"
-  setup="$(cpu_tree_ns "$tpid")"
-
-  read -r p0 _ < <(rx_counters)
-  t0="$(date +%s%N)"
-  if ! run_waited ip netns exec "$TX_NS" taskset -c 0 "${TG_CMD[@]}" >"$WORK/$tag.trafgen.log" 2>&1; then
-    status="trafgen failed"
-  fi
-  t1="$(date +%s%N)"
-  wait_drained "$tpid"
-  read -r p1 _ < <(rx_counters)
-  stop_pid "$tpid"
-  wait "$wpid" || rc=$?
-  [ "$rc" = 0 ] || status="exit $rc"
-
-  local offered=$((p1 - p0)) utime stime captured drops detail cpu_ns
-  if ! read -r utime stime _ <"$ru"; then
-    fail_row "$tool" "$sink" "$mode" "$run" "no rusage" "$log"; return 0
-  fi
-  cpu_ns=$((utime + stime))
-  read -r captured drops detail < <(parse_summary "$tool" "$log")
-  if [ "$sink" = disk ]; then
-    # A rotating tool writes BASE-<stamp>-<seq>.pcap files next to where one file would be.
-    local outs=("$out") f n
-    case "$tool" in *-rot2) outs=("${out%.pcap}"-*.pcap) ;; esac
-    if [ -s "${outs[0]}" ]; then
-      captured=0
-      for f in "${outs[@]}"; do
-        n="$(capinfos -M -c "$f" 2>/dev/null | awk -F': *' '/Number of packets/ { print $2 }')"
-        if [ -n "$n" ]; then captured=$((captured + n)); else captured=-; status="capinfos cannot read $f"; break; fi
-      done
-    else
-      captured=-; status="no output file"
-    fi
-    rm -f "${outs[@]}"
-    sync   # no dirty pages of this run left to be written back during the next one
-  fi
-  [ "$offered" -gt 0 ] || status="nothing offered"
-  [ "$status" = ok ] || { KEEP_WORK=1; say "$tag: $status (log: $log)"; }
-
-  local row
-  row="$("$PY" - "$offered" "$captured" "$cpu_ns" "$setup" "$t0" "$t1" <<'EOF'
-import sys
-offered, captured, cpu, setup, t0, t1 = sys.argv[1:]
-offered, cpu, setup = int(offered), int(cpu), int(setup)
-nspp = f"{cpu / offered:.1f}" if offered else ""
-run_nspp = f"{(cpu - setup) / offered:.1f}" if offered else ""
-rate = f"{int(captured) / offered:.6f}" if offered and captured.isdigit() else ""
-pps = f"{offered / ((int(t1) - int(t0)) / 1e9):.0f}" if int(t1) > int(t0) else ""
-print(f"{nspp},{rate},{run_nspp},{pps}")
-EOF
-)"
-  local nspp rate run_nspp pps
-  IFS=, read -r nspp rate run_nspp pps <<<"$row"
-  echo "$tool,$sink,$mode,$run,$offered,$captured,$drops,$cpu_ns,$nspp,$rate,$setup,$run_nspp,$pps,$status,${detail//,/;}" >>"$CSV"
-  progress "run $run/$RUNS $mode $sink $tool: offered $offered captured $captured drops $drops, $nspp ns/pkt ($run_nspp without set-up), $status"
-}
-
-fail_row() {
-  local tool="$1" sink="$2" mode="$3" run="$4" why="$5" log="$6"
-  KEEP_WORK=1
-  say "$tool ($sink, $mode, run $run): $why; last lines of its output:"
-  tail -n 5 "$log" >&2 || true
-  echo "$tool,$sink,$mode,$run,,,,,,,,,,failed: $why," >>"$CSV"
-}
+echo "$CAPTURE_CSV_HEADER" >"$CSV"
 
 for ((run = 1; run <= RUNS; run++)); do
   for mode in $MODES; do

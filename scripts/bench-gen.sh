@@ -12,7 +12,8 @@
 #     distance between the captured IP sizes and the model (the model from `ringcap dist`, see model_cmd).
 #
 # Environment: RUNS (3), PACKETS (5000000 per max-rate run), RATE_LEVELS ("10 50 80"), RATE_SECONDS (10),
-#   FIDELITY_PACKETS (1000000), FIDELITY_PCTS ("10 50"), SENDERS ("ringcap trafgen"), TESTS ("max rate fidelity"),
+#   FIDELITY_PACKETS (1000000), FIDELITY_PCTS ("10 50"), SENDERS ("ringcap trafgen"; ringcap-BACKEND for
+#   `ringcap gen --backend BACKEND`, max test only), TESTS ("max rate fidelity"),
 #   BENCH_DISK_DIR (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1 for progress lines.
 # Output: bench-out/gen-YYYYmmdd-HHMMSS.csv and Markdown on stdout for BENCHMARKS.md.
 set -euo pipefail
@@ -41,8 +42,9 @@ resolve_ringcap
 gen_cmd() {
   local sender="$1" dist="$2" count="$3" pps="${4:-}"
   case "$sender" in
-    ringcap)
+    ringcap | ringcap-sendmmsg | ringcap-xdp | ringcap-tx-ring)   # ringcap: the default backend
       CMD=("$RINGCAP" gen -i "$TX_IF" -n "$count" --dst-mac "$DST_MAC" --src-mac "$SRC_MAC" --cpu 0)
+      [ "$sender" = ringcap ] || CMD+=(--backend "${sender#ringcap-}")
       [ "$dist" = default ] || CMD+=(--dist "$dist")
       [ -z "$pps" ] || CMD+=(--pps "$pps") ;;
     trafgen)
@@ -53,7 +55,7 @@ gen_cmd() {
       # -P 1: one sender process, which trafgen pins to CPU0; -b: trafgen's own rate limit
       CMD=(trafgen -o "$TX_IF" -i "$cfg" -n "$count" -P 1)
       [ -z "$pps" ] || CMD+=(-b "${pps}pps") ;;
-    *) die "unknown sender $sender (known: ringcap trafgen)" ;;
+    *) die "unknown sender $sender (known: ringcap ringcap-sendmmsg ringcap-xdp ringcap-tx-ring trafgen)" ;;
   esac
 }
 
@@ -77,9 +79,9 @@ for t in taskset ip; do have "$t" || die "$t is missing: run 'make deps'"; done
 USE=()
 for s in $SENDERS; do
   case "$s" in
-    ringcap) if ringcap_has gen; then USE+=(ringcap); else say "ringcap gen not available yet ($RINGCAP gen --help failed): skipping ringcap"; fi ;;
+    ringcap*) if ringcap_has gen; then USE+=("$s"); else say "ringcap gen not available yet ($RINGCAP gen --help failed): skipping $s"; fi ;;
     trafgen) if have trafgen; then USE+=(trafgen); else say "trafgen is not installed: skipping it (make deps installs netsniff-ng)"; fi ;;
-    *) die "unknown sender $s (known: ringcap trafgen)" ;;
+    *) die "unknown sender $s (known: ringcap ringcap-sendmmsg ringcap-xdp ringcap-tx-ring trafgen)" ;;
   esac
 done
 [ "${#USE[@]}" -gt 0 ] || die "no sender to benchmark"

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by scripts/bench-capture.sh and scripts/bench-gen.sh (sourced, after scripts/testbed.sh).
+# Shared by scripts/bench-capture.sh, bench-gen.sh and bench-xdp.sh (sourced, after scripts/testbed.sh).
 # Facts behind the choices here: ../shared/design/TESTBED.md (pinning, non-local MAC, signals, counting).
 
 # shellcheck disable=SC2034  # used by the scripts that source this file
@@ -92,12 +92,13 @@ rx_packet_sockets() {
 }
 
 # Wait until a capturer is ready: its log shows PATTERN (if given) and a packet socket is bound and running
-# on the interface. Fails if the process exits first or nothing happens within 20 s.
+# on the interface (unless SOCKET is 0: AF_XDP has none). Fails if the process exits first or nothing happens
+# within 20 s.
 wait_ready() {
-  local pid="$1" log="$2" pattern="$3" i
+  local pid="$1" log="$2" pattern="$3" socket="${4:-1}" i
   for ((i = 0; i < 400; i++)); do
     kill -0 "$pid" 2>/dev/null || return 1
-    if { [ -z "$pattern" ] || grep -q -- "$pattern" "$log" 2>/dev/null; } && [ "$(rx_packet_sockets)" -gt 0 ]; then
+    if { [ -z "$pattern" ] || grep -q -- "$pattern" "$log" 2>/dev/null; } && { [ "$socket" = 0 ] || [ "$(rx_packet_sockets)" -gt 0 ]; }; then
       sleep 0.5   # let it reach its capture loop after printing
       return 0
     fi
@@ -137,7 +138,7 @@ tool_version() {
     tcpdump) tcpdump --version 2>&1 | head -1 ;;
     netsniff-ng | trafgen) "$1" -v 2>&1 | head -1 | sed 's/,.*Git id.*//' ;;
     dumpcap | capinfos) "$1" -v 2>&1 | head -1 ;;
-    ringcap) "$RINGCAP" --version 2>&1 | head -1 ;;
+    ringcap | ringcap-*) "$RINGCAP" --version 2>&1 | head -1 ;;
     *) "$1" --version 2>&1 | head -1 ;;
   esac
 }
@@ -161,4 +162,168 @@ show_cmd() {
     if [[ "$a" =~ ^[A-Za-z0-9_./:,=@%+\$-]+$ ]]; then out+="$a "; else out+="'$a' "; fi
   done
   echo "${out% }"
+}
+
+# ---- Capture runs (bench-capture.sh, bench-xdp.sh) ------------------------------------------------------------
+
+CAPTURE_CSV_HEADER="tool,sink,mode,run,offered,captured,drops,cpu_ns,ns_per_pkt,capture_rate,cpu_setup_ns,run_ns_per_pkt,offered_pps,status,drop_detail,sys_ns,sys_setup_ns,sys_ns_per_pkt,bg_busy_pct,sys_net_ns_per_pkt"
+JIFFY_NS=$((1000000000 / $(getconf CLK_TCK)))
+
+# Busy jiffies of all CPUs together (/proc/stat "cpu" line: user nice system irq softirq steal; not idle, iowait;
+# guest time is already inside user).
+busy_jiffies() {
+  awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+# parse_summary TOOL LOG prints "captured drops detail" from the tool's final summary (- when it has none).
+parse_summary() {
+  local tool="$1" log="$2"
+  case "$tool" in
+    xdp-drop)   # ringcap --drop-all --source xdp: what the XDP program counted and dropped is the "capture"
+      awk '/packets received by filter/ { c = $1 } END { printf "%s 0 kernel=0\n", (c == "" ? "-" : c) }' "$log" ;;
+    ringcap-*|before-*)
+      # tcpdump's three lines, then "ringcap: ... drops by stage: kernel 0, storage 0": drops = sum of the stages.
+      awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
+           /drops by stage:/ && !/AF_XDP/ { st = $0; sub(/.*drops by stage: */, "", st); n = split(st, kv, /, */); sum = 0
+             for (i = 1; i <= n; i++) { split(kv[i], p, " "); sum += p[2]; det = det (det ? ";" : "") p[1] "=" p[2] } }
+           /AF_XDP drops by stage:/ { x = $0; sub(/.*AF_XDP drops by stage: */, "", x); sub(/;.*/, "", x)
+             gsub(/socket ring full /, "xsk_full=", x); gsub(/no free frame /, "fill_empty=", x); gsub(/other /, "xsk_other=", x)
+             gsub(/, */, ";", x) }
+           END { if (det != "") d = sum; if (x != "") det = det ";" x
+             printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "kernel=" d : det) }' "$log" ;;
+    tcpdump)
+      awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
+           END { printf "%s %s kernel=%s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), d }' "$log" ;;
+    netsniff-ng)
+      # "N packets incoming (U unread on exit)", "N packets passed filter", "N packets failed filter (out of space)"
+      tr '\r' '\n' <"$log" | awk '/packets incoming/ { u = $4; sub(/\(/, "", u) } /packets passed filter/ { p = $1 }
+           /failed filter/ { d = $1 }
+           END { if (p == "") print "- - -"; else printf "%d %s ring_full=%s;unread=%s\n", p - u, d, d, u }' ;;
+    dumpcap)
+      # "Packets captured: N" and "Packets received/dropped on interface 'IF': R/D (pcap:a/dumpcap:b/flushed:c/ps_ifdrop:d)"
+      tr '\r' '\n' <"$log" | awk '/Packets captured:/ { c = $NF }
+           /received\/dropped on interface/ { split($(NF - 2), rd, "/"); d = rd[2]; det = $(NF - 1); gsub(/[()]/, "", det)
+             gsub(/:/, "=", det); gsub(/\//, ";", det) }
+           END { printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "-" : det) }' ;;
+  esac
+}
+
+# Wait until the capturer has drained its ring: first 1.5 s, because the kernel hands a partly filled TPACKET_V3
+# block to the reader only after the block timeout (tcpdump asks for 1 s; stopped earlier, it never reads that
+# block), then until the capturer has used no CPU for 0.25 s, at most 10 s more.
+wait_drained() {
+  local pid="$1" before after i
+  sleep 1.5
+  before="$(cpu_tree_ns "$pid")"
+  for ((i = 0; i < 40; i++)); do
+    sleep 0.25
+    after="$(cpu_tree_ns "$pid")"
+    [ $((after - before)) -lt 2000000 ] && return 0
+    before="$after"
+  done
+  return 0
+}
+
+# run_one TOOL SINK MODE RUN: one capture run; appends one CSV row ($CAPTURE_CSV_HEADER) to $CSV. The script
+# defines capture_cmd TOOL OUT CPU (sets CMD, READY and, for a tool without a packet socket, SOCKET=0), file_ext
+# TOOL, and TG_CMD (the sender, run in the Tx namespace on CPU0); it sets RUNS, WORK, KEEP_WORK, BENCH_DISK_DIR.
+# System-wide CPU: busy time of all CPUs from /proc/stat (softirq included, idle and iowait not), from the
+# start of sending until drained (sys_ns) and from launch until ready (sys_setup_ns); on a shared machine,
+# sys_net_ns_per_pkt subtracts the background load measured in an idle second just before sending.
+run_one() {
+  local tool="$1" sink="$2" mode="$3" run="$4"
+  local cpu=1 out tag log ru pidf wpid tpid setup p0 p1 t0 t1 s0 s1 s2 s3 b1 b2 t3 rc=0 status=ok
+  [ "$mode" = single ] && cpu=0
+  tag="$tool-$sink-$mode-$run"
+  if [ "$sink" = disk ]; then out="$BENCH_DISK_DIR/bench-$$-$tag.$(file_ext "$tool")"; else out=/dev/null; fi
+  log="$WORK/$tag.log"; ru="$WORK/$tag.ru"; pidf="$WORK/$tag.pid"
+  SOCKET=1
+  capture_cmd "$tool" "$out" "$cpu"
+  # Never for the null sink: removing /dev/null lets the tool create a regular file in its place.
+  if [ "$sink" = disk ]; then rm -f "$out"; fi
+
+  s0="$(busy_jiffies)"
+  "$PY" "$BENCH_LIB/rusage.py" "$ru" "$pidf" -- ip netns exec "$RX_NS" taskset -c "$cpu" "${CMD[@]}" >"$log" 2>&1 &
+  wpid=$!
+  BG_PIDS+=("$wpid")
+  if ! wait_ready "$wpid" "$log" "$READY" "$SOCKET" || [ ! -s "$pidf" ]; then
+    local why="not capturing after 20 s"
+    kill -0 "$wpid" 2>/dev/null || why="exited before capturing"
+    stop_pid "$wpid"; wait "$wpid" 2>/dev/null || true
+    fail_row "$tool" "$sink" "$mode" "$run" "$why (log: $log)" "$log"; return 0
+  fi
+  tpid="$(cat "$pidf")"
+  setup="$(cpu_tree_ns "$tpid")"
+  # The machine may be shared: the busy share of an idle second before sending is the background load.
+  s1="$(busy_jiffies)"; b1="$(date +%s%N)"; sleep 1; s2="$(busy_jiffies)"; b2="$(date +%s%N)"
+
+  read -r p0 _ < <(rx_counters)
+  t0="$(date +%s%N)"
+  if ! run_waited ip netns exec "$TX_NS" taskset -c 0 "${TG_CMD[@]}" >"$WORK/$tag.trafgen.log" 2>&1; then
+    status="trafgen failed"
+  fi
+  t1="$(date +%s%N)"
+  wait_drained "$tpid"
+  read -r p1 _ < <(rx_counters)
+  s3="$(busy_jiffies)"; t3="$(date +%s%N)"
+  stop_pid "$tpid"
+  wait "$wpid" || rc=$?
+  [ "$rc" = 0 ] || status="exit $rc"
+
+  local offered=$((p1 - p0)) utime stime captured drops detail cpu_ns
+  if ! read -r utime stime _ <"$ru"; then
+    fail_row "$tool" "$sink" "$mode" "$run" "no rusage" "$log"; return 0
+  fi
+  cpu_ns=$((utime + stime))
+  read -r captured drops detail < <(parse_summary "$tool" "$log")
+  if [ "$sink" = disk ]; then
+    # A rotating tool writes BASE-<stamp>-<seq>.pcap files next to where one file would be.
+    local outs=("$out") f n
+    case "$tool" in *-rot2) outs=("${out%.pcap}"-*.pcap) ;; esac
+    if [ -s "${outs[0]}" ]; then
+      captured=0
+      for f in "${outs[@]}"; do
+        n="$(capinfos -M -c "$f" 2>/dev/null | awk -F': *' '/Number of packets/ { print $2 }')"
+        if [ -n "$n" ]; then captured=$((captured + n)); else captured=-; status="capinfos cannot read $f"; break; fi
+      done
+    else
+      captured=-; status="no output file"
+    fi
+    rm -f "${outs[@]}"
+    sync   # no dirty pages of this run left to be written back during the next one
+  fi
+  [ "$offered" -gt 0 ] || status="nothing offered"
+  [ "$status" = ok ] || { KEEP_WORK=1; say "$tag: $status (log: $log)"; }
+
+  local row
+  row="$("$PY" - "$offered" "$captured" "$cpu_ns" "$setup" "$t0" "$t1" "$s0" "$s1" "$s2" "$s3" "$JIFFY_NS" "$b1" "$b2" "$t3" <<'EOF'
+import sys
+offered, captured, cpu, setup, t0, t1, s0, s1, s2, s3, jiffy, b1, b2, t3 = sys.argv[1:]
+s0, s1, s2, s3, jiffy, b1, b2, t3 = (int(v) for v in (s0, s1, s2, s3, jiffy, b1, b2, t3))
+offered, cpu, setup = int(offered), int(cpu), int(setup)
+nspp = f"{cpu / offered:.1f}" if offered else ""
+run_nspp = f"{(cpu - setup) / offered:.1f}" if offered else ""
+rate = f"{int(captured) / offered:.6f}" if offered and captured.isdigit() else ""
+pps = f"{offered / ((int(t1) - int(t0)) / 1e9):.0f}" if int(t1) > int(t0) else ""
+sys_ns, sys_setup_ns = (s3 - s2) * jiffy, (s1 - s0) * jiffy   # sending + drain; launch until ready
+sys_nspp = f"{sys_ns / offered:.1f}" if offered else ""
+bg_rate = (s2 - s1) * jiffy / max(b2 - b1, 1)   # busy CPUs in the idle second (1.0 = one CPU's worth)
+bg = f"{100 * bg_rate:.1f}"
+# Net of background: what the same load would have used over the measured window anyway (an estimate).
+net_nspp = f"{(sys_ns - bg_rate * (t3 - int(t0))) / offered:.1f}" if offered else ""
+print(f"{nspp},{rate},{run_nspp},{pps},{sys_ns},{sys_setup_ns},{sys_nspp},{bg},{net_nspp}")
+EOF
+)"
+  local nspp rate run_nspp pps sys_ns sys_setup_ns sys_nspp bg net_nspp
+  IFS=, read -r nspp rate run_nspp pps sys_ns sys_setup_ns sys_nspp bg net_nspp <<<"$row"
+  echo "$tool,$sink,$mode,$run,$offered,$captured,$drops,$cpu_ns,$nspp,$rate,$setup,$run_nspp,$pps,$status,${detail//,/;},$sys_ns,$sys_setup_ns,$sys_nspp,$bg,$net_nspp" >>"$CSV"
+  progress "run $run/$RUNS $mode $sink $tool: offered $offered captured $captured drops $drops, $nspp ns/pkt ($run_nspp without set-up), $status"
+}
+
+fail_row() {
+  local tool="$1" sink="$2" mode="$3" run="$4" why="$5" log="$6"
+  KEEP_WORK=1
+  say "$tool ($sink, $mode, run $run): $why; last lines of its output:"
+  tail -n 5 "$log" >&2 || true
+  echo "$tool,$sink,$mode,$run,,,,,,,,,,failed: $why,,,,,," >>"$CSV"
 }

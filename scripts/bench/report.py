@@ -3,6 +3,7 @@
 
 usage: report.py capture CSV    # rows of scripts/bench-capture.sh
        report.py gen CSV        # rows of scripts/bench-gen.sh
+       report.py xdp CSV        # capture rows of scripts/bench-xdp.sh (bench-capture's columns)
 Medians with min…max over runs; failed runs are counted, never averaged in.
 """
 import csv
@@ -101,6 +102,66 @@ def capture(path):
         print("- ringcap ring loss: not measured")
 
 
+# ---- xdp (issue 15) -------------------------------------------------------------------------------------------
+def xdp(path):
+    rows = list(csv.DictReader(open(path)))
+    ok = [r for r in rows if r["status"] == "ok"]
+    ceil_rows = [r for r in ok if r["tool"] == "xdp-drop"]
+    ceiling = median_of(ceil_rows, "offered_pps")
+    print("| sink | tool | runs | offered pps | lost (median, max) | capturer CPU ns/pkt | excl. set-up "
+          "| system CPU ns/pkt (both CPUs, softirq incl.) | net of background | system CPU at set-up (ms) "
+          "| background busy % "
+          "| loss-free rate / XDP drop rate |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    med = {}
+    for (sink, tool), rs in grouped(rows, ["sink", "tool"]).items():
+        good = [r for r in rs if r["status"] == "ok"]
+        failed = len(rs) - len(good)
+        lost = [int(r["offered"]) - int(r["captured"]) for r in good if r["captured"].isdigit()]
+        pps = [num(r["offered_pps"]) for r in good]
+        share = "–"
+        if ceiling and lost and pps:
+            if max(lost) == 0:   # never lost at the sender's top speed: the loss-free rate is at least that
+                share = f"≥ {100 * statistics.median(pps) / ceiling:.0f} %"
+            else:                # lost: its loss-free rate is below what it delivered
+                got = [num(r["capture_rate"]) * num(r["offered_pps"]) for r in good if num(r["capture_rate"]) is not None]
+                share = f"< {100 * statistics.median(got) / ceiling:.0f} % (loses)"
+        if tool == "xdp-drop":
+            share = "100 % (the ceiling)"
+        med[(sink, tool)] = (lost, median_of(good, "sys_ns_per_pkt"), median_of(good, "sys_net_ns_per_pkt"))
+        print(f"| {'/dev/null' if sink == 'null' else 'disk'} | {tool} | {len(good)}"
+              f"{f' (+{failed} failed)' if failed else ''} | {spread(pps, lambda v: f'{v / 1e6:.3f} M')} "
+              f"| {f'{statistics.median(lost):.0f}, {max(lost)}' if lost else '–'} "
+              f"| {spread([num(r['ns_per_pkt']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['run_ns_per_pkt']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['sys_ns_per_pkt']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['sys_net_ns_per_pkt']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['sys_setup_ns']) / 1e6 for r in good if num(r['sys_setup_ns']) is not None], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['bg_busy_pct']) for r in good], lambda v: f'{v:.0f}')} | {share} |")
+    print()
+    print(f"XDP drop rate (the ceiling, median): {ceiling / 1e6:.3f} Mpps" if ceiling else "XDP drop rate: not measured")
+    print()
+    print("Target: ringcap xdp loses nothing and costs less system CPU per packet than ringcap ring (medians):")
+    print()
+    for sink in ("null", "disk"):
+        x, g = med.get((sink, "ringcap-xdp")), med.get((sink, "ringcap-ring"))
+        if not x or not g or x[1] is None or not g[1]:
+            print(f"- {sink}: not measured")
+            continue
+        lossless = bool(x[0]) and max(x[0]) == 0
+        verdict = lambda cheaper: "met" if lossless and cheaper else "NOT met"
+        print(f"- {'/dev/null' if sink == 'null' else 'disk'}: xdp lost {sum(x[0])} packets over {len(x[0])} runs, "
+              f"system CPU {x[1]:.0f} vs ring {g[1]:.0f} ns/pkt = {x[1] / g[1]:.2f} ×, net of background "
+              f"{x[2]:.0f} vs {g[2]:.0f} (raw: {verdict(x[1] < g[1])}; net of background: "
+              f"{verdict(x[2] is not None and g[2] is not None and x[2] < g[2])})")
+    print()
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        print(f"{len(failed)} run(s) failed: " + "; ".join(f"{r['tool']} {r['sink']} run {r['run']}: {r['status']}"
+                                                       for r in failed))
+        print()
+
+
 # ---- gen -------------------------------------------------------------------------------------------------------
 def gen(path):
     rows = list(csv.DictReader(open(path)))
@@ -131,8 +192,15 @@ def gen(path):
         if rc and tg:
             print(f"- 60-byte frames, ringcap gen / trafgen = {rc / tg:.2f} × (target ≥ 1.20: "
                   f"{'met' if rc / tg >= 1.2 else 'NOT met'})")
-        else:
+        elif ("max", "ringcap", "fixed:46") in groups:
             print("- ringcap gen / trafgen: not measured")
+        xdp = by.get(("max", "ringcap-xdp", "fixed:46"))
+        if xdp:   # issue 15
+            for other in ("trafgen", "ringcap-sendmmsg", "ringcap"):
+                o = by.get(("max", other, "fixed:46"))
+                if o:
+                    goal = f" (target ≥ 1.50: {'met' if xdp / o >= 1.5 else 'NOT met'})" if other == "trafgen" else ""
+                    print(f"- 60-byte frames, ringcap gen --backend xdp / {other} = {xdp / o:.2f} ×{goal}")
         d = by.get(("dist", "ringcap", "default"))
         same = [(k[2], v) for k, v in by.items() if k[0] == "dist" and k[2] != "default"]
         if d and same and same[0][1]:
@@ -184,10 +252,11 @@ def gen(path):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("capture", "gen"):
+    reports = {"capture": capture, "gen": gen, "xdp": xdp}
+    if len(sys.argv) != 3 or sys.argv[1] not in reports:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    (capture if sys.argv[1] == "capture" else gen)(sys.argv[2])
+    reports[sys.argv[1]](sys.argv[2])
     return 0
 
 
