@@ -12,7 +12,9 @@ fn main() {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap();
     let multiarch = format!("/usr/include/{arch}-linux-gnu");
     let status = Command::new(env::var("CLANG").unwrap_or_else(|_| "clang".into()))
-        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-I", &multiarch, "-c", src, "-o"])
+        .args([
+            "-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-I", &multiarch, "-c", src, "-o",
+        ])
         .arg(&out)
         .status();
     match status {

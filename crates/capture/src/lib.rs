@@ -33,6 +33,7 @@ mod sys;
 mod tstamp;
 mod xdp;
 
+pub use ::xdp::{Bind as XdpBind, Mode as XdpMode, Program as XdpProgram, XdpError, XskConfig};
 pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
 pub use copy::{CopyConfig, CopySource};
 pub use counters::{CounterSnapshot, Counters, KernelStats};
@@ -48,4 +49,3 @@ pub use source::{Fanout, FanoutMode, Source, SourceConfig, SourceKind};
 pub use sys::interface_link_type;
 pub use tstamp::{supported_timestamp_types, TimestampType};
 pub use xdp::{xdp_error, XdpSource};
-pub use ::xdp::{Bind as XdpBind, Mode as XdpMode, Program as XdpProgram, XdpError, XskConfig};

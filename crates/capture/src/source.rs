@@ -172,7 +172,7 @@ impl SourceConfig {
 
     /// The program the kernel will run: the filter with `snaplen` in its returns; without a filter, a
     /// single `ret #snaplen` when the snaplen is short, so the kernel copies only what we keep.
-    fn program(&self) -> Option<Vec<sock_filter>> {
+    pub(crate) fn program(&self) -> Option<Vec<sock_filter>> {
         match &self.filter {
             Some(f) => {
                 let mut f = f.clone();
@@ -191,8 +191,8 @@ pub enum Source {
     Ring(RingSource),
     /// recvmmsg copies.
     Copy(CopySource),
-    /// One AF_XDP socket.
-    Xdp(XdpSource),
+    /// One AF_XDP socket (boxed: its UMEM bookkeeping makes it much larger than the others).
+    Xdp(Box<XdpSource>),
 }
 
 impl Source {
@@ -310,20 +310,10 @@ impl Source {
         } else {
             None
         };
-        let program = cfg.program();
-        Ok(XdpSource::open_all(
-            promisc,
-            &cfg.interface,
-            ifc.index as u32,
-            queues,
-            cfg.xdp_mode,
-            &cfg.xsk,
-            program,
-            cfg.snaplen,
-        )?
-        .into_iter()
-        .map(Source::Xdp)
-        .collect())
+        Ok(XdpSource::open_all(promisc, cfg, ifc.index as u32, queues)?
+            .into_iter()
+            .map(|s| Source::Xdp(Box::new(s)))
+            .collect())
     }
 
     fn fd(&self) -> &OwnedFd {

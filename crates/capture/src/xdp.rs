@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use libc::sock_filter;
-use xdp::{Program, XdpError, XskConfig, XskSocket};
+use xdp::{Program, XdpError, XskSocket};
 
 use crate::batch::Batch;
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
 use crate::filter;
 use crate::packet::{clip_len, Packet};
+use crate::source::SourceConfig;
 
 /// Descriptors taken from the rx ring at once.
 const BATCH: u32 = 256;
@@ -54,15 +55,14 @@ impl XdpSource {
     /// Open one socket per queue of `interface` (`queues` sockets, queue 0 upwards) and attach the program.
     pub(crate) fn open_all(
         promisc: Option<OwnedFd>,
-        interface: &str,
+        cfg: &SourceConfig,
         ifindex: u32,
         queues: u32,
-        mode: xdp::Mode,
-        xsk: &XskConfig,
-        filter: Option<Vec<sock_filter>>,
-        snaplen: u32,
     ) -> Result<Vec<XdpSource>, CaptureError> {
-        let mut program = Program::redirect_to_sockets(interface, mode, queues).map_err(xdp_error)?;
+        let (interface, mode, xsk, snaplen) = (&cfg.interface, cfg.xdp_mode, &cfg.xsk, cfg.snaplen);
+        let filter = cfg.program();
+        let mut program =
+            Program::redirect_to_sockets(interface, mode, queues).map_err(xdp_error)?;
         let mut sockets = Vec::with_capacity(queues as usize);
         for q in 0..queues {
             let s = XskSocket::rx(ifindex, q, xsk).map_err(xdp_error)?;
@@ -206,7 +206,9 @@ pub fn xdp_error(e: XdpError) -> CaptureError {
             available: ::sys::interface_names(),
         },
         // What the driver cannot do or what the flags asked wrongly is a setting to change: exit 2.
-        e @ (XdpError::Unsupported(_) | XdpError::Busy(_) | XdpError::Config(_)) => CaptureError::Config(e.to_string()),
+        e @ (XdpError::Unsupported(_) | XdpError::Busy(_) | XdpError::Config(_)) => {
+            CaptureError::Config(e.to_string())
+        }
         other => CaptureError::Xdp(other.to_string()),
     }
 }

@@ -57,7 +57,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
                 play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st)
             }
             Opened::Ring(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),
-            Opened::Xdp(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),
+            Opened::Xdp(mut tx) => play(&mut *tx, opts, &ifc, first, t0, abort, c, &mut st),
         };
         **stats_ref.lock().unwrap() = st;
         let mut rep = out?;

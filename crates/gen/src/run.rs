@@ -191,7 +191,7 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 start,
             ),
             Opened::Xdp(mut tx) => generate(
-                &mut tx,
+                &mut *tx,
                 &mut builder,
                 &mut sampler,
                 &job,

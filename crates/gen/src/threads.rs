@@ -43,7 +43,7 @@ pub(crate) struct Counters {
 pub(crate) enum Opened {
     Mmsg(OwnedFd),
     Ring(RingTx),
-    Xdp(XdpTx),
+    Xdp(Box<XdpTx>),
 }
 
 /// Opens the socket of thread `thread` (an AF_XDP socket binds to transmit queue `thread`).
@@ -57,7 +57,12 @@ pub(crate) fn open_tx(
     max_frame: usize,
 ) -> Result<Opened, GenError> {
     if backend == Backend::Xdp {
-        return Ok(Opened::Xdp(XdpTx::new(ifc, thread as u32, batch, max_frame)?));
+        return Ok(Opened::Xdp(Box::new(XdpTx::new(
+            ifc,
+            thread as u32,
+            batch,
+            max_frame,
+        )?)));
     }
     let fd = tx::open_socket(sndbuf)?;
     Ok(match backend {

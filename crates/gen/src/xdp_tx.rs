@@ -26,7 +26,12 @@ pub struct XdpTx {
 
 impl XdpTx {
     /// A socket on transmit queue `queue` of `ifc`, sending `batch` frames per kick.
-    pub fn new(ifc: &Interface, queue: u32, batch: usize, max_frame: usize) -> Result<XdpTx, GenError> {
+    pub fn new(
+        ifc: &Interface,
+        queue: u32,
+        batch: usize,
+        max_frame: usize,
+    ) -> Result<XdpTx, GenError> {
         let cfg = XskConfig {
             frame_size: 4096,
             frames: FRAMES,
@@ -84,7 +89,11 @@ impl Tx for XdpTx {
         self.pending.len()
     }
 
-    fn slot(&mut self, errors: &mut SendErrors, stop: &AtomicBool) -> Result<Option<&mut [u8]>, GenError> {
+    fn slot(
+        &mut self,
+        errors: &mut SendErrors,
+        stop: &AtomicBool,
+    ) -> Result<Option<&mut [u8]>, GenError> {
         let mut waited = false;
         loop {
             if let Some(addr) = self.sock.free_frame() {

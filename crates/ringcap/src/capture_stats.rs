@@ -284,7 +284,9 @@ impl Summary {
 
     /// "xdp: native, copy, 2 queues; program saw N; drops by stage: ...": the AF_XDP side of the summary.
     fn xdp_line(&self, x: &XdpSummary) -> String {
-        let seen = x.seen.map_or(String::new(), |n| format!("; the XDP program saw {n} packets"));
+        let seen = x.seen.map_or(String::new(), |n| {
+            format!("; the XDP program saw {n} packets")
+        });
         format!(
             "xdp: {} mode, {} sockets on {} queue{}{seen}; AF_XDP drops by stage: socket ring full {}, no free \
              frame {}, other {}; filtered out in user space {}",

@@ -14,7 +14,14 @@ use testbed::{Side, Testbed, TestbedOptions};
 /// Frames of many flows (ports vary, so a multi-queue veth spreads them) and sizes 60..=1514.
 fn frames(n: u32) -> Vec<Vec<u8>> {
     (0..n)
-        .map(|i| frame(i, 1000 + (i % 97) as u16, 7 + (i % 3) as u16, 60 + (i as usize * 37) % 1455))
+        .map(|i| {
+            frame(
+                i,
+                1000 + (i % 97) as u16,
+                7 + (i % 3) as u16,
+                60 + (i as usize * 37) % 1455,
+            )
+        })
         .collect()
 }
 
@@ -46,12 +53,23 @@ fn tcpdump_hex(path: &Path, filter: &str) -> Vec<String> {
         .arg(filter)
         .output()
         .expect("tcpdump (make deps installs it)");
-    assert!(out.status.success(), "tcpdump: {}", String::from_utf8_lossy(&out.stderr));
-    let mut packets = Vec::new();
+    assert!(
+        out.status.success(),
+        "tcpdump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut packets: Vec<String> = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         if line.starts_with('\t') {
-            let hex: String = line.split(':').nth(1).unwrap_or("").split_whitespace().collect();
-            packets.last_mut().map(|p: &mut String| p.push_str(&hex));
+            let hex: String = line
+                .split(':')
+                .nth(1)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            if let Some(p) = packets.last_mut() {
+                p.push_str(&hex);
+            }
         } else {
             packets.push(String::new());
         }
@@ -65,7 +83,10 @@ fn the_file_holds_every_frame_sent_byte_for_byte() {
     let dir = temp_dir("xdp-all");
     let file = dir.join("x.pcap");
     let child = capture_to_file(&tb, &file, &["--source", "xdp", "--json"]);
-    assert!(xdp_attached(&tb), "the XDP program is not attached while capturing");
+    assert!(
+        xdp_attached(&tb),
+        "the XDP program is not attached while capturing"
+    );
     let sent = frames(5000);
     send(&tb, &sent);
     std::thread::sleep(Duration::from_millis(300));
@@ -77,12 +98,19 @@ fn the_file_holds_every_frame_sent_byte_for_byte() {
         assert_eq!(bytes, want, "frame {i} differs");
         assert_eq!(*wire_len as usize, want.len());
     }
-    assert_eq!(tcpdump_count(&file), sent.len(), "tcpdump reads a different count");
+    assert_eq!(
+        tcpdump_count(&file),
+        sent.len(),
+        "tcpdump reads a different count"
+    );
     let s = summary_json(&out);
     assert_eq!(s["captured"], sent.len() as u64);
     assert_eq!(s["dropped_by_kernel"], 0);
     assert_eq!(s["xdp"]["program_seen"], sent.len() as u64);
-    assert!(!xdp_attached(&tb), "the program stayed attached after the capture ended");
+    assert!(
+        !xdp_attached(&tb),
+        "the program stayed attached after the capture ended"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -107,7 +135,10 @@ fn a_filter_keeps_what_tcpdump_keeps_from_the_same_packets() {
     assert_eq!(tcpdump_hex(&reference, "").len(), sent.len());
     let want = tcpdump_hex(&reference, expr);
     let got = tcpdump_hex(&ours, "");
-    assert!(!want.is_empty() && want.len() < sent.len(), "the filter should keep some frames, not all");
+    assert!(
+        !want.is_empty() && want.len() < sent.len(),
+        "the filter should keep some frames, not all"
+    );
     assert_eq!(got.len(), want.len(), "{}", stderr_text(&out));
     assert!(got == want, "the packets kept differ from tcpdump's");
     let s = summary_json(&out);
@@ -139,11 +170,26 @@ fn every_receive_queue_has_its_socket() {
     })
     .expect("testbed");
     // One thread for two queues would miss half the traffic: refused, with the fix.
-    let o = ringcap_rx(&tb, &["capture", "-i", &tb.rx_if, "--source", "xdp", "-w", "/dev/null"])
-        .output()
-        .unwrap();
+    let o = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--source",
+            "xdp",
+            "-w",
+            "/dev/null",
+        ],
+    )
+    .output()
+    .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
-    assert!(stderr_text(&o).contains("--threads 2"), "{}", stderr_text(&o));
+    assert!(
+        stderr_text(&o).contains("--threads 2"),
+        "{}",
+        stderr_text(&o)
+    );
 
     let dir = temp_dir("xdp-queues");
     let file = dir.join("q.pcap");
@@ -153,15 +199,25 @@ fn every_receive_queue_has_its_socket() {
     std::thread::sleep(Duration::from_millis(300));
     // Both queues carried traffic (the flows hash apart), as the driver counts it.
     if have("ethtool") {
-        let st = tb.command(Side::Rx, "ethtool").args(["-S", &tb.rx_if]).output().unwrap();
+        let st = tb
+            .command(Side::Rx, "ethtool")
+            .args(["-S", &tb.rx_if])
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&st.stdout).into_owned();
         for q in 0..2 {
             let n: u64 = text
                 .lines()
-                .find_map(|l| l.trim().strip_prefix(&format!("rx_queue_{q}_xdp_redirect:")))
+                .find_map(|l| {
+                    l.trim()
+                        .strip_prefix(&format!("rx_queue_{q}_xdp_redirect:"))
+                })
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or_else(|| panic!("no rx_queue_{q}_xdp_redirect in ethtool -S:\n{text}"));
-            assert!(n > 100, "queue {q} redirected only {n} frames: the test did not spread the flows");
+            assert!(
+                n > 100,
+                "queue {q} redirected only {n} frames: the test did not spread the flows"
+            );
         }
     }
     let out = stop(child, libc::SIGINT);
@@ -173,7 +229,10 @@ fn every_receive_queue_has_its_socket() {
     got.sort();
     want.sort();
     assert_eq!(got.len(), want.len(), "{}", stderr_text(&out));
-    assert!(got == want, "the frames captured over two queues differ from those sent");
+    assert!(
+        got == want,
+        "the frames captured over two queues differ from those sent"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -181,15 +240,32 @@ fn every_receive_queue_has_its_socket() {
 fn no_program_is_left_behind_after_sigint_sigterm_or_kill_9() {
     let tb = testbed();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
-        let child = spawn_capture(&tb, &["capture", "-i", &tb.rx_if, "--source", "xdp", "-w", "/dev/null"]);
-        assert!(xdp_attached(&tb), "signal {sig}: not attached while running");
+        let child = spawn_capture(
+            &tb,
+            &[
+                "capture",
+                "-i",
+                &tb.rx_if,
+                "--source",
+                "xdp",
+                "-w",
+                "/dev/null",
+            ],
+        );
+        assert!(
+            xdp_attached(&tb),
+            "signal {sig}: not attached while running"
+        );
         let _ = stop(child, sig);
         // The link is released when the process's descriptors close, which exit does.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while xdp_attached(&tb) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(!xdp_attached(&tb), "signal {sig}: the XDP program is still attached");
+        assert!(
+            !xdp_attached(&tb),
+            "signal {sig}: the XDP program is still attached"
+        );
     }
     // And the stack has its packets back: a ring capture sees traffic again.
     let dir = temp_dir("xdp-after");
@@ -208,7 +284,16 @@ fn drop_all_in_the_driver_counts_every_frame_sent() {
     let tb = testbed();
     let child = spawn_capture(
         &tb,
-        &["capture", "-i", &tb.rx_if, "--source", "xdp", "--drop-all", "--json", "-q"],
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--source",
+            "xdp",
+            "--drop-all",
+            "--json",
+            "-q",
+        ],
     );
     let before = tb.tx_packets();
     let sent = frames(20_000);
@@ -234,14 +319,26 @@ fn a_bridge_without_native_xdp_is_refused_with_the_way_out() {
         .status()
         .unwrap()
         .success()
-        && tb.command(Side::Rx, "ip").args(["link", "set", "br0", "up"]).status().unwrap().success();
+        && tb
+            .command(Side::Rx, "ip")
+            .args(["link", "set", "br0", "up"])
+            .status()
+            .unwrap()
+            .success();
     assert!(ok, "cannot create a bridge");
     // A bridge has no native XDP.
-    let o = ringcap_rx(&tb, &["capture", "-i", "br0", "--source", "xdp", "-w", "/dev/null"])
-        .output()
-        .unwrap();
+    let o = ringcap_rx(
+        &tb,
+        &["capture", "-i", "br0", "--source", "xdp", "-w", "/dev/null"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
-    assert!(stderr_text(&o).contains("--xdp-mode generic"), "{}", stderr_text(&o));
+    assert!(
+        stderr_text(&o).contains("--xdp-mode generic"),
+        "{}",
+        stderr_text(&o)
+    );
 }
 
 #[test]
@@ -249,13 +346,31 @@ fn gen_backend_xdp_sends_exactly_the_count_asked() {
     let tb = testbed();
     let child = spawn_capture(
         &tb,
-        &["capture", "-i", &tb.rx_if, "--source", "xdp", "--drop-all", "--json", "-q"],
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--source",
+            "xdp",
+            "--drop-all",
+            "--json",
+            "-q",
+        ],
     );
     let before = tb.tx_packets();
     let n = 100_000u64;
     let o = tb
         .command(Side::Tx, ringcap().to_str().unwrap())
-        .args(["gen", "-i", &tb.tx_if, "--backend", "xdp", "-n", &n.to_string(), "--json"])
+        .args([
+            "gen",
+            "-i",
+            &tb.tx_if,
+            "--backend",
+            "xdp",
+            "-n",
+            &n.to_string(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "gen: {}", stderr_text(&o));
@@ -263,6 +378,12 @@ fn gen_backend_xdp_sends_exactly_the_count_asked() {
     std::thread::sleep(Duration::from_millis(200));
     let out = stop(child, libc::SIGINT);
     let s = summary_json(&out);
-    assert_eq!(left, n, "the sending veth counted a different number of frames");
-    assert_eq!(s["received_by_filter"], n, "the receiving XDP program counted a different number");
+    assert_eq!(
+        left, n,
+        "the sending veth counted a different number of frames"
+    );
+    assert_eq!(
+        s["received_by_filter"], n,
+        "the receiving XDP program counted a different number"
+    );
 }

@@ -140,8 +140,22 @@ impl Testbed {
         let tmp_peer = format!("{id}b");
         let q = opts.queues.unwrap_or(1).max(1).to_string();
         ip(&[
-            "link", "add", &tmp_if, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name",
-            &tmp_peer, "numtxqueues", &q, "numrxqueues", &q,
+            "link",
+            "add",
+            &tmp_if,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &tmp_peer,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ])?;
         ip(&["link", "set", &tmp_if, "netns", &tb.tx_ns])?;
         ip(&["link", "set", &tmp_peer, "netns", &tb.rx_ns])?;

@@ -71,7 +71,11 @@ pub struct Program {
 impl Program {
     /// `ringcap_xsk`: every packet is stamped and redirected to the AF_XDP socket of its receive queue
     /// (see [`Program::set_socket`]); queues without a socket pass packets on to the stack.
-    pub fn redirect_to_sockets(interface: &str, mode: Mode, queues: u32) -> Result<Program, XdpError> {
+    pub fn redirect_to_sockets(
+        interface: &str,
+        mode: Mode,
+        queues: u32,
+    ) -> Result<Program, XdpError> {
         Program::attach("ringcap_xsk", interface, mode, queues.max(1))
     }
 
@@ -91,7 +95,8 @@ impl Program {
             .try_into()
             .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
         prog.load().map_err(|e| load_error(interface, &e))?;
-        prog.attach(interface, mode.aya()).map_err(|e| attach_error(interface, mode, &e))?;
+        prog.attach(interface, mode.aya())
+            .map_err(|e| attach_error(interface, mode, &e))?;
         Ok(Program {
             ebpf,
             interface: interface.to_string(),
@@ -115,7 +120,8 @@ impl Program {
             .ebpf
             .map_mut("xsks")
             .ok_or_else(|| XdpError::Load("map xsks missing from the object".into()))?;
-        let mut xsks: XskMap<_> = XskMap::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+        let mut xsks: XskMap<_> =
+            XskMap::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
         xsks.set(queue, fd.as_raw_fd(), 0).map_err(|e| {
             XdpError::Load(format!(
                 "cannot register the AF_XDP socket of {} queue {queue}: {e}",
@@ -130,7 +136,8 @@ impl Program {
             .ebpf
             .map("seen")
             .ok_or_else(|| XdpError::Load("map seen missing from the object".into()))?;
-        let seen: PerCpuArray<_, u64> = PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+        let seen: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
         let sum = |k: u32| -> Result<u64, XdpError> {
             let v = seen.get(&k, 0).map_err(|e| XdpError::Load(e.to_string()))?;
             Ok(v.iter().sum())

@@ -14,7 +14,9 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use libc::{sockaddr_xdp, xdp_desc, xdp_mmap_offsets, xdp_ring_offset, xdp_statistics, xdp_umem_reg};
+use libc::{
+    sockaddr_xdp, xdp_desc, xdp_mmap_offsets, xdp_ring_offset, xdp_statistics, xdp_umem_reg,
+};
 
 use crate::error::XdpError;
 
@@ -37,7 +39,9 @@ impl FromStr for Bind {
             "auto" => Ok(Bind::Auto),
             "copy" => Ok(Bind::Copy),
             "zerocopy" | "zero-copy" => Ok(Bind::ZeroCopy),
-            _ => Err(format!("unknown bind mode '{s}': use auto, copy or zerocopy")),
+            _ => Err(format!(
+                "unknown bind mode '{s}': use auto, copy or zerocopy"
+            )),
         }
     }
 }
@@ -127,10 +131,23 @@ impl Mmap {
     fn new(len: usize, fd: Option<(RawFd, libc::off_t)>, what: &str) -> Result<Mmap, XdpError> {
         let (flags, fd, off) = match fd {
             Some((fd, off)) => (libc::MAP_SHARED | libc::MAP_POPULATE, fd, off),
-            None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE, -1, 0),
+            None => (
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            ),
         };
         // SAFETY: a fresh mapping; the kernel checks fd and offset.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, off) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                off,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(os_error(what));
         }
@@ -166,7 +183,13 @@ struct Ring<T> {
 unsafe impl<T> Send for Ring<T> {}
 
 impl<T: Copy> Ring<T> {
-    fn map(fd: RawFd, off: &xdp_ring_offset, size: u32, pgoff: libc::off_t, what: &str) -> Result<Ring<T>, XdpError> {
+    fn map(
+        fd: RawFd,
+        off: &xdp_ring_offset,
+        size: u32,
+        pgoff: libc::off_t,
+        what: &str,
+    ) -> Result<Ring<T>, XdpError> {
         let len = off.desc as usize + size as usize * size_of::<T>();
         let map = Mmap::new(len, Some((fd, pgoff)), what)?;
         let base = map.ptr.as_ptr();
@@ -287,24 +310,35 @@ impl XskSocket {
     /// A sending socket on `queue` of interface `ifindex`; its frames start free (see [`XskSocket::frame_mut`]).
     pub fn tx(ifindex: u32, queue: u32, cfg: &XskConfig) -> Result<XskSocket, XdpError> {
         let mut s = XskSocket::open(ifindex, queue, cfg, Direction::Tx)?;
-        s.free_frames = (0..s.frames).rev().map(|i| u64::from(i) * u64::from(s.frame_size)).collect();
+        s.free_frames = (0..s.frames)
+            .rev()
+            .map(|i| u64::from(i) * u64::from(s.frame_size))
+            .collect();
         Ok(s)
     }
 
-    fn open(ifindex: u32, queue: u32, cfg: &XskConfig, dir: Direction) -> Result<XskSocket, XdpError> {
+    fn open(
+        ifindex: u32,
+        queue: u32,
+        cfg: &XskConfig,
+        dir: Direction,
+    ) -> Result<XskSocket, XdpError> {
         cfg.check()?;
         // SAFETY: plain socket(2).
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => XdpError::Privileges(
-                    "AF_XDP sockets need root (CAP_NET_RAW)".into(),
-                ),
+                Some(libc::EPERM) | Some(libc::EACCES) => {
+                    XdpError::Privileges("AF_XDP sockets need root (CAP_NET_RAW)".into())
+                }
                 Some(libc::EAFNOSUPPORT) => XdpError::Unsupported(
                     "this kernel has no AF_XDP (CONFIG_XDP_SOCKETS): use --source ring".into(),
                 ),
-                _ => XdpError::Socket { what: "socket(AF_XDP)".into(), err: e },
+                _ => XdpError::Socket {
+                    what: "socket(AF_XDP)".into(),
+                    err: e,
+                },
             });
         }
         // SAFETY: a descriptor we just created.
@@ -320,27 +354,83 @@ impl XskSocket {
             tx_metadata_len: 0,
         };
         setopt(raw, libc::XDP_UMEM_REG, &reg, "setsockopt(XDP_UMEM_REG)")?;
-        setopt(raw, libc::XDP_UMEM_FILL_RING, &cfg.ring_size, "setsockopt(XDP_UMEM_FILL_RING)")?;
-        setopt(raw, libc::XDP_UMEM_COMPLETION_RING, &cfg.ring_size, "setsockopt(XDP_UMEM_COMPLETION_RING)")?;
+        setopt(
+            raw,
+            libc::XDP_UMEM_FILL_RING,
+            &cfg.ring_size,
+            "setsockopt(XDP_UMEM_FILL_RING)",
+        )?;
+        setopt(
+            raw,
+            libc::XDP_UMEM_COMPLETION_RING,
+            &cfg.ring_size,
+            "setsockopt(XDP_UMEM_COMPLETION_RING)",
+        )?;
         match dir {
-            Direction::Rx => setopt(raw, libc::XDP_RX_RING, &cfg.ring_size, "setsockopt(XDP_RX_RING)")?,
-            Direction::Tx => setopt(raw, libc::XDP_TX_RING, &cfg.ring_size, "setsockopt(XDP_TX_RING)")?,
+            Direction::Rx => setopt(
+                raw,
+                libc::XDP_RX_RING,
+                &cfg.ring_size,
+                "setsockopt(XDP_RX_RING)",
+            )?,
+            Direction::Tx => setopt(
+                raw,
+                libc::XDP_TX_RING,
+                &cfg.ring_size,
+                "setsockopt(XDP_TX_RING)",
+            )?,
         }
         // SAFETY: zeroed is a valid xdp_mmap_offsets; the kernel fills it.
         let mut off: xdp_mmap_offsets = unsafe { std::mem::zeroed() };
         let mut optlen = size_of::<xdp_mmap_offsets>() as libc::socklen_t;
         // SAFETY: off is as large as optlen says.
         let r = unsafe {
-            libc::getsockopt(raw, libc::SOL_XDP, libc::XDP_MMAP_OFFSETS, (&mut off as *mut xdp_mmap_offsets).cast(), &mut optlen)
+            libc::getsockopt(
+                raw,
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&mut off as *mut xdp_mmap_offsets).cast(),
+                &mut optlen,
+            )
         };
         if r < 0 {
             return Err(os_error("getsockopt(XDP_MMAP_OFFSETS)"));
         }
-        let fill = Ring::map(raw, &off.fr, cfg.ring_size, libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t, "mmap of the fill ring")?;
-        let completion = Ring::map(raw, &off.cr, cfg.ring_size, libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t, "mmap of the completion ring")?;
+        let fill = Ring::map(
+            raw,
+            &off.fr,
+            cfg.ring_size,
+            libc::XDP_UMEM_PGOFF_FILL_RING as libc::off_t,
+            "mmap of the fill ring",
+        )?;
+        let completion = Ring::map(
+            raw,
+            &off.cr,
+            cfg.ring_size,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING as libc::off_t,
+            "mmap of the completion ring",
+        )?;
         let (rx, tx) = match dir {
-            Direction::Rx => (Some(Ring::map(raw, &off.rx, cfg.ring_size, libc::XDP_PGOFF_RX_RING, "mmap of the rx ring")?), None),
-            Direction::Tx => (None, Some(Ring::map(raw, &off.tx, cfg.ring_size, libc::XDP_PGOFF_TX_RING, "mmap of the tx ring")?)),
+            Direction::Rx => (
+                Some(Ring::map(
+                    raw,
+                    &off.rx,
+                    cfg.ring_size,
+                    libc::XDP_PGOFF_RX_RING,
+                    "mmap of the rx ring",
+                )?),
+                None,
+            ),
+            Direction::Tx => (
+                None,
+                Some(Ring::map(
+                    raw,
+                    &off.tx,
+                    cfg.ring_size,
+                    libc::XDP_PGOFF_TX_RING,
+                    "mmap of the tx ring",
+                )?),
+            ),
         };
         let mut s = XskSocket {
             fill,
@@ -361,7 +451,11 @@ impl XskSocket {
     }
 
     fn bind(&mut self, ifindex: u32, queue: u32, cfg: &XskConfig) -> Result<(), XdpError> {
-        let wake = if cfg.need_wakeup { libc::XDP_USE_NEED_WAKEUP } else { 0 };
+        let wake = if cfg.need_wakeup {
+            libc::XDP_USE_NEED_WAKEUP
+        } else {
+            0
+        };
         let try_bind = |mode: u16| -> io::Result<()> {
             let sa = sockaddr_xdp {
                 sxdp_family: libc::AF_XDP as u16,
@@ -372,9 +466,17 @@ impl XskSocket {
             };
             // SAFETY: sa is a valid sockaddr_xdp of the length given.
             let r = unsafe {
-                libc::bind(self.fd.as_raw_fd(), (&sa as *const sockaddr_xdp).cast(), size_of::<sockaddr_xdp>() as libc::socklen_t)
+                libc::bind(
+                    self.fd.as_raw_fd(),
+                    (&sa as *const sockaddr_xdp).cast(),
+                    size_of::<sockaddr_xdp>() as libc::socklen_t,
+                )
             };
-            if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
         };
         let explain = |e: io::Error, mode: &str| -> XdpError {
             match e.raw_os_error() {
@@ -422,7 +524,11 @@ impl XskSocket {
     pub fn wait(&self, timeout: Duration) -> Result<bool, XdpError> {
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
-            events: if self.rx.is_some() { libc::POLLIN } else { libc::POLLOUT },
+            events: if self.rx.is_some() {
+                libc::POLLIN
+            } else {
+                libc::POLLOUT
+            },
             revents: 0,
         };
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
@@ -433,7 +539,10 @@ impl XskSocket {
             if e.kind() == io::ErrorKind::Interrupted {
                 return Ok(false);
             }
-            return Err(XdpError::Socket { what: "poll on the AF_XDP socket".into(), err: e });
+            return Err(XdpError::Socket {
+                what: "poll on the AF_XDP socket".into(),
+                err: e,
+            });
         }
         Ok(r > 0)
     }
@@ -459,7 +568,12 @@ impl XskSocket {
         let end = (addr + u64::from(len)).min(self.umem.len as u64);
         let start = addr.min(end);
         // SAFETY: clamped into the UMEM; the kernel wrote the frame before it produced the descriptor.
-        unsafe { std::slice::from_raw_parts(self.umem.ptr.as_ptr().add(start as usize), (end - start) as usize) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self.umem.ptr.as_ptr().add(start as usize),
+                (end - start) as usize,
+            )
+        }
     }
 
     /// The 8 bytes of metadata ringcap's XDP program writes in front of a packet (its receive time on
@@ -492,7 +606,16 @@ impl XskSocket {
         if self.need_wakeup && self.fill.needs_wakeup() {
             // The driver sleeps until told that frames are back (a recvfrom of nothing tells it).
             // SAFETY: zero-length receive with no buffer.
-            unsafe { libc::recvfrom(self.fd.as_raw_fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut()) };
+            unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
         }
     }
 
@@ -518,7 +641,14 @@ impl XskSocket {
         let n = (tx.free() as usize).min(packets.len());
         for (i, &(addr, len)) in packets[..n].iter().enumerate() {
             let at = tx.local.wrapping_add(i as u32);
-            tx.set(at, xdp_desc { addr, len, options: 0 });
+            tx.set(
+                at,
+                xdp_desc {
+                    addr,
+                    len,
+                    options: 0,
+                },
+            );
         }
         tx.submit(n as u32);
         n
@@ -532,7 +662,16 @@ impl XskSocket {
             return Ok(true);
         }
         // SAFETY: zero-length send with no buffer.
-        let r = unsafe { libc::sendto(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+        let r = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
         if r < 0 {
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
@@ -540,7 +679,12 @@ impl XskSocket {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {}
                 // The device refused a frame (dropped it): the caller counts it.
                 Some(libc::EBUSY) => return Ok(false),
-                _ => return Err(XdpError::Socket { what: "sendto on the AF_XDP socket".into(), err: e }),
+                _ => {
+                    return Err(XdpError::Socket {
+                        what: "sendto on the AF_XDP socket".into(),
+                        err: e,
+                    })
+                }
             }
         }
         Ok(true)
@@ -593,7 +737,15 @@ impl AsRawFd for XskSocket {
 
 fn setopt<T>(fd: RawFd, opt: libc::c_int, v: &T, what: &str) -> Result<(), XdpError> {
     // SAFETY: v is a valid T of the size given.
-    let r = unsafe { libc::setsockopt(fd, libc::SOL_XDP, opt, (v as *const T).cast(), size_of::<T>() as libc::socklen_t) };
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
     if r < 0 {
         return Err(os_error(what));
     }
@@ -607,7 +759,10 @@ fn os_error(what: &str) -> XdpError {
             "{what}: out of memory ({err}): use fewer frames (--xdp-frames) or raise RLIMIT_MEMLOCK"
         ));
     }
-    XdpError::Socket { what: what.to_string(), err }
+    XdpError::Socket {
+        what: what.to_string(),
+        err,
+    }
 }
 
 impl XskSocket {
@@ -618,7 +773,13 @@ impl XskSocket {
         let mut optlen = size_of::<xdp_statistics>() as libc::socklen_t;
         // SAFETY: st is as large as optlen says.
         let r = unsafe {
-            libc::getsockopt(fd, libc::SOL_XDP, libc::XDP_STATISTICS, (&mut st as *mut xdp_statistics).cast(), &mut optlen)
+            libc::getsockopt(
+                fd,
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut xdp_statistics).cast(),
+                &mut optlen,
+            )
         };
         if r < 0 {
             return Err(os_error("getsockopt(XDP_STATISTICS)"));

@@ -37,7 +37,10 @@ impl Launch {
     /// Whether the capturer reads through a bound packet socket (the readiness check counts them); ringcap's
     /// xdp source reads AF_XDP sockets instead.
     pub fn opens_packet_socket(&self) -> bool {
-        !self.argv.windows(2).any(|w| w[0] == "--source" && w[1] == "xdp")
+        !self
+            .argv
+            .windows(2)
+            .any(|w| w[0] == "--source" && w[1] == "xdp")
     }
 }
 

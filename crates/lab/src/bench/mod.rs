@@ -269,8 +269,11 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
             // Remove the old namespaces before making new ones.
             drop(testbed.take());
             let rps_cpu = placement.rps_cpu();
-            let tb = Testbed::new(TestbedOptions { rps_cpu, ..TestbedOptions::default() })
-                .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
+            let tb = Testbed::new(TestbedOptions {
+                rps_cpu,
+                ..TestbedOptions::default()
+            })
+            .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
             if !nics_probed {
                 // The interfaces the runs use and their driver (veth here; a NIC on real hardware).
                 nics_probed = true;

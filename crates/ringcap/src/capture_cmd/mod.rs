@@ -111,9 +111,10 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         duration: a.duration,
         drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
     };
-    let xdp = sources.first().and_then(|s| s.xdp_program()).map(|p| {
-        (p, sources.len(), sources.iter().all(|s| s.is_zero_copy()))
-    });
+    let xdp = sources
+        .first()
+        .and_then(|s| s.xdp_program())
+        .map(|p| (p, sources.len(), sources.iter().all(|s| s.is_zero_copy())));
     let sources = sources
         .into_iter()
         .map(|s| Box::new(s) as Box<dyn BatchSource>)
@@ -244,7 +245,8 @@ fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConf
         };
         cfg.xsk.need_wakeup = a.xdp_need_wakeup;
         // The UMEM gets -B, as the ring would: same buffer for every source.
-        let frames = (a.buffer_kib * 1024 / u64::from(cfg.xsk.frame_size)).clamp(64, 1 << 20) as u32;
+        let frames =
+            (a.buffer_kib * 1024 / u64::from(cfg.xsk.frame_size)).clamp(64, 1 << 20) as u32;
         let ring = match a.xdp_ring {
             Some(r) => r,
             None => (1u32 << (31 - frames.leading_zeros())).min(65536),

@@ -43,7 +43,8 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
         }
         if !a.quiet.on && a.stats_interval > 0.0 && now >= next_line {
             next_line += interval;
-            let pps = (s.packets - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
+            let pps =
+                (s.packets - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-9);
             last = (now, s.packets);
             if a.json.on {
                 eprintln!(
@@ -74,7 +75,10 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
             })
         );
     } else {
-        eprintln!("{} packets counted and dropped by the XDP program (--drop-all: nothing written)", s.packets);
+        eprintln!(
+            "{} packets counted and dropped by the XDP program (--drop-all: nothing written)",
+            s.packets
+        );
         // As the other sources' --drop-all: "captured" is what reached ringcap's count.
         eprintln!("{} packets captured", s.packets);
         eprintln!("{} packets received by filter", s.packets);
