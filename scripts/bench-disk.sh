@@ -131,20 +131,6 @@ GEN_CMD=("$RINGCAP" gen -i "$TX_IF" --dist imix --payload half -n "$PACKETS" -q)
 
 echo "tool,sink,run,offered,captured,loss,cpu_ns,ns_per_pkt,bytes,bytes_per_pkt,status,detail,cpu_setup_ns,run_ns_per_pkt" >"$CSV"
 
-# Wait until the capturer has used no CPU for 0.25 s (after 1.5 s for the last ring block), at most 10 s more.
-wait_drained() {
-  local pid="$1" before after i
-  sleep 1.5
-  before="$(cpu_tree_ns "$pid")"
-  for ((i = 0; i < 40; i++)); do
-    sleep 0.25
-    after="$(cpu_tree_ns "$pid")"
-    [ $((after - before)) -lt 2000000 ] && return 0
-    before="$after"
-  done
-  return 0
-}
-
 run_one() {
   local tool="$1" sink="$2" run="$3"
   local base dir tag log ru pidf wpid tpid setup p0 p1 rc=0 status=ok

@@ -146,20 +146,6 @@ EOF
 }
 json_field() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d.get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
 
-# Wait until a capturer has drained its ring (as bench-capture.sh): 1.5 s, then until it used < 2 ms of CPU in
-# 0.25 s (at most 10 s more). The idle-priority indexer may still run; that is what "on" measures.
-wait_drained() {
-  local pid="$1" before after i
-  sleep 1.5
-  before="$(cpu_tree_ns "$pid")"
-  for ((i = 0; i < 40; i++)); do
-    sleep 0.25
-    after="$(cpu_tree_ns "$pid")"
-    [ $((after - before)) -lt 2000000 ] && return 0
-    before="$after"
-  done
-}
-
 # start_capture TAG DIR CPU_LIST [extra args...]: starts ringcap capture under rusage.py in the Rx namespace;
 # sets CAP_WPID (wrapper), CAP_PID (ringcap), CAP_LOG (stderr: the JSON lines), CAP_RU (rusage output).
 start_capture() {

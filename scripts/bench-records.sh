@@ -70,20 +70,6 @@ GEN_CMD=("$RINGCAP" gen -i "$TX_IF" -n "$PACKETS" --dst-mac "$DST_MAC" --src-mac
 
 echo "tool,run,offered,offered_bytes,captured,drops,stored,record_bytes,out_bytes,bytes_pct,cpu_ns,ns_per_pkt,coll_cpu_ns,coll_ns_per_rec,status,drop_detail" >"$CSV"
 
-# Wait until PID has used no CPU for 0.25 s (after 1.5 s for the last ring block and the 100 ms record flush).
-wait_drained() {
-  local pid="$1" before after i
-  sleep 1.5
-  before="$(cpu_tree_ns "$pid")"
-  for ((i = 0; i < 40; i++)); do
-    sleep 0.25
-    after="$(cpu_tree_ns "$pid")"
-    [ $((after - before)) -lt 2000000 ] && return 0
-    before="$after"
-  done
-  return 0
-}
-
 # "captured drops detail" from a ringcap capture summary (tcpdump's lines + "drops by stage: a N, b M").
 parse_summary() {
   awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }

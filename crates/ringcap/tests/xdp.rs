@@ -279,11 +279,10 @@ fn no_program_is_left_behind_after_sigint_sigterm_or_kill_9() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn drop_all_in_the_driver_counts_every_frame_sent() {
-    let tb = testbed();
-    let child = spawn_capture(
-        &tb,
+/// `capture --source xdp --drop-all --json` on the Rx end: the XDP program counts and drops, listening.
+fn spawn_drop_counter(tb: &Testbed) -> std::process::Child {
+    spawn_capture(
+        tb,
         &[
             "capture",
             "-i",
@@ -294,7 +293,13 @@ fn drop_all_in_the_driver_counts_every_frame_sent() {
             "--json",
             "-q",
         ],
-    );
+    )
+}
+
+#[test]
+fn drop_all_in_the_driver_counts_every_frame_sent() {
+    let tb = testbed();
+    let child = spawn_drop_counter(&tb);
     let before = tb.tx_packets();
     let sent = frames(20_000);
     send(&tb, &sent);
@@ -344,19 +349,7 @@ fn a_bridge_without_native_xdp_is_refused_with_the_way_out() {
 #[test]
 fn gen_backend_xdp_sends_exactly_the_count_asked() {
     let tb = testbed();
-    let child = spawn_capture(
-        &tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "--source",
-            "xdp",
-            "--drop-all",
-            "--json",
-            "-q",
-        ],
-    );
+    let child = spawn_drop_counter(&tb);
     let before = tb.tx_packets();
     let n = 100_000u64;
     let o = tb
