@@ -117,6 +117,64 @@ pub struct SearchSpec {
     pub steps: u32,
 }
 
+/// The `[interface]` section: capture on a named interface, traffic from a generator command, instead of
+/// the throwaway testbed (bench::bed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InterfaceSpec {
+    /// The capture interface.
+    pub capture: String,
+    /// Its network namespace (None: the host's).
+    pub netns: Option<String>,
+    /// Shell command that sends the packets, with {ringcap} {packets} {rate} {dist} {cpu}.
+    pub generator: String,
+    /// Which count is the capture rate's denominator; the other is the cross-check.
+    pub offered: OfferedBy,
+}
+
+/// Who counts the offered packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OfferedBy {
+    /// The capture interface's counters (packets that reached it, NIC drops included).
+    Interface,
+    /// The generator's report (`ringcap gen --json`'s packets).
+    Generator,
+}
+
+impl InterfaceSpec {
+    fn parse(t: &toml::Table) -> Result<InterfaceSpec, PlanError> {
+        check_keys(t, &["capture", "netns", "generator", "offered"], "[interface]")?;
+        let capture = get_str(t, "capture", "interface")?.ok_or_else(|| {
+            invalid("[interface] needs capture = \"IF\": the interface the capturers listen on")
+        })?;
+        let generator = get_str(t, "generator", "interface")?.ok_or_else(|| {
+            invalid(
+                "[interface] needs generator = \"...\": the command that sends the packets, e.g. \
+                 \"ssh gen1 ringcap gen -i eth1 -n {packets} {rate} --dist {dist} --json -q\"",
+            )
+        })?;
+        if !generator.contains("{packets}") {
+            return Err(invalid(
+                "[interface] generator must send {packets} packets (the run's count): put {packets} in the command",
+            ));
+        }
+        let offered = match get_str(t, "offered", "interface")?.as_deref() {
+            None | Some("interface") => OfferedBy::Interface,
+            Some("generator") => OfferedBy::Generator,
+            Some(o) => {
+                return Err(invalid(format!(
+                    "[interface] offered = \"{o}\": expected \"interface\" (its counters) or \"generator\" (its --json report)"
+                )))
+            }
+        };
+        Ok(InterfaceSpec {
+            capture,
+            netns: get_str(t, "netns", "interface")?.filter(|n| !n.is_empty()),
+            generator,
+            offered,
+        })
+    }
+}
+
 /// Offered rate of the generator.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Rate {
@@ -261,6 +319,8 @@ pub struct Plan {
     pub methods: BTreeMap<String, CustomMethod>,
     pub anova: Option<AnovaSpec>,
     pub search: Option<SearchSpec>,
+    /// Capture on a named interface instead of the throwaway testbed.
+    pub interface: Option<InterfaceSpec>,
     quick: Option<Quick>,
     /// Filter levels resolved when the plan was read (file contents), so expansion never re-reads files.
     filters: BTreeMap<String, Option<String>>,
@@ -601,6 +661,7 @@ impl Plan {
                 "anova",
                 "methods",
                 "search",
+                "interface",
             ],
             "the plan",
         )?;
@@ -788,6 +849,10 @@ impl Plan {
             }
         };
 
+        let interface = table(&root, "interface", "")?
+            .map(InterfaceSpec::parse)
+            .transpose()?;
+
         let plan = Plan {
             title,
             description,
@@ -804,6 +869,7 @@ impl Plan {
             methods,
             anova,
             search,
+            interface,
             quick,
             filters: BTreeMap::new(),
             base: Setup::default(),
@@ -1067,6 +1133,26 @@ rate_mbps = ["max"]
         );
         assert_eq!(s.dist, "fixed:46");
         assert_eq!(parse("").unwrap().expand()[0].point, "all");
+    }
+
+    #[test]
+    fn interface_section() {
+        let p = parse(
+            "[interface]\ncapture = \"eth1\"\ngenerator = \"ssh g {ringcap} gen -n {packets} {rate}\"\n",
+        )
+        .unwrap();
+        let i = p.interface.unwrap();
+        assert_eq!((i.capture.as_str(), i.netns, i.offered), ("eth1", None, OfferedBy::Interface));
+        let e = err("[interface]\ngenerator = \"x {packets}\"\n");
+        assert!(e.contains("needs capture"), "{e}");
+        let e = err("[interface]\ncapture = \"eth1\"\n");
+        assert!(e.contains("needs generator") && e.contains("{packets}"), "{e}");
+        let e = err("[interface]\ncapture = \"eth1\"\ngenerator = \"gen -n 5\"\n");
+        assert!(e.contains("put {packets} in the command"), "{e}");
+        let e = err("[interface]\ncapture = \"e\"\ngenerator = \"{packets}\"\noffered = \"nic\"\n");
+        assert!(e.contains("expected \"interface\""), "{e}");
+        let e = err("[interface]\ncapture = \"e\"\ngenerator = \"{packets}\"\nhost = \"x\"\n");
+        assert!(e.contains("host"), "{e}");
     }
 
     #[test]

@@ -79,11 +79,14 @@ pub fn bounds(v: impl IntoIterator<Item = f64>) -> (f64, f64) {
         })
 }
 
-/// Tick labels: integers without decimals, small values (below 0.01) as a short power of ten (`2.5e-4`),
+/// Tick labels: from 10 000 up with an SI prefix (`100 k`, `1.5 M`: a rate axis of 550000 is read at a
+/// glance), other integers without decimals, small values (below 0.01) as a short power of ten (`2.5e-4`),
 /// others with up to 3 decimals.
 pub fn tick(v: f64) -> String {
     let trim = |s: &str| s.trim_end_matches('0').trim_end_matches('.').to_string();
-    if v == v.round() && v.abs() < 1e15 {
+    if v.abs() >= 1e4 && v.is_finite() {
+        units::si(v, "")
+    } else if v == v.round() && v.abs() < 1e15 {
         format!("{v:.0}")
     } else if v.abs() < 0.01 {
         let s = format!("{v:.2e}");

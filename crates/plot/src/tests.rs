@@ -19,6 +19,12 @@ fn ticks_are_short() {
     assert_eq!(tick(0.25), "0.25");
     assert_eq!(tick(1.0 / 3.0), "0.333");
     assert_eq!(tick(12.5), "12.5");
+    assert_eq!(tick(5000.0), "5000");
+    // Rates and counts: an SI prefix, not 100000.
+    assert_eq!(tick(100000.0), "100 k");
+    assert_eq!(tick(550000.0), "550 k");
+    assert_eq!(tick(1.5e6), "1.5 M");
+    assert_eq!(tick(-20000.0), "-20 k");
     // Below 0.01 three decimals would print 0: a power of ten instead.
     assert_eq!(tick(0.001), "1e-3");
     assert_eq!(tick(0.00025), "2.5e-4");

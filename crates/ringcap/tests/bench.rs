@@ -203,3 +203,101 @@ rate_pps = [40000, 80000]
 
     fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// A plan's `[interface]`: capture on a named interface (the testbed's receiving veth, named as a user would
+/// name a NIC) with the traffic from a generator command template. 500 extra frames reach the interface before
+/// each generator run, as other traffic on a real link would. The offered count must be the interface's
+/// (checked against the sending veth's own counter), the generator's report the cross-check.
+#[test]
+fn named_interface_with_a_generator_template() {
+    let tb = common::testbed();
+    let tmp = common::temp_dir("bench-iface");
+    let disk = tmp.join("captures");
+    let plan = tmp.join("iface.toml");
+    let write_plan = |offered: &str| {
+        fs::write(
+            &plan,
+            format!(
+                r#"title = "named interface"
+[run]
+reruns = 1
+packets = 20000
+warmup_packets = 1000
+disk_dir = "{disk}"
+keep_files = true
+buffer_kib = 16384
+method = "tcpdump"
+rate_pps = 50000
+[interface]
+capture = "{rx_if}"
+netns = "{rx_ns}"
+generator = "ip netns exec {tx_ns} {{ringcap}} gen -i {tx_if} -n 500 --dist {{dist}} -q && ip netns exec {tx_ns} {{ringcap}} gen -i {tx_if} -n {{packets}} {{rate}} --dist {{dist}} --json -q"
+offered = "{offered}"
+"#,
+                disk = disk.display(),
+                rx_if = tb.rx_if,
+                rx_ns = tb.rx_ns,
+                tx_ns = tb.tx_ns,
+                tx_if = tb.tx_if,
+            ),
+        )
+        .unwrap()
+    };
+    let row = |out: &Path| -> HashMap<String, String> {
+        let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
+        let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+        let rec = r.records().next().expect("one row").unwrap();
+        head.into_iter().zip(rec.iter().map(str::to_string)).collect()
+    };
+
+    // offered = "interface": the capture rate is over what reached the interface.
+    write_plan("interface");
+    let out = tmp.join("out-interface");
+    let sent0 = tb.tx_packets();
+    let o = bench(&[plan.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let sent = tb.tx_packets() - sent0;
+    assert!(o.status.success(), "{}", common::stderr_text(&o));
+    let r = row(&out);
+    assert_eq!(r["status"], "ok", "{r:?}");
+    assert_eq!(sent, 22000, "the sending veth's counter");
+    assert_eq!(r["offered"], "22000", "{r:?}");
+    assert_eq!(r["generated"], "21000", "the generator's own reports: {r:?}");
+    let file = fs::read_dir(&disk)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-run0-app0.pcap"))
+        .expect("the kept capture file");
+    let received = pcap_frames(&file);
+    assert_eq!(r["received"], received.to_string(), "{r:?}");
+    let rate: f64 = r["capture_rate"].parse().unwrap();
+    assert!((rate - received as f64 / 22000.0).abs() < 1e-6, "{r:?}");
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["machine"]["nics"][0]["name"], tb.rx_if.as_str(), "{meta}");
+
+    // offered = "generator": the 1000 packets it did not report make the run fail its cross-check.
+    write_plan("generator");
+    let _ = fs::remove_dir_all(&disk);
+    let out = tmp.join("out-generator");
+    let o = bench(&[plan.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let r = row(&out);
+    assert!(
+        r["status"].contains("the generator sent 21000 packets, the interface counted 22000"),
+        "{r:?}\n{}",
+        common::stderr_text(&o)
+    );
+
+    // A capture interface that does not exist is refused before any run.
+    fs::write(
+        &plan,
+        fs::read_to_string(&plan)
+            .unwrap()
+            .replace(&format!("netns = \"{}\"\n", tb.rx_ns), "")
+            .replace(&format!("capture = \"{}\"", tb.rx_if), "capture = \"nosuch0\""),
+    )
+    .unwrap();
+    let o = bench(&[plan.to_str().unwrap(), "--out", tmp.join("out-none").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::stderr_text(&o));
+    assert!(common::stderr_text(&o).contains("nosuch0"), "{}", common::stderr_text(&o));
+    let _ = fs::remove_dir_all(&tmp);
+}

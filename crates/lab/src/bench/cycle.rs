@@ -3,19 +3,18 @@
 //! drain, read the counters, stop the capturers by signal, and collect what each one received.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::bed::{self, Bed, Sent};
 use super::methods::{self, Launch};
 use super::process::{self, Proc};
 use super::results::Row;
 use crate::cgroup::CpuLimit;
 use crate::cpusage::{self, Profiler, Usage};
-use crate::plan::{Count, Output, Plan, Rate, Run};
-use testbed::{Side, Testbed};
+use crate::plan::{Count, OfferedBy, Output, Plan, Run};
 
 /// Interrupted by the user (Ctrl-C): the run in flight is abandoned.
 #[derive(Debug)]
@@ -28,13 +27,6 @@ pub struct Env<'a> {
     /// Where logs of failed runs (and the cpusage reports) go.
     pub out_dir: &'a Path,
     pub stop: &'a AtomicBool,
-}
-
-/// What the generator reported (`ringcap gen --json`).
-#[derive(Clone, Copy, Debug, Default)]
-struct Sent {
-    packets: u64,
-    duration_s: f64,
 }
 
 fn interrupted(stop: &AtomicBool) -> Result<(), Interrupted> {
@@ -55,58 +47,20 @@ fn nap(d: Duration, stop: &AtomicBool) -> Result<(), Interrupted> {
     Ok(())
 }
 
-/// rx_packets and rx_bytes of the receiving veth end.
-fn rx_counters(tb: &Testbed) -> io::Result<(u64, u64)> {
-    let base = format!("/sys/class/net/{}/statistics", tb.rx_if);
-    let out = tb
-        .command(Side::Rx, "cat")
-        .arg(format!("{base}/rx_packets"))
-        .arg(format!("{base}/rx_bytes"))
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut it = text.split_whitespace().map(|v| v.parse::<u64>());
-    match (it.next(), it.next()) {
-        (Some(Ok(p)), Some(Ok(b))) => Ok((p, b)),
-        _ => Err(io::Error::other(format!(
-            "cannot read {base}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))),
-    }
-}
-
-/// Run `ringcap gen` in the Tx namespace and wait for it (Ctrl-C kills it).
+/// Run the generator where the bed says and wait for it (Ctrl-C kills it).
 fn generate(
-    tb: &Testbed,
+    bed: &Bed,
     env: &Env,
     run: &Run,
     packets: u64,
     log: &Path,
 ) -> Result<Result<Sent, String>, Interrupted> {
     let s = &run.setup;
-    let mut c = tb.command(Side::Tx, &env.ringcap.to_string_lossy());
-    c.args(["gen", "-i", &tb.tx_if, "-n", &packets.to_string()])
-        .args([
-            "--dist",
-            &s.dist,
-            "--cpu",
-            &s.placement.gen_cpu().to_string(),
-        ])
-        .args(["--json", "-q"]);
-    match s.rate {
-        Rate::Max => {}
-        Rate::Mbps(v) => {
-            c.args(["--mbps", &v.to_string()]);
-        }
-        Rate::Pps(v) => {
-            c.args(["--pps", &v.to_string()]);
-        }
-        Rate::GapNs(v) => {
-            c.args(["--gap", &v.to_string()]);
-        }
-    }
+    let c = bed.generator(env.ringcap, packets, s.rate, &s.dist, s.placement.gen_cpu());
+    let started = Instant::now();
     let mut p = match process::spawn(c, None, log, None) {
         Ok(p) => p,
-        Err(e) => return Ok(Err(format!("cannot start ringcap gen: {e}"))),
+        Err(e) => return Ok(Err(format!("cannot start the generator: {e}"))),
     };
     let exit = loop {
         interrupted(env.stop)?;
@@ -114,20 +68,12 @@ fn generate(
             break e;
         }
     };
-    let text = fs::read_to_string(log).unwrap_or_default();
-    // The JSON report is the line starting with '{' (stderr warnings may come first).
-    let report = text
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-    match (exit.code, report) {
-        (0, Some(v)) => Ok(Ok(Sent {
-            packets: v["packets"].as_u64().unwrap_or(0),
-            duration_s: v["duration_s"].as_f64().unwrap_or(0.0),
-        })),
-        (code, _) => Ok(Err(format!(
-            "ringcap gen failed (exit {code}): {}",
-            last_line(&text)
+    let sent = bed::read_sent(log, started);
+    match (exit.code, bed, sent.packets) {
+        (0, Bed::Testbed(_), Some(_)) | (0, Bed::Interface(_), _) => Ok(Ok(sent)),
+        (code, _, _) => Ok(Err(format!(
+            "the generator failed (exit {code}): {}",
+            last_line(&fs::read_to_string(log).unwrap_or_default())
         ))),
     }
 }
@@ -141,6 +87,20 @@ fn last_line(text: &str) -> String {
         .chars()
         .take(160)
         .collect()
+}
+
+/// With the generator's count as the offered load, the interface must have seen about as many: fewer means
+/// packets were lost on the way (link, switch, NIC) and the capture rate would blame the capturer; more means
+/// other traffic reached the interface. Tolerance 0.1 % (the search's loss threshold).
+fn cross_check(generated: Option<u64>, at_interface: u64) -> Option<String> {
+    let g = generated?;
+    let diff = (at_interface as f64 - g as f64) / (g.max(1) as f64);
+    (diff.abs() > 0.001).then(|| {
+        format!(
+            "the generator sent {g} packets, the interface counted {at_interface} ({:+.2} %): use offered = \"interface\" or stop the other traffic",
+            diff * 100.0
+        )
+    })
 }
 
 /// Capture packets in a file: `capinfos -M -c` (TESTBED.md: `tcpdump -r | wc -l` overcounts).
@@ -243,7 +203,7 @@ impl Drop for Outputs {
 }
 
 /// Run one point once; returns one row per app (status says what failed, if anything).
-pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted> {
+pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted> {
     let s = &run.setup;
     let base = Row {
         run: run.index,
@@ -295,7 +255,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             let _ = fs::remove_file(&out);
         }
         let ctx = methods::Ctx {
-            iface: &tb.rx_if,
+            iface: bed.capture_if(),
             out: &out,
             cpu,
             ringcap: env.ringcap,
@@ -305,8 +265,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             Err(why) => return Ok(fail_all(format!("unsupported: {why}"))),
         };
         let log = logs.join(format!("run{}-app{app}.log", run.index));
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &tb.rx_ns]).args(&launch.argv);
+        let mut cmd = bed.capture_command(&launch.argv);
         if let Some(l) = &limit {
             l.enter_on_exec(&mut cmd);
         }
@@ -335,23 +294,23 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
 
     // 2. Warm-up, counters, profile, the measured phase.
     let gen_log = logs.join(format!("run{}-gen.log", run.index));
-    let c0 = rx_counters(tb).map_err(|_| Interrupted);
-    let c0 = match c0 {
+    let c0 = match bed.counters() {
         Ok(c) => c,
-        Err(_) => return Ok(fail_all("cannot read the interface counters".into())),
+        Err(e) => return Ok(fail_all(format!("cannot read the interface counters: {e}"))),
     };
+    let nic0 = bed.driver_stats();
     let mut warm = Sent::default();
     if env.plan.warmup_packets > 0 {
-        match generate(tb, env, run, env.plan.warmup_packets, &gen_log)? {
+        match generate(bed, env, run, env.plan.warmup_packets, &gen_log)? {
             Ok(w) => warm = w,
             Err(why) => return Ok(fail_all(why)),
         }
         nap(Duration::from_millis(200), env.stop)?;
     }
-    let c1 = rx_counters(tb).unwrap_or(c0);
+    let c1 = bed.counters().unwrap_or(c0);
     let stat0 = cpusage::read_proc_stat();
     let profiler = Profiler::start(Duration::from_millis(100)).ok();
-    let sent = generate(tb, env, run, env.plan.packets, &gen_log)?;
+    let sent = generate(bed, env, run, env.plan.packets, &gen_log)?;
     let stat1 = cpusage::read_proc_stat();
     let report = profiler.and_then(|p| p.stop(None, None).ok());
     let sent = match sent {
@@ -364,7 +323,12 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
         }
     };
     wait_drained(&procs, env.stop)?;
-    let c2 = rx_counters(tb).unwrap_or(c1);
+    let c2 = bed.counters().unwrap_or(c1);
+    let nic = bed::stats_delta(&nic0, &bed.driver_stats());
+    if !nic.is_empty() {
+        let _ = fs::create_dir_all(env.out_dir.join("nic"));
+        let _ = fs::write(env.out_dir.join("nic").join(format!("{}.txt", run.index)), nic);
+    }
 
     // 3. Stop by signal; collect.
     let mut exits = Vec::new();
@@ -385,11 +349,21 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
         (Ok(a), Ok(b)) => Usage::between(&a.all, &b.all).map(|u| u.0),
         _ => None,
     };
-    let generated = warm.packets + sent.packets;
-    let offered = c2.0.saturating_sub(c0.0);
-    let main_pkts = c2.0.saturating_sub(c1.0);
-    let main_bytes = c2.1.saturating_sub(c1.1);
+    let generated = match (warm.packets, sent.packets) {
+        (w, Some(m)) if env.plan.warmup_packets == 0 || w.is_some() => Some(w.unwrap_or(0) + m),
+        _ => None,
+    };
+    let offered = c2.packets.saturating_sub(c0.packets);
+    let main_pkts = c2.packets.saturating_sub(c1.packets);
+    let main_bytes = c2.bytes.saturating_sub(c1.bytes);
     let dur = sent.duration_s;
+    // The capture rate's denominator: the generator's count on the testbed (veth loses nothing between its
+    // ends), the plan's choice on a named interface, where the other count is the cross-check.
+    let (denominator, check) = match (bed, env.plan.interface.as_ref().map(|i| i.offered)) {
+        (Bed::Testbed(_), _) => (generated, None),
+        (Bed::Interface(_), Some(OfferedBy::Generator)) => (generated, cross_check(generated, offered)),
+        (Bed::Interface(_), _) => (Some(offered), None),
+    };
     let mut rows = Vec::new();
     let mut all_ok = true;
     for (app, ((_, launch, log), exit)) in procs.iter().zip(&exits).enumerate() {
@@ -418,22 +392,31 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             status = format!("exit {}: {}", exit.code, last_line(&text));
         }
         if offered == 0 && status == "ok" {
-            status = "nothing offered (receiving veth counted 0 packets)".into();
+            status = format!(
+                "nothing offered ({} counted 0 packets)",
+                bed.capture_if()
+            );
+        }
+        if let (Some(why), true) = (&check, status == "ok") {
+            status = why.clone();
+        }
+        if denominator.is_none() && status == "ok" {
+            status = "the generator printed no --json report: use offered = \"interface\"".into();
         }
         all_ok &= status == "ok";
         let app_cpu_s = exit.cpu_ns as f64 / 1e9;
         let run_cpu_s = exit.cpu_ns.saturating_sub(setup_ns[app]) as f64 / 1e9;
         rows.push(Row {
             app: app as u32,
-            generated: Some(generated),
+            generated,
             offered: Some(offered),
             received,
             drop_kernel: summary.drop_kernel,
             drop_ring: summary.drop_ring,
             drop_storage: summary.drop_storage,
             capture_rate: received
-                .filter(|_| generated > 0)
-                .map(|r| r as f64 / generated as f64),
+                .zip(denominator.filter(|d| *d > 0))
+                .map(|(r, d)| r as f64 / d as f64),
             duration_s: (dur > 0.0).then_some(dur),
             pps: (dur > 0.0).then(|| main_pkts as f64 / dur),
             mbps: (dur > 0.0).then(|| main_bytes as f64 * 8.0 / dur / 1e6),

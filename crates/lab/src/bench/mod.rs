@@ -2,6 +2,7 @@
 //! (bench-contract.md): `plan.toml`, `meta.json`, `cpusage/<run>.txt`, logs of failed runs in `logs/`, and the
 //! results through the [`export`]ers: `results.csv`, `results.parquet` and the report.
 
+pub mod bed;
 pub mod cycle;
 pub mod export;
 pub mod methods;
@@ -20,7 +21,7 @@ use crate::plan::{Output, Overrides, Placement, Plan, Run};
 use crate::report::{ReportError, ReportSummary};
 use export::Exporter;
 pub use results::Row;
-use testbed::{Testbed, TestbedOptions};
+use bed::Bed;
 
 /// How to run a plan.
 pub struct Options<'a> {
@@ -138,6 +139,31 @@ fn check_disk_dir(dir: &Path) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// The bed of the runs: the plan's named interface, or a testbed made for the run's placement (RPS is set
+/// when it comes up), remade when the placement changes.
+struct Beds<'a> {
+    spec: Option<&'a crate::plan::InterfaceSpec>,
+    current: Option<(Placement, Bed)>,
+}
+
+impl Beds<'_> {
+    fn for_placement(&mut self, placement: Placement) -> Result<&Bed, BenchError> {
+        if !matches!(&self.current, Some((p, b)) if b.fits(placement, *p)) {
+            // Remove the old namespaces before making new ones.
+            drop(self.current.take());
+            let bed = Bed::new(self.spec, placement).map_err(|e| match self.spec {
+                Some(_) => BenchError::Refused(e.to_string()),
+                None => BenchError::Io {
+                    what: "cannot set up the testbed (needs root, iproute2)".into(),
+                    err: e,
+                },
+            })?;
+            self.current = Some((placement, bed));
+        }
+        Ok(&self.current.as_ref().expect("set above").1)
+    }
+}
+
 /// Run a plan (already with its overrides applied) into `opts.out`.
 pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Outcome, BenchError> {
     let dir = &opts.out;
@@ -248,7 +274,10 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         out_dir: dir,
         stop: opts.stop,
     };
-    let mut testbed: Option<(Placement, Testbed)> = None;
+    let mut beds = Beds {
+        spec: plan.interface.as_ref(),
+        current: None,
+    };
     let mut nics_probed = false;
     let mut outcome = Outcome {
         runs_done: 0,
@@ -264,31 +293,16 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         on(Event::RunStarted(run));
         let t0 = Instant::now();
         let placement = run.setup.placement;
-        // One testbed per placement, rebuilt when it changes (RPS is set when the testbed comes up).
-        if testbed.as_ref().map(|t| t.0) != Some(placement) {
-            // Remove the old namespaces before making new ones.
-            drop(testbed.take());
-            let rps_cpu = placement.rps_cpu();
-            let tb = Testbed::new(TestbedOptions {
-                rps_cpu,
-                ..TestbedOptions::default()
-            })
-            .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
-            if !nics_probed {
-                // The interfaces the runs use and their driver (veth here; a NIC on real hardware).
-                nics_probed = true;
-                let m = crate::machine::Machine::probe()
-                    .with_nic(Some(&tb.tx_ns), &tb.tx_if)
-                    .with_nic(Some(&tb.rx_ns), &tb.rx_if);
-                meta["machine"] = serde_json::to_value(m).unwrap_or_default();
-                write_meta(&meta)?;
-            }
-            testbed = Some((placement, tb));
+        let bed = beds.for_placement(placement)?;
+        if !nics_probed {
+            // The interfaces the runs use and their driver (veth here; a NIC on real hardware).
+            nics_probed = true;
+            meta["machine"] =
+                serde_json::to_value(bed.describe(crate::machine::Machine::probe()))
+                    .unwrap_or_default();
+            write_meta(&meta)?;
         }
-        let Some((_, tb)) = &testbed else {
-            unreachable!("set above")
-        };
-        let rows = match cycle::run_once(tb, &env, run) {
+        let rows = match cycle::run_once(bed, &env, run) {
             Ok(rows) => rows,
             Err(cycle::Interrupted) => {
                 outcome.interrupted = true;
@@ -348,19 +362,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                 continue;
             };
             let lo = clean.map_or(0.0, |c| c.0);
-            let placement = template.setup.placement;
-            if testbed.as_ref().map(|t| t.0) != Some(placement) {
-                drop(testbed.take());
-                let tb = Testbed::new(TestbedOptions {
-                    rps_cpu: placement.rps_cpu(),
-                    ..TestbedOptions::default()
-                })
-                .map_err(io_err("cannot set up the testbed (needs root, iproute2)"))?;
-                testbed = Some((placement, tb));
-            }
-            let Some((_, tb)) = &testbed else {
-                unreachable!("set above")
-            };
+            let bed = beds.for_placement(template.setup.placement)?;
             let mut stopped = false;
             let bisected = search::bisect(
                 lo,
@@ -371,7 +373,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                     next_index += 1;
                     on(Event::RunStarted(&run));
                     let t0 = Instant::now();
-                    let rows = cycle::run_once(tb, &env, &run)?;
+                    let rows = cycle::run_once(bed, &env, &run)?;
                     on(Event::RunFinished {
                         run: &run,
                         rows: &rows,
@@ -437,13 +439,24 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
                 } else {
                     "a bisection run failed: the bracket is as far as it got".into()
                 };
+                if let (Some(clean), Some(lossy)) = (found.max_loss_free, found.lossy_at) {
+                    if lossy < clean {
+                        // Loss below a rate that ran clean: the capturer's share of the CPU changed between
+                        // the runs (other work on the machine), so neither figure can be trusted alone.
+                        found.note.push_str(&format!(
+                            "; runs disagree: loss at {} below the loss-free {} (was the machine busy? rerun it quiet)",
+                            search::rate_text(&spec.factor, lossy),
+                            search::rate_text(&spec.factor, clean)
+                        ));
+                    }
+                }
             }
             outcome.search.push(found);
         }
         let json = serde_json::to_string_pretty(&outcome.search).unwrap_or_default();
         fs::write(dir.join("search.json"), json).map_err(io_err("cannot write search.json"))?;
     }
-    drop(testbed);
+    drop(beds);
 
     if !outcome.interrupted {
         // meta.json first: the report reads from it whether the plan is complete.
