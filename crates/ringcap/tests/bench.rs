@@ -247,7 +247,9 @@ offered = "{offered}"
         let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
         let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
         let rec = r.records().next().expect("one row").unwrap();
-        head.into_iter().zip(rec.iter().map(str::to_string)).collect()
+        head.into_iter()
+            .zip(rec.iter().map(str::to_string))
+            .collect()
     };
 
     // offered = "interface": the capture rate is over what reached the interface.
@@ -261,7 +263,10 @@ offered = "{offered}"
     assert_eq!(r["status"], "ok", "{r:?}");
     assert_eq!(sent, 22000, "the sending veth's counter");
     assert_eq!(r["offered"], "22000", "{r:?}");
-    assert_eq!(r["generated"], "21000", "the generator's own reports: {r:?}");
+    assert_eq!(
+        r["generated"], "21000",
+        "the generator's own reports: {r:?}"
+    );
     let file = fs::read_dir(&disk)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -273,7 +278,11 @@ offered = "{offered}"
     assert!((rate - received as f64 / 22000.0).abs() < 1e-6, "{r:?}");
     let meta: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
-    assert_eq!(meta["machine"]["nics"][0]["name"], tb.rx_if.as_str(), "{meta}");
+    assert_eq!(
+        meta["machine"]["nics"][0]["name"],
+        tb.rx_if.as_str(),
+        "{meta}"
+    );
 
     // offered = "generator": the 1000 packets it did not report make the run fail its cross-check.
     write_plan("generator");
@@ -293,11 +302,22 @@ offered = "{offered}"
         fs::read_to_string(&plan)
             .unwrap()
             .replace(&format!("netns = \"{}\"\n", tb.rx_ns), "")
-            .replace(&format!("capture = \"{}\"", tb.rx_if), "capture = \"nosuch0\""),
+            .replace(
+                &format!("capture = \"{}\"", tb.rx_if),
+                "capture = \"nosuch0\"",
+            ),
     )
     .unwrap();
-    let o = bench(&[plan.to_str().unwrap(), "--out", tmp.join("out-none").to_str().unwrap()]);
+    let o = bench(&[
+        plan.to_str().unwrap(),
+        "--out",
+        tmp.join("out-none").to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", common::stderr_text(&o));
-    assert!(common::stderr_text(&o).contains("nosuch0"), "{}", common::stderr_text(&o));
+    assert!(
+        common::stderr_text(&o).contains("nosuch0"),
+        "{}",
+        common::stderr_text(&o)
+    );
     let _ = fs::remove_dir_all(&tmp);
 }
