@@ -395,6 +395,7 @@ fn broker_killed_mid_run_records_are_resent_or_counted_never_silently_lost() {
     let v = stop_collect(col);
     // Every record sent is in Parquet or counted lost by the probe; re-sent copies are refused by seq.
     let rows = duckdb_rows(&good);
+    eprintln!("probe: {r}\ncollector: stored {rows}, rejected {}", v["rejected"]);
     assert_eq!(rows + lost, n, "rows {rows}, lost {lost}: {r} / {v}");
     assert_eq!(v["records_stored"], rows, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
