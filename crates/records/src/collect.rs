@@ -490,7 +490,9 @@ impl Collector {
         let collector_id = match (&cfg.collector_id, cfg.kafka.first()) {
             (Some(id), _) => check_collector_id(id)?,
             // Only Kafka: its batches are bound to the topic, not to this collector.
-            (None, Some(k)) if local.is_empty() => String::from_utf8_lossy(&k.collector_id()).into_owned(),
+            (None, Some(k)) if local.is_empty() => {
+                String::from_utf8_lossy(&k.collector_id()).into_owned()
+            }
             (None, _) => default_collector_id(&local),
         };
         let (archive, recovered) = Archive::open(cfg.archive.clone(), Arc::clone(&cfg.events))?;

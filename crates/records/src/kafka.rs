@@ -219,7 +219,8 @@ impl KafkaSender {
                                 // Full while the broker is away: the oldest batch of the longest queue goes.
                                 let long = (0..n).max_by_key(|&i| queues[i].len()).unwrap_or(0);
                                 if let Some(old) = queues[long].pop_front() {
-                                    c.dropped.fetch_add(old.batch.record_count() as u64, Relaxed);
+                                    c.dropped
+                                        .fetch_add(old.batch.record_count() as u64, Relaxed);
                                 }
                             }
                             queues[p].push_back(Queued {

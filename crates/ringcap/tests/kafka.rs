@@ -222,7 +222,14 @@ fn key_file(dir: &Path, key: &[u8]) -> String {
 /// Frames of 64 flows (ports vary), so every partition gets some.
 fn frames(first: u32, n: u32) -> Vec<Vec<u8>> {
     (first..first + n)
-        .map(|i| frame(i, 1000 + (i % 64) as u16, 2000, 60 + (i as usize * 37) % 900))
+        .map(|i| {
+            frame(
+                i,
+                1000 + (i % 64) as u16,
+                2000,
+                60 + (i as usize * 37) % 900,
+            )
+        })
         .collect()
 }
 
@@ -291,8 +298,17 @@ fn capture(tb: &Testbed, url: &str, key: &str) -> Child {
     spawn_capture(
         tb,
         &[
-            "capture", "-i", &tb.rx_if, "--records", url, "--key", key, "--probe-id", "7",
-            "--json", "-q",
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "--records",
+            url,
+            "--key",
+            key,
+            "--probe-id",
+            "7",
+            "--json",
+            "-q",
         ],
     )
 }
@@ -339,7 +355,12 @@ fn records_into_kafka_and_back_to_parquet_with_exact_counts() {
     // One stream per partition, each complete.
     let streams = v["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 3, "{v}");
-    assert!(streams.iter().all(|s| s["seq_loss"] == 0 && s["records"].as_u64() > Some(0)), "{v}");
+    assert!(
+        streams
+            .iter()
+            .all(|s| s["seq_loss"] == 0 && s["records"].as_u64() > Some(0)),
+        "{v}"
+    );
     assert_eq!(v["rejected_total"], 0, "{v}");
     // The wrong key stores nothing and counts every batch as refused.
     assert_eq!(vb["records_stored"], 0, "{vb}");
@@ -386,7 +407,11 @@ fn broker_killed_mid_run_records_are_resent_or_counted_never_silently_lost() {
     assert_eq!(get(&r["records"]), n, "{r}");
     assert!(get(&c["failures"]) >= 1, "the outage was seen: {r}");
     let lost = get(&c["dropped"]) + get(&r["queue_drops"]);
-    assert_eq!(get(&c["unacked"]), 0, "the broker came back before the end: {r}");
+    assert_eq!(
+        get(&c["unacked"]),
+        0,
+        "the broker came back before the end: {r}"
+    );
     assert_eq!(get(&c["acked"]) + lost, n, "{r}");
 
     let good = dir.join("out");
@@ -395,7 +420,10 @@ fn broker_killed_mid_run_records_are_resent_or_counted_never_silently_lost() {
     let v = stop_collect(col);
     // Every record sent is in Parquet or counted lost by the probe; re-sent copies are refused by seq.
     let rows = duckdb_rows(&good);
-    eprintln!("probe: {r}\ncollector: stored {rows}, rejected {}", v["rejected"]);
+    eprintln!(
+        "probe: {r}\ncollector: stored {rows}, rejected {}",
+        v["rejected"]
+    );
     assert_eq!(rows + lost, n, "rows {rows}, lost {lost}: {r} / {v}");
     assert_eq!(v["records_stored"], rows, "{v}");
     let _ = std::fs::remove_dir_all(&dir);

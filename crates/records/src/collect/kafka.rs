@@ -108,10 +108,11 @@ pub(super) fn consume_loop(sh: Arc<Shared>, dest: KafkaDest) {
             warned = false;
         }
         for pc in &parts {
-            if !offsets.contains_key(&pc.partition()) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = offsets.entry(pc.partition())
+            {
                 match rt.block_on(pc.get_offset(OffsetAt::Earliest)) {
                     Ok(o) => {
-                        offsets.insert(pc.partition(), o);
+                        slot.insert(o);
                     }
                     Err(e) => (sh.cfg.events)(&format!(
                         "kafka: partition {}: no earliest offset: {e}",

@@ -31,9 +31,13 @@ pub fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, F
     for d in &joined {
         match records::kafka::KafkaDest::parse(d) {
             Some(k) => {
-                let k = k.map_err(|why| Fatal::usage(anyhow!("bad --records destination '{d}': {why}")))?;
+                let k = k.map_err(|why| {
+                    Fatal::usage(anyhow!("bad --records destination '{d}': {why}"))
+                })?;
                 if kafka.replace(k).is_some() {
-                    return Err(Fatal::usage(anyhow!("--records takes one kafka:// destination")));
+                    return Err(Fatal::usage(anyhow!(
+                        "--records takes one kafka:// destination"
+                    )));
                 }
             }
             None => dests.push(Dest::parse(d).map_err(Fatal::usage)?),
@@ -63,7 +67,11 @@ pub fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, F
 
 pub fn records_destinations(a: &CaptureArgs, p: &records::probe::Probe) -> String {
     let stats = p.stats();
-    if let Some(c) = stats.collectors.first().filter(|c| c.dest.starts_with("kafka://")) {
+    if let Some(c) = stats
+        .collectors
+        .first()
+        .filter(|c| c.dest.starts_with("kafka://"))
+    {
         // One builder per partition; records go to a partition by flow hash.
         return format!(
             "{} ({} partitions, {} B batches, partition by flow)",
