@@ -10,7 +10,8 @@ PREFIX ?= /usr/local
 # curl and prometheus (for promtool) scrape and check the --metrics page as a Prometheus server would;
 # openssl makes the CA and certificates the `ringcap serve` and record TLS tests use (curl --cert, rustls);
 # systemd brings systemd-analyze, which checks the shipped unit (tests/config.rs).
-APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd
+# Java 17 and Maven run the Apache Kafka broker of tests/kafka.rs (jars fetched by scripts/kafka-jars.sh).
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
@@ -31,6 +32,7 @@ deps:
 	  python3 -m pip install -q -r requirements-test.txt; \
 	  echo "python test packages: $$(python3 -m pip freeze 2>/dev/null | grep -i -E "^($$(cut -d= -f1 requirements-test.txt | paste -sd'|'))==" | paste -sd' ')"; \
 	fi
+	@scripts/kafka-jars.sh >/dev/null
 	@command -v cargo >/dev/null || { echo "cargo not found: install Rust stable with rustup (https://rustup.rs) and re-run" >&2; exit 2; }
 
 build: deps

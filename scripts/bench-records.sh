@@ -7,6 +7,10 @@
 #   records  `ringcap capture -i RX --records tcp://127.0.0.1:P1,tcp://127.0.0.1:P2 --key K` pinned to CPU1,
 #            two `ringcap collect` on loopback pinned to CPU0 (writing to BENCH_DISK_DIR)
 #   pcap     `ringcap capture -i RX -w FILE` pinned to CPU1 (full packets to BENCH_DISK_DIR)
+#   kafka    (TOOLS="records kafka") the probe producing to one Apache Kafka broker (KRaft, jars from
+#            scripts/kafka-jars.sh, a 2-partition topic per run made with jshell + Kafka's admin client) on the
+#            Rx loopback, pinned to CPU0; one `ringcap collect --listen kafka://` consumes after the probe has
+#            drained (stored: its records_stored; coll_cpu_ns: the broker's CPU during the run, not the consumer's)
 # Runs are interleaved (records, pcap, records, pcap, ...) so drift hits both alike.
 #
 # Measured per run:
@@ -55,7 +59,7 @@ WORK="$(mktemp -d /tmp/bench-records.XXXXXX)"
 KEEP_WORK=0
 on_exit() {
   bench_cleanup
-  rm -rf "$BENCH_DISK_DIR"/records-"$$"-* 2>/dev/null || true
+  rm -rf "$BENCH_DISK_DIR"/records-"$$"-* "$BENCH_DISK_DIR"/kafka-"$$" 2>/dev/null || true
   if [ "$KEEP_WORK" = 1 ]; then say "logs of failed runs kept in $WORK"; else rm -rf "$WORK"; fi
 }
 trap on_exit EXIT
@@ -94,6 +98,45 @@ start_collector() {
   return 1
 }
 
+# One Kafka broker in the Rx namespace on CPU0 for the kafka tool (started once, used by every kafka run).
+KAFKA_PORT=54092
+KAFKA_PID=""
+kafka_up() {
+  [ -n "$KAFKA_PID" ] && return 0
+  local d="$WORK/kafka" i
+  KAFKA_JARS="$(scripts/kafka-jars.sh)" || die "kafka-jars.sh failed"
+  mkdir -p "$d"
+  printf '%s\n' process.roles=broker,controller node.id=1 \
+    "controller.quorum.voters=1@127.0.0.1:$((KAFKA_PORT + 1))" \
+    "listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$((KAFKA_PORT + 1))" \
+    "advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT" controller.listener.names=CONTROLLER \
+    listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT "log.dirs=$BENCH_DISK_DIR/kafka-$$" \
+    offsets.topic.replication.factor=1 transaction.state.log.replication.factor=1 \
+    transaction.state.log.min.isr=1 >"$d/server.properties"
+  java -cp "$KAFKA_JARS/*" kafka.tools.StorageTool format -t cmluZ2NhcC1rYWZrYS10ZQ -c "$d/server.properties" \
+    >"$d/format.log" 2>&1 || die "formatting the Kafka storage failed: $(tail -3 "$d/format.log")"
+  ip netns exec "$RX_NS" taskset -c 0 java -Xmx512m -cp "$KAFKA_JARS/*" kafka.Kafka "$d/server.properties" \
+    >"$d/broker.log" 2>&1 &
+  KAFKA_PID=$!
+  BG_PIDS+=("$KAFKA_PID")
+  for ((i = 0; i < 120; i++)); do
+    ip netns exec "$RX_NS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$KAFKA_PORT" 2>/dev/null && return 0
+    sleep 0.5
+  done
+  die "the Kafka broker did not start: $(tail -3 "$d/broker.log")"
+}
+
+# A fresh 2-partition topic (jshell + the admin client in the broker's jars).
+kafka_topic() {
+  local t="$1"
+  printf '%s\n' \
+    "var p = new java.util.Properties(); p.put(\"bootstrap.servers\", \"127.0.0.1:$KAFKA_PORT\");" \
+    "var a = org.apache.kafka.clients.admin.Admin.create(p);" \
+    "a.createTopics(java.util.List.of(new org.apache.kafka.clients.admin.NewTopic(\"$t\", 2, (short) 1))).all().get();" \
+    "a.close();" "/exit" |
+    ip netns exec "$RX_NS" jshell -q --class-path "$(ls "$KAFKA_JARS"/*.jar | paste -sd:)" >"$WORK/topic-$t.log" 2>&1
+}
+
 fail_row() {
   local tool="$1" run="$2" why="$3" log="$4"
   KEEP_WORK=1
@@ -104,11 +147,16 @@ fail_row() {
 
 run_one() {
   local tool="$1" run="$2"
-  local tag="$tool-$run" log ru pidf wpid tpid p0 b0 p1 b1 rc=0 status=ok c1 c2 d1 d2 out
+  local k0=0 tag="$tool-$run" log ru pidf wpid tpid p0 b0 p1 b1 rc=0 status=ok c1 c2 d1 d2 out
   log="$WORK/$tag.log"; ru="$WORK/$tag.ru"; pidf="$WORK/$tag.pid"
   local base="$BENCH_DISK_DIR/records-$$-$tag"
   rm -rf "$base"; mkdir -p "$base"
-  if [ "$tool" = records ]; then
+  if [ "$tool" = kafka ]; then
+    kafka_up
+    kafka_topic "rec$run" || { fail_row "$tool" "$run" "topic not created" "$WORK/topic-rec$run.log"; return 0; }
+    k0=$(cpu_tree_ns "$KAFKA_PID")   # the broker's CPU of this run only, not its start-up or the topic's creation
+    CMD=("$RINGCAP" capture -i "$RX_IF" --records "kafka://127.0.0.1:$KAFKA_PORT/rec$run" --key "$KEY" --cpus 1 -q)
+  elif [ "$tool" = records ]; then
     d1="$base/c1"; d2="$base/c2"
     start_collector "$PORT1" "$d1" "$WORK/$tag.c1" || { fail_row "$tool" "$run" "collector 1 did not start" "$WORK/$tag.c1"; return 0; }
     c1=$CPID
@@ -153,6 +201,24 @@ print(sum(j["records_stored"] for j in s), sum(j["record_bytes"] for j in s))
 EOF
 ) || { stored=-; rbytes=-; status="no collector summary"; }
     obytes="$(du -cb "$d1"/*.parquet "$d2"/*.parquet 2>/dev/null | tail -1 | cut -f1)"
+  elif [ "$tool" = kafka ]; then
+    ccpu=$(($(cpu_tree_ns "$KAFKA_PID") - k0))
+    d1="$base/c1"
+    ip netns exec "$RX_NS" taskset -c 0 "$RINGCAP" collect --listen "kafka://127.0.0.1:$KAFKA_PORT/rec$run" -o "$d1" \
+      --key "$KEY" --json -q --rotate-seconds 3600 >"$WORK/$tag.c1.json" 2>"$WORK/$tag.c1" &
+    c1=$!
+    BG_PIDS+=("$c1")
+    # The consumer is done when its spool stops growing (3 checks a second apart).
+    local last=-1 size same=0
+    while [ "$same" -lt 3 ]; do
+      sleep 1
+      size="$(du -sb "$d1" 2>/dev/null | cut -f1)"
+      if [ "$size" = "$last" ]; then same=$((same + 1)); else same=0; last="$size"; fi
+    done
+    stop_pid "$c1"; wait "$c1" 2>/dev/null || status="collector failed"
+    read -r stored rbytes < <("$PY" -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["records_stored"], j["record_bytes"])' "$WORK/$tag.c1.json") \
+      || { stored=-; rbytes=-; status="no collector summary"; }
+    obytes="$(du -cb "$d1"/*.parquet 2>/dev/null | tail -1 | cut -f1)"
   else
     obytes="$(stat -c %s "$out" 2>/dev/null || echo -)"
   fi
@@ -170,7 +236,7 @@ import sys
 offered, obytes_wire, cpu, tool, rbytes, fbytes, ccpu, stored = sys.argv[1:]
 offered, obytes_wire, cpu = int(offered), int(obytes_wire), int(cpu)
 nspp = f"{cpu / offered:.1f}" if offered else ""
-num = rbytes if tool == "records" else fbytes
+num = rbytes if tool in ("records", "kafka") else fbytes
 pct = f"{100 * int(num) / obytes_wire:.2f}" if obytes_wire and num.isdigit() else ""
 cnspr = f"{int(ccpu) / int(stored):.1f}" if ccpu.isdigit() and stored.isdigit() and int(stored) else ""
 print(f"{nspp},{pct},{cnspr}")

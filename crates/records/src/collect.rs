@@ -32,6 +32,7 @@ use crate::auth::{HandshakeError, KeySet, Session};
 use crate::batch::{self, batch_len, BatchError, MAX_BATCH_LEN, MAX_COLLECTOR_ID};
 use crate::tls::Stream;
 
+mod kafka;
 mod tcp;
 
 /// How often blocked receivers look at the stop flag.
@@ -112,6 +113,8 @@ pub struct CollectorConfig {
     pub udp_rcvbuf: usize,
     /// Event lines (recovery, rotation, rejected input).
     pub events: Events,
+    /// Kafka topics to consume (`--listen kafka://BROKER/TOPIC`).
+    pub kafka: Vec<crate::kafka::KafkaDest>,
 }
 
 impl CollectorConfig {
@@ -138,6 +141,7 @@ impl CollectorConfig {
             idle_timeout: Duration::from_secs(600),
             udp_rcvbuf: 8 << 20,
             events,
+            kafka: Vec::new(),
         }
     }
 }
@@ -324,9 +328,19 @@ impl Shared {
     /// Replay check, spool append and counters of one authentic batch; returns its seq (to ack) and its
     /// number in the archive (to sync).
     fn store(&self, view: &batch::BatchView<'_>) -> Result<(u64, u64), Refusal> {
+        self.store_at(view, None)
+    }
+
+    /// [`Shared::store`] with the replay guard's clock set to `now_ns` (Kafka: the batch's own sent time,
+    /// so a batch kept by the broker for hours is not refused as stale; seq still refuses copies).
+    fn store_at(
+        &self,
+        view: &batch::BatchView<'_>,
+        now_ns: Option<u64>,
+    ) -> Result<(u64, u64), Refusal> {
         let h = *view.header();
         let mut st = lock(&self.state);
-        let now = batch::unix_now_ns();
+        let now = now_ns.unwrap_or_else(batch::unix_now_ns);
         let st = &mut *st;
         let gap = match st
             .guard
@@ -443,7 +457,7 @@ pub struct Collector {
 impl Collector {
     /// Recovers leftover spools, binds every address and starts receiving.
     pub fn start(cfg: CollectorConfig) -> io::Result<Collector> {
-        if cfg.listen.is_empty() {
+        if cfg.listen.is_empty() && cfg.kafka.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "no address to listen on (give --listen tcp://ADDR:PORT or udp://ADDR:PORT)",
@@ -473,9 +487,13 @@ impl Collector {
                 }
             }
         }
-        let collector_id = match &cfg.collector_id {
-            Some(id) => check_collector_id(id)?,
-            None => default_collector_id(&local),
+        let collector_id = match (&cfg.collector_id, cfg.kafka.first()) {
+            (Some(id), _) => check_collector_id(id)?,
+            // Only Kafka: its batches are bound to the topic, not to this collector.
+            (None, Some(k)) if local.is_empty() => {
+                String::from_utf8_lossy(&k.collector_id()).into_owned()
+            }
+            (None, _) => default_collector_id(&local),
         };
         let (archive, recovered) = Archive::open(cfg.archive.clone(), Arc::clone(&cfg.events))?;
         let shared = Arc::new(Shared {
@@ -516,6 +534,14 @@ impl Collector {
                 std::thread::Builder::new()
                     .name(format!("collect-udp{i}"))
                     .spawn(move || udp_loop(sh, s))?,
+            );
+        }
+        for (i, k) in shared.cfg.kafka.clone().into_iter().enumerate() {
+            let sh = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("collect-kafka{i}"))
+                    .spawn(move || kafka::consume_loop(sh, k))?,
             );
         }
         Ok(Collector {

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod batch;
 pub mod collect;
 pub mod dedup;
+pub mod kafka;
 pub mod probe;
 pub mod tls;
 

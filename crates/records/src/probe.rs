@@ -39,6 +39,7 @@ use wire::record::Record;
 
 use crate::auth::{self, AckError, Session};
 use crate::batch::{self, Batch, BatchBuilder, Key, HEADER_LEN, MAX_PAYLOAD, TAG_LEN};
+use crate::kafka::{self, KafkaDest, KafkaSender};
 use crate::tls::Stream;
 
 /// Largest UDP payload (IPv4).
@@ -188,6 +189,8 @@ pub struct ProbeConfig {
     pub quiet: bool,
     /// TLS to TCP collectors (their certificates are checked against the host names of `dests`).
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Produce to Kafka instead of sending to `dests` (which must then be empty).
+    pub kafka: Option<KafkaDest>,
 }
 
 impl ProbeConfig {
@@ -206,24 +209,25 @@ impl ProbeConfig {
             tcp_payload: MAX_PAYLOAD,
             quiet: false,
             tls: None,
+            kafka: None,
         }
     }
 }
 
 /// Live counters of one collector (records, not batches, unless named so).
 #[derive(Debug, Default)]
-struct CollectorCounters {
-    batches_sent: AtomicU64,
-    sent: AtomicU64,
-    resent: AtomicU64,
-    acked: AtomicU64,
-    dropped: AtomicU64,
-    unacked: AtomicU64,
-    failures: AtomicU64,
+pub(crate) struct CollectorCounters {
+    pub(crate) batches_sent: AtomicU64,
+    pub(crate) sent: AtomicU64,
+    pub(crate) resent: AtomicU64,
+    pub(crate) acked: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) unacked: AtomicU64,
+    pub(crate) failures: AtomicU64,
     connects: AtomicU64,
     bad_acks: AtomicU64,
     handshake_failures: AtomicU64,
-    up: AtomicBool,
+    pub(crate) up: AtomicBool,
 }
 
 /// Counters of one collector.
@@ -273,24 +277,25 @@ pub struct ProbeStats {
 impl ProbeStats {
     /// Records that reached a collector for sure: acked (TCP) or sent (UDP, delivery unknown).
     pub fn delivered(&self, dests: &[Dest]) -> u64 {
+        // Kafka has no `dests`: its one entry counts delivery reports, like TCP acks.
         self.collectors
             .iter()
-            .zip(dests)
-            .map(|(c, d)| match d.transport {
-                Transport::Tcp => c.acked,
-                Transport::Udp => c.sent,
+            .enumerate()
+            .map(|(i, c)| match dests.get(i).map(|d| d.transport) {
+                Some(Transport::Udp) => c.sent,
+                _ => c.acked,
             })
             .sum()
     }
 }
 
 #[derive(Debug, Default)]
-struct Shared {
+pub(crate) struct Shared {
     records: AtomicU64,
     queue_drops: AtomicU64,
     batches: AtomicU64,
-    pending: AtomicU64,
-    collectors: Vec<CollectorCounters>,
+    pub(crate) pending: AtomicU64,
+    pub(crate) collectors: Vec<CollectorCounters>,
     names: Vec<String>,
     pool: Mutex<Vec<Batch>>,
 }
@@ -337,9 +342,9 @@ impl StatsHandle {
 }
 
 /// A filled batch and, with flow striping, the collector it belongs to.
-struct Msg {
-    batch: Batch,
-    to: Option<usize>,
+pub(crate) struct Msg {
+    pub(crate) batch: Batch,
+    pub(crate) to: Option<usize>,
 }
 
 /// A running probe: the sender thread and its counters. Make one [`Batcher`] per capture thread.
@@ -352,12 +357,17 @@ pub struct Probe {
     probe_id: u64,
     stream_id: u32,
     flush: Duration,
+    /// Kafka: each builder (partition) is its own stream, `stream_id + i`.
+    stream_per_builder: bool,
 }
 
 impl Probe {
     /// Opens the sockets that need no peer (UDP, to learn the path MTU) and starts the sender thread, which
     /// connects to TCP collectors (an unreachable one is retried, never an error here).
     pub fn start(cfg: ProbeConfig) -> Result<Probe, ProbeError> {
+        if let Some(k) = cfg.kafka.clone() {
+            return Probe::start_kafka(cfg, k);
+        }
         if cfg.dests.is_empty() {
             return Err(ProbeError::NoDest);
         }
@@ -434,6 +444,64 @@ impl Probe {
             probe_id: cfg.probe_id,
             stream_id: cfg.stream_id,
             flush: cfg.flush,
+            stream_per_builder: false,
+        })
+    }
+
+    /// Kafka: connects now (the partition count decides the batch builders; an unreachable broker or a
+    /// missing topic is an error at start, unlike a TCP collector), then starts the producing thread.
+    fn start_kafka(cfg: ProbeConfig, dest: KafkaDest) -> Result<Probe, ProbeError> {
+        let bad = |why: String| ProbeError::BadDest {
+            dest: dest.name(),
+            why,
+        };
+        if !cfg.dests.is_empty() {
+            return Err(bad(
+                "a kafka:// destination cannot be mixed with tcp:// or udp:// collectors".into(),
+            ));
+        }
+        let rt = kafka::runtime().map_err(|e| bad(e.to_string()))?;
+        let connect_timeout = cfg.ack_timeout.max(Duration::from_secs(5));
+        let (parts, n) = rt
+            .block_on(async {
+                let (client, n) = kafka::connect(&dest, connect_timeout).await?;
+                let parts = kafka::partition_clients(&client, &dest.topic, n).await?;
+                Ok::<_, String>((parts, n))
+            })
+            .map_err(bad)?;
+        let shared = Arc::new(Shared {
+            collectors: vec![CollectorCounters::default()],
+            names: vec![dest.name()],
+            ..Shared::default()
+        });
+        let (tx, rx) = mpsc::sync_channel(cfg.queue_batches.max(1));
+        let sender = KafkaSender {
+            dest: dest.clone(),
+            key: cfg.key.clone(),
+            rt,
+            parts,
+            ack_timeout: cfg.ack_timeout,
+            shared: Arc::clone(&shared),
+            quiet: cfg.quiet,
+        };
+        let thread = std::thread::Builder::new()
+            .name("ringcap-kafka".into())
+            .spawn(move || sender.run(rx))
+            .map_err(|source| ProbeError::Socket {
+                dest: "sender thread".into(),
+                source,
+            })?;
+        Ok(Probe {
+            tx: Some(tx),
+            thread: Some(thread),
+            shared,
+            // One builder per partition, each a full-size batch (the broker's default message limit is 1 MB).
+            capacities: vec![cfg.tcp_payload.min(MAX_PAYLOAD); n],
+            stripe: Stripe::Flow,
+            probe_id: cfg.probe_id,
+            stream_id: cfg.stream_id,
+            flush: cfg.flush,
+            stream_per_builder: true,
         })
     }
 
@@ -463,6 +531,7 @@ impl Probe {
             stream_id: self.stream_id,
             flush: self.flush,
             records: 0,
+            stream_per_builder: self.stream_per_builder,
         }
     }
 
@@ -557,6 +626,7 @@ pub struct Batcher {
     flush: Duration,
     /// Records pushed, added to the shared counter once per batch (not per packet).
     records: u64,
+    stream_per_builder: bool,
 }
 
 impl Batcher {
@@ -613,7 +683,12 @@ impl Batcher {
                 self.builders[i].recycle(b);
             }
         }
-        let batch = self.builders[i].take(self.probe_id, self.stream_id);
+        let stream_id = if self.stream_per_builder {
+            self.stream_id.wrapping_add(i as u32)
+        } else {
+            self.stream_id
+        };
+        let batch = self.builders[i].take(self.probe_id, stream_id);
         let count = batch.record_count() as u64;
         self.shared
             .records
@@ -1120,7 +1195,7 @@ fn tls_host(dest_name: &str) -> String {
         .to_string()
 }
 
-fn give_back(shared: &Shared, b: Batch) {
+pub(crate) fn give_back(shared: &Shared, b: Batch) {
     if let Ok(mut pool) = shared.pool.lock() {
         if pool.len() < POOL_MAX {
             pool.push(b);

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 )]
 pub struct CollectArgs {
     /// Address to receive batches on: tcp://ADDR:PORT (acked) or udp://ADDR:PORT; repeatable. Port 0 picks a
-    /// free port (the "listening on" line names it).
+    /// free port (the "listening on" line names it). kafka://BROKER[,BROKER]/TOPIC consumes the topic's
+    /// partitions instead (offsets kept in OUT_DIR/kafka-TOPIC.offsets).
     #[arg(long, value_name = "URL", required = true, value_parser = parse_listen)]
-    pub listen: Vec<Listen>,
+    pub listen: Vec<ListenArg>,
     /// Output directory: records-<start>-<n>.parquet, plus the hidden spool being filled.
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: PathBuf,
@@ -83,8 +84,18 @@ pub struct CollectArgs {
     pub quiet: crate::cli::Quiet,
 }
 
-fn parse_listen(s: &str) -> Result<Listen, String> {
-    s.parse()
+/// A socket to listen on or a Kafka topic to consume.
+#[derive(Clone, Debug)]
+pub enum ListenArg {
+    Socket(Listen),
+    Kafka(records::kafka::KafkaDest),
+}
+
+fn parse_listen(s: &str) -> Result<ListenArg, String> {
+    match records::kafka::KafkaDest::parse(s) {
+        Some(k) => k.map(ListenArg::Kafka).map_err(|e| format!("`{s}`: {e}")),
+        None => s.parse().map(ListenArg::Socket),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -157,7 +168,13 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
         }
     });
     let mut cfg = CollectorConfig::new(
-        a.listen.clone(),
+        a.listen
+            .iter()
+            .filter_map(|l| match l {
+                ListenArg::Socket(s) => Some(*s),
+                ListenArg::Kafka(_) => None,
+            })
+            .collect(),
         ArchiveConfig {
             dir: a.out_dir.clone(),
             rotate_after: Duration::from_secs(a.rotate_seconds),
@@ -166,6 +183,14 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
         keys,
         events,
     );
+    cfg.kafka = a
+        .listen
+        .iter()
+        .filter_map(|l| match l {
+            ListenArg::Kafka(k) => Some(k.clone()),
+            ListenArg::Socket(_) => None,
+        })
+        .collect();
     cfg.collector_id = a.collector_id.clone();
     cfg.auth_timeout = a.auth_timeout;
     cfg.message_timeout = a.message_timeout;
@@ -184,6 +209,10 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
         .local_addrs()
         .iter()
         .map(|l| l.to_string())
+        .chain(a.listen.iter().filter_map(|l| match l {
+            ListenArg::Kafka(k) => Some(k.name()),
+            ListenArg::Socket(_) => None,
+        }))
         .collect();
     eprintln!(
         "ringcap collect: listening on {} (output {}, collector id {}{})",
