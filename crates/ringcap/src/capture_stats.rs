@@ -70,7 +70,11 @@ impl StatsPrinter {
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                let w = p.written.as_ref().and_then(|w| w.get(i)).map(|c| c.load(Relaxed));
+                let w = p
+                    .written
+                    .as_ref()
+                    .and_then(|w| w.get(i))
+                    .map(|c| c.load(Relaxed));
                 (n.clone(), 0, 0, w)
             })
             .collect();

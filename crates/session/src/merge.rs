@@ -179,10 +179,7 @@ fn push_sll2(out: &mut Vec<u8>, p: &Packet<'_>, ifc: &Sll2Interface) -> u32 {
 }
 
 /// The lanes the capture threads drive in a merged capture, and the merge thread's side.
-pub(crate) fn feed_lanes(
-    cfg: &MergeConfig,
-    at_once: bool,
-) -> (Vec<FeedLane>, Receiver<Msg>) {
+pub(crate) fn feed_lanes(cfg: &MergeConfig, at_once: bool) -> (Vec<FeedLane>, Receiver<Msg>) {
     let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL_CHUNKS);
     let lanes = cfg
         .interface_of

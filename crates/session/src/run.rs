@@ -113,7 +113,11 @@ impl Session {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let at_once = sink_lanes.iter().any(|l| l.stops_at_once());
             let (feeds, rx) = feed_lanes(m, at_once);
-            lanes.extend(feeds.into_iter().map(|f| vec![Box::new(f) as Box<dyn Lane>]));
+            lanes.extend(
+                feeds
+                    .into_iter()
+                    .map(|f| vec![Box::new(f) as Box<dyn Lane>]),
+            );
             let interface_of = m.interface_of.clone();
             let late = Arc::clone(&out_of_order);
             merge_thread = Some(

@@ -270,7 +270,10 @@ impl CaptureWriter {
 
     /// [`Self::finish`] with one Interface Statistics Block per entry (each names its interface id);
     /// none: one block for interface 0 with the defaults.
-    pub fn finish_interfaces(mut self, final_stats: Vec<IfStats>) -> Result<WriterStats, StoreError> {
+    pub fn finish_interfaces(
+        mut self,
+        final_stats: Vec<IfStats>,
+    ) -> Result<WriterStats, StoreError> {
         self.close(final_stats)?;
         Ok(self.shared.counters.snapshot())
     }

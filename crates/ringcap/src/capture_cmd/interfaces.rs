@@ -53,5 +53,7 @@ pub fn common_link_type(names: &[String]) -> Result<LinkType, CaptureError> {
             Some(_) => {}
         }
     }
-    common.map(|(lt, _)| lt).ok_or_else(|| CaptureError::Config("no interface given".into()))
+    common
+        .map(|(lt, _)| lt)
+        .ok_or_else(|| CaptureError::Config("no interface given".into()))
 }

@@ -132,7 +132,13 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         sinks.push(Box::new(LoadSink::new(spec, capture::MAX_SNAPLEN as usize)));
     }
     if !a.quiet.on || a.write.is_some() || plan.is_some() || a.drop_all || probe_line.is_some() {
-        listening_line(&a, &ifaces, out_linktype, plan.as_ref(), probe_line.is_some());
+        listening_line(
+            &a,
+            &ifaces,
+            out_linktype,
+            plan.as_ref(),
+            probe_line.is_some(),
+        );
         if let Some(line) = &probe_line {
             eprintln!("ringcap: header records to {line}");
         }
@@ -189,9 +195,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let mut summary = Summary::new(&report, a.count, a.drop_all, plan.is_some())
         .interfaces(if merged { ifaces.clone() } else { Vec::new() })
         .timestamps(
-        a.time_stamp_type.into(),
-        a.source == crate::cli::SourceKind::Ring,
-    );
+            a.time_stamp_type.into(),
+            a.source == crate::cli::SourceKind::Ring,
+        );
     if let Some((program, queues, zero_copy)) = xdp {
         summary = summary.xdp(XdpSummary {
             mode: program.mode().name(),

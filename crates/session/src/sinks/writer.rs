@@ -151,10 +151,15 @@ impl Lane for WriterLane {
             self.producer.set_interface(id);
             let mut n = 0;
             for p in batch.packets() {
-                let keep = self.cutoff.as_mut().is_none_or(|(cut, _)| {
-                    cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns)
-                });
-                if keep && self.producer.write_packet(p.ts_ns, p.wire_len, p.data, p.vlan) {
+                let keep = self
+                    .cutoff
+                    .as_mut()
+                    .is_none_or(|(cut, _)| cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns));
+                if keep
+                    && self
+                        .producer
+                        .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan)
+                {
                     n += 1;
                 }
             }
