@@ -470,6 +470,7 @@ mod tests {
             format: Format::PcapNg,
             snaplen: MAX_SNAPLEN,
             tsresol: TSRESOL_US,
+            interface: 0,
         };
         let h = enc.file_header(1, &["eth0".to_string()], "timestamps: host");
         let shb_len = u32::from_ne_bytes(h[4..8].try_into().unwrap()) as usize;
