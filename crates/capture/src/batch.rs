@@ -18,6 +18,8 @@ pub struct Batch<'a> {
     kind: Kind<'a>,
     /// Packets handed out by [`Batch::packets`] (the session's `-c` cut).
     take: usize,
+    /// Which of the capture's interfaces the packets came from (0 with one interface).
+    interface: u32,
 }
 
 enum Kind<'a> {
@@ -34,6 +36,7 @@ impl<'a> Batch<'a> {
         Batch {
             kind: Kind::Xdp(b),
             take,
+            interface: 0,
         }
     }
 
@@ -42,6 +45,7 @@ impl<'a> Batch<'a> {
         Batch {
             kind: Kind::Block(b),
             take,
+            interface: 0,
         }
     }
 
@@ -49,6 +53,7 @@ impl<'a> Batch<'a> {
         Batch {
             kind: Kind::Copy(src, n, Cell::new(None)),
             take: n,
+            interface: 0,
         }
     }
 
@@ -58,7 +63,20 @@ impl<'a> Batch<'a> {
         Batch {
             kind: Kind::Memory(packets),
             take,
+            interface: 0,
         }
+    }
+
+    /// The same batch, said to come from interface number `id` of the capture (a merged capture of
+    /// several interfaces hands out batches of one interface each).
+    pub fn with_interface(mut self, id: u32) -> Batch<'a> {
+        self.interface = id;
+        self
+    }
+
+    /// The capture's interface number the packets came from (0 with one interface).
+    pub fn interface(&self) -> u32 {
+        self.interface
     }
 
     /// Packets the source put in this batch.

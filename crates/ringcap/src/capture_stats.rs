@@ -1,6 +1,7 @@
 //! What `ringcap capture` prints while it runs and when it ends: a stats line per interval, then tcpdump's
 //! three summary lines and ringcap's per-stage lines (or JSON objects with `--json`).
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,14 @@ pub struct StatsPrinter {
     last_packets: u64,
     last_bytes: u64,
     last_written: u64,
+    /// Several interfaces: their names, the interface number of each source, packets written of each.
+    per_interface: Option<PerInterface>,
+}
+
+struct PerInterface {
+    names: Vec<String>,
+    interface_of: Vec<u32>,
+    written: Option<Arc<[AtomicU64]>>,
 }
 
 impl StatsPrinter {
@@ -32,7 +41,49 @@ impl StatsPrinter {
             last_packets: 0,
             last_bytes: 0,
             last_written: 0,
+            per_interface: None,
         }
+    }
+
+    /// Several interfaces: each line also gives each interface's received, kernel drops and written.
+    pub fn interfaces(
+        mut self,
+        names: Vec<String>,
+        interface_of: Vec<u32>,
+        written: Option<Arc<[AtomicU64]>>,
+    ) -> StatsPrinter {
+        self.per_interface = Some(PerInterface {
+            names,
+            interface_of,
+            written,
+        });
+        self
+    }
+
+    /// (name, received, kernel drops, written) of each interface.
+    fn interface_counts(&self, counters: &[Arc<Counters>]) -> Vec<(String, u64, u64, Option<u64>)> {
+        let Some(p) = &self.per_interface else {
+            return Vec::new();
+        };
+        let mut v: Vec<(String, u64, u64, Option<u64>)> = p
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let w = p
+                    .written
+                    .as_ref()
+                    .and_then(|w| w.get(i))
+                    .map(|c| c.load(Relaxed));
+                (n.clone(), 0, 0, w)
+            })
+            .collect();
+        for (c, &i) in counters.iter().zip(&p.interface_of) {
+            let e = &mut v[i as usize];
+            e.1 += c.snapshot().packets;
+            e.2 += c.kernel_stats().drops;
+        }
+        v
     }
 
     pub fn maybe_print(&mut self, counters: &[Arc<Counters>], writer: Option<&WriterCounters>) {
@@ -63,6 +114,7 @@ impl StatsPrinter {
         let written = w.map_or(0, |w| w.bytes_written);
         let write_rate = (written - self.last_written.min(written)) as f64 / dt;
         self.last_written = written;
+        let per_if = self.interface_counts(counters);
         if self.json {
             let mut v = serde_json::json!({
                 "type": "stats",
@@ -86,6 +138,12 @@ impl StatsPrinter {
                 if w.indexing {
                     v["index"] = serde_json::json!({ "files": w.files_indexed, "unindexed": w.files_unindexed });
                 }
+            }
+            if !per_if.is_empty() {
+                v["interfaces"] = per_if
+                    .iter()
+                    .map(|(n, r, d, w)| serde_json::json!({ "name": n, "received": r, "drops_kernel": d, "written": w }))
+                    .collect();
             }
             eprintln!("{v}");
         } else {
@@ -116,8 +174,17 @@ impl StatsPrinter {
                     w.buffers_total
                 )
             });
+            let ifs: String = per_if
+                .iter()
+                .map(|(n, r, d, w)| {
+                    format!(
+                        " | {n}: received {r} kernel drops {d}{}",
+                        w.map_or(String::new(), |w| format!(" written {w}"))
+                    )
+                })
+                .collect();
             eprintln!(
-                "{:>10} {:>10} | captured {} | drops: kernel {} ring {} storage {}{}",
+                "{:>10} {:>10} | captured {} | drops: kernel {} ring {} storage {}{}{ifs}",
                 units::pps(pps),
                 units::bits_per_sec(bps),
                 w.map_or(packets, |w| w.packets),
@@ -178,6 +245,16 @@ pub struct Summary {
     ts_checked: bool,
     /// Delivered packets by stamp source: [software, hardware, neither].
     ts: [u64; 3],
+    /// Several interfaces: each one's name and counters, and the packets written out of stamp order.
+    interfaces: Vec<InterfaceSummary>,
+    out_of_order: u64,
+}
+
+struct InterfaceSummary {
+    name: String,
+    kernel: capture::KernelStats,
+    delivered: u64,
+    written: Option<u64>,
 }
 
 impl Summary {
@@ -187,16 +264,19 @@ impl Summary {
         let mut levels = Vec::new();
         let mut records = None;
         let mut cutoff = None;
+        let mut written_per_interface = Vec::new();
         for s in &r.sinks {
             match s {
                 SinkReport::Written {
                     stats,
                     levels: l,
                     cutoff: c,
+                    interfaces,
                 } => {
                     written = Some(*stats);
                     levels = l.clone();
                     cutoff = *c;
+                    written_per_interface = interfaces.clone();
                 }
                 SinkReport::Records(p) => records = Some(p.clone()),
                 _ => {}
@@ -228,7 +308,27 @@ impl Summary {
             ts_type: capture::TimestampType::Host,
             ts_checked: false,
             ts: [r.source.ts_software, r.source.ts_hardware, r.source.ts_none],
+            interfaces: r
+                .interfaces
+                .iter()
+                .enumerate()
+                .map(|(i, t)| InterfaceSummary {
+                    name: String::new(),
+                    kernel: t.kernel,
+                    delivered: t.delivered,
+                    written: written_per_interface.get(i).copied(),
+                })
+                .collect(),
+            out_of_order: r.out_of_order,
         }
+    }
+
+    /// Several interfaces: their names, in interface-number order (none: one interface, no lines).
+    pub fn interfaces(mut self, names: Vec<String>) -> Summary {
+        for (s, n) in self.interfaces.iter_mut().zip(names) {
+            s.name = n;
+        }
+        self
     }
 
     /// The source was AF_XDP sockets.
@@ -350,6 +450,22 @@ impl Summary {
             if self.drop_all {
                 v["drop_all"] = true.into();
             }
+            if !self.interfaces.is_empty() {
+                v["interfaces"] = self
+                    .interfaces
+                    .iter()
+                    .map(|i| {
+                        serde_json::json!({
+                            "name": i.name,
+                            "received_by_filter": i.kernel.packets,
+                            "dropped_by_kernel": i.kernel.drops,
+                            "delivered": i.delivered,
+                            "written": i.written,
+                        })
+                    })
+                    .collect();
+                v["out_of_order"] = self.out_of_order.into();
+            }
             if let Some(x) = &self.xdp {
                 v["xdp"] = serde_json::json!({
                     "mode": x.mode,
@@ -434,6 +550,22 @@ impl Summary {
                 "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
                 self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt
             ),
+        }
+        for i in &self.interfaces {
+            eprintln!(
+                "ringcap: interface {}: {} received by filter, {} dropped by kernel, {} delivered{}",
+                i.name,
+                i.kernel.packets,
+                i.kernel.drops,
+                i.delivered,
+                i.written.map_or(String::new(), |w| format!(", {w} written"))
+            );
+        }
+        if self.out_of_order > 0 {
+            eprintln!(
+                "ringcap: {} packets written out of time order (arrived later than the merge waits for)",
+                self.out_of_order
+            );
         }
         eprintln!("ringcap: {}", self.timestamps_line());
         if let Some(w) = self.timestamps_warning() {

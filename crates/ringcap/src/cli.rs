@@ -149,9 +149,14 @@ pub struct CaptureArgs {
     #[arg(long = "check-config")]
     pub check_config: bool,
 
-    /// Interface to capture on.
-    #[arg(short = 'i', long = "interface", value_name = "IF")]
-    pub interface: String,
+    /// Interface to capture on. Repeat it (-i a -i b: a passive tap's two directions) for one capture of
+    /// several interfaces, each with its own ring(s) (--threads each), merged into one time-ordered output:
+    /// pcapng gets one interface block per interface and the interface id on every packet, pcap (and the
+    /// printed lines) Linux SLL2 records (link-type 276) carrying each packet's interface index. `-i any`
+    /// is every interface that is up with an Ethernet (or loopback) link type, as that list (not libpcap's
+    /// single cooked socket: interfaces that come up later are not captured).
+    #[arg(short = 'i', long = "interface", value_name = "IF", required = true)]
+    pub interface: Vec<String>,
 
     /// Write packets to FILE ("-" for stdout) instead of printing one line per packet.
     #[arg(short = 'w', long = "write", value_name = "FILE")]

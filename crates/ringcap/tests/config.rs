@@ -262,3 +262,29 @@ fn install_files_puts_the_unit_and_config_in_place() {
     );
     std::fs::remove_dir_all(dest).unwrap();
 }
+
+#[test]
+fn interface_takes_one_name_or_a_list() {
+    let dir = temp_dir("config-ifaces");
+    for (text, want) in [
+        ("interface = \"eth0\"\n", vec!["--interface=eth0"]),
+        (
+            "interface = [\"tap0\", \"tap1\"]\n",
+            vec!["--interface=tap0", "--interface=tap1"],
+        ),
+    ] {
+        let cfg = config(&dir, text);
+        let o = ringcap_here(&[
+            "capture",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--check-config",
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", stderr_text(&o));
+        for w in want {
+            assert!(out.contains(w), "{w} missing from {out}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

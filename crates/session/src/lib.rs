@@ -16,12 +16,14 @@
 //! capture thread, gets `&Batch` and a tick); nothing else changes.
 
 pub mod cutoff;
+pub mod merge;
 mod run;
 mod sink;
 pub mod sinks;
 mod stop;
 
 pub use cutoff::{Cutoff, CutoffConfig, CutoffStats};
+pub use merge::{MergeConfig, Sll2Interface, SLL2_HEADER_LEN};
 pub use run::{Options, Report, Session};
-pub use sink::{Lane, Sink, SinkReport, Totals};
+pub use sink::{InterfaceTotals, Lane, Sink, SinkReport, Totals};
 pub use stop::Stop;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use capture::{BatchSource, CounterSnapshot, Counters, KernelStats};
 
-use crate::sink::{Lane, Sink, SinkReport, Totals};
+use crate::merge::{feed_lanes, merge_loop, MergeConfig};
+use crate::sink::{InterfaceTotals, Lane, Sink, SinkReport, Totals};
 use crate::stop::Stop;
 
 /// How long one wait for packets may take: bounds the reaction time to a stop, `-c` and `--duration`.
@@ -29,6 +30,9 @@ pub struct Options {
     /// After a stop, how long one wait for a partly filled block may take (the ring's block timeout plus a
     /// margin): the kernel hands such a block over only when its timeout expires.
     pub drain_wait: Duration,
+    /// Several interfaces: the sources' packets go to the sinks through one merge thread, in stamp order
+    /// (see [`crate::merge`]). None: every source thread drives its own lane of every sink.
+    pub merge: Option<MergeConfig>,
 }
 
 /// Sources, each on its own thread, feeding the lanes of every sink.
@@ -51,12 +55,17 @@ pub struct Report {
     pub kernel: KernelStats,
     /// The sources' counters summed (packets delivered, bytes, blocks, ...).
     pub source: CounterSnapshot,
+    /// A merged capture of several interfaces: each one's counters, by interface number (empty with one).
+    pub interfaces: Vec<InterfaceTotals>,
     /// One per sink, in the order of [`Session::run`]'s `sinks`.
     pub sinks: Vec<SinkReport>,
     /// Errors of sinks while finishing (e.g. the disk failed), in sink order.
     pub sink_errors: Vec<anyhow::Error>,
     /// The first capture thread that failed (the source broke, a CPU could not be pinned).
     pub thread_error: Option<anyhow::Error>,
+    /// A merged capture: packets handed on older than one handed on before them (0: the output is in
+    /// stamp order).
+    pub out_of_order: u64,
 }
 
 impl Session {
@@ -93,14 +102,42 @@ impl Session {
         let start_ns = sys::now_ns();
         let taken = Arc::new(AtomicU64::new(0));
         // Every lane exists before any thread captures (a writer decides file headers by its producers).
-        let mut lanes = Vec::with_capacity(sources.len());
-        for _ in &sources {
-            lanes.push(
-                sinks
-                    .iter_mut()
-                    .map(|s| s.lane())
-                    .collect::<anyhow::Result<Vec<_>>>()?,
+        // Merged: the sinks get one lane each, driven by the merge thread; the sources feed it.
+        let out_of_order = Arc::new(AtomicU64::new(0));
+        let mut merge_thread = None;
+        let mut lanes: Vec<Vec<Box<dyn Lane>>> = Vec::with_capacity(sources.len());
+        if let Some(m) = &opts.merge {
+            let sink_lanes = sinks
+                .iter_mut()
+                .map(|s| s.lane())
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let at_once = sink_lanes.iter().any(|l| l.stops_at_once());
+            let (feeds, rx) = feed_lanes(m, at_once);
+            lanes.extend(
+                feeds
+                    .into_iter()
+                    .map(|f| vec![Box::new(f) as Box<dyn Lane>]),
             );
+            let interface_of = m.interface_of.clone();
+            let late = Arc::clone(&out_of_order);
+            merge_thread = Some(
+                std::thread::Builder::new()
+                    .name("ringcap-merge".into())
+                    .spawn(move || {
+                        merge_loop(rx, &interface_of, sink_lanes, &late);
+                        Ok(())
+                    })
+                    .map_err(|e| anyhow!("cannot start the merge thread: {e}"))?,
+            );
+        } else {
+            for _ in &sources {
+                lanes.push(
+                    sinks
+                        .iter_mut()
+                        .map(|s| s.lane())
+                        .collect::<anyhow::Result<Vec<_>>>()?,
+                );
+            }
         }
         let mut handles = Vec::with_capacity(sources.len());
         for (i, (src, lanes)) in sources.into_iter().zip(lanes).enumerate() {
@@ -123,6 +160,8 @@ impl Session {
                 .map_err(|e| anyhow!("cannot start a capture thread: {e}"))?;
             handles.push(h);
         }
+        // Joined last: it ends once every capture thread has finished its lane.
+        handles.extend(merge_thread);
 
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(CONTROL_PERIOD);
@@ -150,11 +189,23 @@ impl Session {
             kernel.add(&c.kernel_stats());
             source.add(&c.snapshot());
         }
+        let mut interfaces = Vec::new();
+        if let Some(m) = &opts.merge {
+            for (c, &i) in counters.iter().zip(&m.interface_of) {
+                let i = i as usize;
+                if interfaces.len() <= i {
+                    interfaces.resize(i + 1, InterfaceTotals::default());
+                }
+                interfaces[i].kernel.add(&c.kernel_stats());
+                interfaces[i].delivered += c.snapshot().packets;
+            }
+        }
         let totals = Totals {
             kernel,
             delivered: source.packets,
             start_ns,
             end_ns: sys::now_ns(),
+            interfaces,
         };
         let mut reports = Vec::with_capacity(sinks.len());
         let mut sink_errors = Vec::new();
@@ -169,9 +220,11 @@ impl Session {
             end_ns: totals.end_ns,
             kernel,
             source,
+            interfaces: totals.interfaces,
             sinks: reports,
             sink_errors,
             thread_error,
+            out_of_order: out_of_order.load(Relaxed),
         })
     }
 }

@@ -39,7 +39,7 @@ pub trait Lane: Send {
 }
 
 /// What the sources saw over the whole session, for sinks that record it (pcapng statistics).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Totals {
     /// The kernel's counters summed over every socket (final: the sources are closed).
     pub kernel: KernelStats,
@@ -48,6 +48,17 @@ pub struct Totals {
     /// Wall clock at the start and the end of the session, ns since the Unix epoch.
     pub start_ns: u64,
     pub end_ns: u64,
+    /// A merged capture of several interfaces: each one's share, by interface number (empty with one).
+    pub interfaces: Vec<InterfaceTotals>,
+}
+
+/// One interface's share of a capture: its sources' counters summed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InterfaceTotals {
+    /// The kernel's counters over the interface's sockets.
+    pub kernel: KernelStats,
+    /// Packets its sources handed out.
+    pub delivered: u64,
 }
 
 /// What one sink did, for the summary.
@@ -61,6 +72,8 @@ pub enum SinkReport {
         stats: store::WriterStats,
         levels: Vec<(store::Level, u64)>,
         cutoff: Option<crate::cutoff::CutoffStats>,
+        /// A merged capture of several interfaces: packets written of each, by interface number.
+        interfaces: Vec<u64>,
     },
     /// Header records sent to collectors.
     Records(records::probe::ProbeStats),

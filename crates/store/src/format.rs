@@ -38,13 +38,15 @@ pub const EPB_HEADER_LEN: usize = 28;
 pub enum Format {
     /// Classic pcap; `nanos` selects the nanosecond magic.
     Pcap { nanos: bool },
-    /// pcapng with one interface; its if_tsresol is the encoder's `tsresol` (9 by default).
+    /// pcapng with one Interface Description Block per interface; their if_tsresol is the encoder's `tsresol` (9 by default).
     PcapNg,
 }
 
 /// Interface statistics written in the pcapng Interface Statistics Block at close.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IfStats {
+    /// The interface id the block is about (0 for the first interface block).
+    pub interface: u32,
     /// isb_ifrecv: packets received by the interface / socket.
     pub ifrecv: Option<u64>,
     /// isb_ifdrop: packets dropped by the interface for lack of resources.
@@ -96,6 +98,8 @@ pub struct Encoder {
     /// pcapng only: stamps in units of 10^-tsresol s, written as if_tsresol (6 = µs, 9 = ns). pcap
     /// says its precision with its magic (`Format::Pcap { nanos }`).
     pub tsresol: u8,
+    /// pcapng only: the interface id written in each Enhanced Packet Block (0: the first interface block).
+    pub interface: u32,
 }
 
 /// pcapng if_tsresol for nanosecond stamps.
@@ -156,7 +160,7 @@ impl Encoder {
                 let mut h = [0u8; EPB_HEADER_LEN];
                 h[0..4].copy_from_slice(&BT_EPB.to_ne_bytes());
                 h[4..8].copy_from_slice(&(rec_len as u32).to_ne_bytes());
-                // h[8..12]: interface 0
+                h[8..12].copy_from_slice(&self.interface.to_ne_bytes());
                 h[12..16].copy_from_slice(&((ts >> 32) as u32).to_ne_bytes());
                 h[16..20].copy_from_slice(&(ts as u32).to_ne_bytes());
                 h[20..24].copy_from_slice(&(caplen as u32).to_ne_bytes());
@@ -169,9 +173,9 @@ impl Encoder {
         }
     }
 
-    /// The file header: pcap global header, or pcapng SHB + IDB (with if_name and if_description when
-    /// not empty).
-    pub fn file_header(&self, linktype: u32, if_name: &str, if_description: &str) -> Vec<u8> {
+    /// The file header: pcap global header, or pcapng SHB + one IDB per name of `if_names` (interface ids
+    /// 0, 1, ... in that order; one IDB without a name when there is none), with if_description when not empty.
+    pub fn file_header(&self, linktype: u32, if_names: &[String], if_description: &str) -> Vec<u8> {
         let mut v = Vec::with_capacity(256);
         match self.format {
             Format::Pcap { nanos } => {
@@ -195,19 +199,27 @@ impl Encoder {
                 push_option(&mut shb, 0, &[]);
                 push_block(&mut v, BT_SHB, &shb);
 
-                let mut idb = Vec::new();
-                idb.extend_from_slice(&(linktype as u16).to_ne_bytes());
-                idb.extend_from_slice(&0u16.to_ne_bytes());
-                idb.extend_from_slice(&self.snaplen.to_ne_bytes());
-                if !if_name.is_empty() {
-                    push_option(&mut idb, 2, if_name.as_bytes()); // if_name
+                let unnamed = [String::new()];
+                let names = if if_names.is_empty() {
+                    &unnamed[..]
+                } else {
+                    if_names
+                };
+                for if_name in names {
+                    let mut idb = Vec::new();
+                    idb.extend_from_slice(&(linktype as u16).to_ne_bytes());
+                    idb.extend_from_slice(&0u16.to_ne_bytes());
+                    idb.extend_from_slice(&self.snaplen.to_ne_bytes());
+                    if !if_name.is_empty() {
+                        push_option(&mut idb, 2, if_name.as_bytes()); // if_name
+                    }
+                    if !if_description.is_empty() {
+                        push_option(&mut idb, 3, if_description.as_bytes()); // if_description
+                    }
+                    push_option(&mut idb, 9, &[self.tsresol]); // if_tsresol: 10^-tsresol
+                    push_option(&mut idb, 0, &[]);
+                    push_block(&mut v, BT_IDB, &idb);
                 }
-                if !if_description.is_empty() {
-                    push_option(&mut idb, 3, if_description.as_bytes()); // if_description
-                }
-                push_option(&mut idb, 9, &[self.tsresol]); // if_tsresol: 10^-tsresol
-                push_option(&mut idb, 0, &[]);
-                push_block(&mut v, BT_IDB, &idb);
             }
         }
         v
@@ -220,7 +232,7 @@ impl Encoder {
             return v;
         }
         let mut isb = Vec::new();
-        isb.extend_from_slice(&0u32.to_ne_bytes());
+        isb.extend_from_slice(&s.interface.to_ne_bytes());
         isb.extend_from_slice(&((now_ns >> 32) as u32).to_ne_bytes());
         isb.extend_from_slice(&(now_ns as u32).to_ne_bytes());
         let time = |t: u64| {
@@ -398,6 +410,7 @@ mod tests {
             format: Format::Pcap { nanos: true },
             snaplen: 14,
             tsresol: TSRESOL_NS,
+            interface: 0,
         };
         let tag = Some(Vlan {
             tpid: 0x8100,
@@ -431,6 +444,7 @@ mod tests {
             format: Format::PcapNg,
             snaplen: MAX_SNAPLEN,
             tsresol: TSRESOL_NS,
+            interface: 0,
         };
         let mut out = VecEmit(Vec::new());
         for len in [1usize, 2, 3, 4, 5] {
@@ -456,8 +470,9 @@ mod tests {
             format: Format::PcapNg,
             snaplen: MAX_SNAPLEN,
             tsresol: TSRESOL_US,
+            interface: 0,
         };
-        let h = enc.file_header(1, "eth0", "timestamps: host");
+        let h = enc.file_header(1, &["eth0".to_string()], "timestamps: host");
         let shb_len = u32::from_ne_bytes(h[4..8].try_into().unwrap()) as usize;
         let idb = &h[shb_len..];
         let find = |code: u16| {

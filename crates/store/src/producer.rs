@@ -378,6 +378,13 @@ impl Producer {
         due
     }
 
+    /// pcapng: the interface id the following packets are written with (an index into the writer's
+    /// `if_names`); pcap ignores it. Set per batch, not per packet.
+    #[inline]
+    pub fn set_interface(&mut self, id: u32) {
+        self.enc.interface = id;
+    }
+
     /// The file policy, called after every ring block or poll timeout: hands on a partly filled
     /// buffer when due, starts the next `-G` file by the wall clock (`wall_ns`, ns since the
     /// epoch) when no packet did, and serves a pending rotation request (which stays pending

@@ -31,6 +31,7 @@ impl<W: Write> PacketStream<W> {
                 format,
                 snaplen: MAX_SNAPLEN,
                 tsresol: crate::format::TSRESOL_NS,
+                interface: 0,
             },
             linktype: None,
             record: Vec::with_capacity(2048),
@@ -48,7 +49,7 @@ impl<W: Write> PacketStream<W> {
         match self.linktype {
             None => {
                 self.out
-                    .write_all(&self.encoder.file_header(linktype, "", ""))?;
+                    .write_all(&self.encoder.file_header(linktype, &[], ""))?;
                 self.linktype = Some(linktype);
             }
             Some(first) => check_same_linktype(first, linktype)?,
@@ -73,7 +74,7 @@ impl<W: Write> PacketStream<W> {
     pub fn finish(mut self) -> io::Result<W> {
         if self.linktype.is_none() {
             self.out
-                .write_all(&self.encoder.file_header(EMPTY_LINKTYPE, "", ""))?;
+                .write_all(&self.encoder.file_header(EMPTY_LINKTYPE, &[], ""))?;
         }
         self.out.flush()?;
         Ok(self.out)

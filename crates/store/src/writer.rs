@@ -40,8 +40,9 @@ pub struct WriterOptions {
     pub snaplen: u32,
     /// Link-layer type (1 = Ethernet).
     pub linktype: u32,
-    /// pcapng if_name of the interface ("" to leave it out).
-    pub if_name: String,
+    /// pcapng: one Interface Description Block per name, interface ids 0, 1, ... in this order (none: one
+    /// block without a name). pcap has no place for names.
+    pub if_names: Vec<String>,
     /// pcapng if_description, e.g. where the stamps come from ("" to leave it out).
     pub if_description: String,
     /// pcapng if_tsresol: 9 (ns, the default) or 6 (µs); pcap's precision is its `format`.
@@ -63,7 +64,7 @@ impl Default for WriterOptions {
             format: Format::Pcap { nanos: false },
             snaplen: MAX_SNAPLEN,
             linktype: 1,
-            if_name: String::new(),
+            if_names: Vec::new(),
             if_description: String::new(),
             tsresol: crate::format::TSRESOL_NS,
             buffer_size: 4 << 20,
@@ -263,12 +264,21 @@ impl CaptureWriter {
     /// start/end times and delivered count defaulting to what was written), syncs and closes.
     /// Call it after every [`Producer`] has finished.
     /// On a write failure the error says what happened; counters stay readable via [`Self::counters`].
-    pub fn finish(mut self, final_stats: Option<IfStats>) -> Result<WriterStats, StoreError> {
+    pub fn finish(self, final_stats: Option<IfStats>) -> Result<WriterStats, StoreError> {
+        self.finish_interfaces(final_stats.into_iter().collect())
+    }
+
+    /// [`Self::finish`] with one Interface Statistics Block per entry (each names its interface id);
+    /// none: one block for interface 0 with the defaults.
+    pub fn finish_interfaces(
+        mut self,
+        final_stats: Vec<IfStats>,
+    ) -> Result<WriterStats, StoreError> {
         self.close(final_stats)?;
         Ok(self.shared.counters.snapshot())
     }
 
-    fn close(&mut self, final_stats: Option<IfStats>) -> Result<(), StoreError> {
+    fn close(&mut self, mut final_stats: Vec<IfStats>) -> Result<(), StoreError> {
         let Some(thread) = self.thread.take() else {
             return Ok(());
         };
@@ -278,12 +288,17 @@ impl CaptureWriter {
             .unwrap_or_else(|| Producer::new(self.shared.clone()));
         if !last.is_dead() && self.shared.enc.format == Format::PcapNg {
             let (first_ts, last_ts) = self.shared.lock().times_with(&last);
-            let mut s = final_stats.unwrap_or_default();
-            s.start_ns = s.start_ns.or(Some(first_ts));
-            s.end_ns = s.end_ns.or(Some(last_ts));
-            s.usr_deliv = s.usr_deliv.or(Some(self.shared.counters.accepted()));
-            let block = self.shared.enc.stats_block(&s, s.end_ns.unwrap_or(0));
-            last.append_blocking(&block);
+            if final_stats.is_empty() {
+                final_stats.push(IfStats::default());
+            }
+            let mut blocks = Vec::new();
+            for mut s in final_stats {
+                s.start_ns = s.start_ns.or(Some(first_ts));
+                s.end_ns = s.end_ns.or(Some(last_ts));
+                s.usr_deliv = s.usr_deliv.or(Some(self.shared.counters.accepted()));
+                blocks.extend(self.shared.enc.stats_block(&s, s.end_ns.unwrap_or(0)));
+            }
+            last.append_blocking(&blocks);
         }
         last.close_series();
         // Compressors and the writer thread end when the channel closes.
@@ -303,7 +318,7 @@ impl CaptureWriter {
 impl Drop for CaptureWriter {
     /// A writer dropped without `finish` (e.g. on panic) still writes what it holds.
     fn drop(&mut self) {
-        let _ = self.close(None);
+        let _ = self.close(Vec::new());
     }
 }
 
@@ -318,6 +333,7 @@ fn prepare(
         format: opts.format,
         snaplen: opts.snaplen,
         tsresol: opts.tsresol,
+        interface: 0,
     };
     let counters = Arc::new(WriterCounters::default());
     counters.buffers_total.store(opts.buffers as u64, Relaxed);
@@ -352,7 +368,7 @@ fn prepare(
         counters,
         rotation: Arc::new(AtomicBool::new(false)),
         enc,
-        header: enc.file_header(opts.linktype, &opts.if_name, &opts.if_description),
+        header: enc.file_header(opts.linktype, &opts.if_names, &opts.if_description),
         flush_interval: opts.flush_interval,
         compress: plan.is_some_and(|p| p.compression != CompressMode::None),
         files: plan.is_some(),

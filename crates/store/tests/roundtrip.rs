@@ -122,7 +122,7 @@ fn pcapng_statistics_block_carries_the_final_counters() {
     let mut w = CaptureWriter::create(
         &path,
         WriterOptions {
-            if_name: "veth-rx".into(),
+            if_names: vec!["veth-rx".into()],
             ..opts(Format::PcapNg, 0)
         },
     )

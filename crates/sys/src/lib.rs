@@ -49,6 +49,8 @@ pub struct Interface {
     pub up: bool,
     /// Hardware type (`ARPHRD_*`: 1 Ethernet, 772 loopback...).
     pub hw_type: u16,
+    /// Hardware address (the first 6 bytes: the MAC address of an Ethernet interface).
+    pub mac: [u8; 6],
 }
 
 impl Interface {
@@ -80,19 +82,24 @@ impl Interface {
             Ok(req)
         };
         // SAFETY: each ioctl set the member read.
-        let (mtu, flags, hw_type) = unsafe {
+        let (mtu, flags, hwaddr) = unsafe {
             (
                 ioctl(libc::SIOCGIFMTU)?.ifr_ifru.ifru_mtu,
                 ioctl(libc::SIOCGIFFLAGS)?.ifr_ifru.ifru_flags,
-                ioctl(libc::SIOCGIFHWADDR)?.ifr_ifru.ifru_hwaddr.sa_family,
+                ioctl(libc::SIOCGIFHWADDR)?.ifr_ifru.ifru_hwaddr,
             )
         };
+        let mut mac = [0u8; 6];
+        for (m, b) in mac.iter_mut().zip(hwaddr.sa_data) {
+            *m = b as u8;
+        }
         Ok(Interface {
             name: name.to_string(),
             index: index as i32,
             mtu: mtu as u32,
             up: flags & libc::IFF_UP as libc::c_short != 0,
-            hw_type,
+            hw_type: hwaddr.sa_family,
+            mac,
         })
     }
 }

@@ -10,6 +10,7 @@ use session::sinks::{CountSink, LoadSink, PrintSink, RecordSink, WriterSink};
 use session::{Options, Session, Sink, Stop};
 use store::{CompressMode, FilePlan};
 
+mod interfaces;
 mod output;
 mod probe;
 mod xdp_count;
@@ -23,13 +24,31 @@ use crate::privileges::{relinquish_privileges, share_files_with_group, unprivile
 use crate::{metrics, Fatal};
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
+    let ifaces = interfaces::resolve(&a.interface).map_err(capture_fatal)?;
     if a.list_time_stamp_types {
-        return list_time_stamp_types(&a.interface);
+        for name in &ifaces {
+            list_time_stamp_types(name)?;
+        }
+        return Ok(());
     }
     // The link type of the captured frames, as the filter tests them, the files record them and the
     // printer and probe parse them: libpcap's choice for the interface's hardware type.
-    let linktype = capture::interface_link_type(&a.interface).map_err(capture_fatal)?;
+    let linktype = interfaces::common_link_type(&ifaces).map_err(capture_fatal)?;
     let mut cfg = source_config(&a, linktype)?;
+    let merged = ifaces.len() > 1;
+    if merged && cfg.kind == capture::SourceKind::Xdp {
+        return Err(Fatal::usage(anyhow!(
+            "several interfaces need --source ring (or copy): --source xdp takes one interface"
+        )));
+    }
+    // Several interfaces in one pcap (or on the terminal): Linux SLL2 records say each packet's interface;
+    // pcapng says it with the interface id of each packet block and keeps the frames as captured.
+    let sll2 = merged && a.file_format() != crate::cli::OutputFormat::Pcapng;
+    let out_linktype = if sll2 {
+        wire::LinkType::LinuxSll2
+    } else {
+        linktype
+    };
     if a.dump_filter {
         let prog = cfg.filter.as_deref().unwrap_or(&[]);
         print!("{}", capture::dump(prog, capture::DumpStyle::Asm));
@@ -55,7 +74,15 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     if a.drop_all && cfg.kind == capture::SourceKind::Xdp {
         return xdp_count::run(&a, cfg.xdp_mode, stop);
     }
-    let sources = Source::open_group(&cfg, a.threads).map_err(capture_fatal)?;
+    // Each interface its own socket(s), --threads each (one fanout group per interface).
+    let mut sources = Vec::new();
+    let mut interface_of = Vec::new();
+    for (i, name) in ifaces.iter().enumerate() {
+        cfg.interface = name.clone();
+        let group = Source::open_group(&cfg, a.threads).map_err(capture_fatal)?;
+        interface_of.extend(std::iter::repeat_n(i as u32, group.len()));
+        sources.extend(group);
+    }
     cfg.filter = None; // the compiled program now lives in the kernel
                        // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
                        // thread): give them up before files are opened and packets parsed.
@@ -65,6 +92,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let cutoff = cutoff_config(&a, plan.is_some())?;
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     let mut writer_counters = None;
+    let mut written_per_interface = None;
     if let Some(writer) = match (&plan, &a.write) {
         _ if a.drop_all => None,
         (None, None) => None,
@@ -72,34 +100,45 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             &a,
             plan.as_ref(),
             path.as_deref().unwrap_or(Path::new("-")),
-            linktype,
+            out_linktype,
+            &ifaces,
         )?),
     } {
         let mut w = WriterSink::new(writer);
+        if merged {
+            w = w.interfaces(ifaces.len());
+        }
         if let Some(cfg) = cutoff {
-            w = w.cutoff(cfg, linktype);
+            w = w.cutoff(cfg, out_linktype);
         }
         w.rotate_on_sighup()
             .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;
         writer_counters = Some(w.counters());
+        written_per_interface = w.written_per_interface();
         sinks.push(Box::new(w));
     } else if a.drop_all || !a.records.is_empty() {
         // --records alone: the records are the output, no packet lines.
         sinks.push(Box::<CountSink>::default());
     } else {
-        sinks.push(Box::new(PrintSink::new(linktype, stop.clone())));
+        sinks.push(Box::new(PrintSink::new(out_linktype, stop.clone())));
     }
     let probe = records_probe(&a)?;
     let probe_line = probe.as_ref().map(|p| records_destinations(&a, p));
     let probe_stats = probe.as_ref().map(|p| p.stats_handle());
     if let Some(p) = probe {
-        sinks.push(Box::new(RecordSink::new(p, linktype)));
+        sinks.push(Box::new(RecordSink::new(p, out_linktype)));
     }
     if let Some(spec) = a.load {
         sinks.push(Box::new(LoadSink::new(spec, capture::MAX_SNAPLEN as usize)));
     }
     if !a.quiet.on || a.write.is_some() || plan.is_some() || a.drop_all || probe_line.is_some() {
-        listening_line(&a, linktype, plan.as_ref(), probe_line.is_some());
+        listening_line(
+            &a,
+            &ifaces,
+            out_linktype,
+            plan.as_ref(),
+            probe_line.is_some(),
+        );
         if let Some(line) = &probe_line {
             eprintln!("ringcap: header records to {line}");
         }
@@ -110,6 +149,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         count: a.count,
         duration: a.duration,
         drain_wait: Duration::from_millis(a.block_timeout_ms as u64 + 50),
+        merge: merged
+            .then(|| merge_config(&ifaces, interface_of, a.block_timeout_ms, sll2))
+            .transpose()?,
     };
     let xdp = sources
         .first()
@@ -119,11 +161,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         .into_iter()
         .map(|s| Box::new(s) as Box<dyn BatchSource>)
         .collect();
+    let opts_interfaces = opts.merge.as_ref().map(|m| m.interface_of.clone());
     let session = Session::new(sources, opts, stop);
     let counters = session.counters();
     if let Some(listener) = metrics_listener {
         let sources = metrics::MetricSources {
-            interface: a.interface.clone(),
+            interface: ifaces.join(","),
             capture: counters.clone(),
             writer: writer_counters.clone(),
             records: probe_stats,
@@ -141,15 +184,20 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         a.quiet.on || a.stats_interval <= 0.0,
         a.stats_interval,
     );
+    if let Some(m) = &opts_interfaces {
+        printer = printer.interfaces(ifaces.clone(), m.clone(), written_per_interface.clone());
+    }
     let mut report = session
         .run(sinks, || {
             printer.maybe_print(&counters, writer_counters.as_deref())
         })
         .map_err(Fatal::runtime)?;
-    let mut summary = Summary::new(&report, a.count, a.drop_all, plan.is_some()).timestamps(
-        a.time_stamp_type.into(),
-        a.source == crate::cli::SourceKind::Ring,
-    );
+    let mut summary = Summary::new(&report, a.count, a.drop_all, plan.is_some())
+        .interfaces(if merged { ifaces.clone() } else { Vec::new() })
+        .timestamps(
+            a.time_stamp_type.into(),
+            a.source == crate::cli::SourceKind::Ring,
+        );
     if let Some((program, queues, zero_copy)) = xdp {
         summary = summary.xdp(XdpSummary {
             mode: program.mode().name(),
@@ -180,6 +228,7 @@ fn list_time_stamp_types(interface: &str) -> Result<(), Fatal> {
 
 fn listening_line(
     a: &CaptureArgs,
+    ifaces: &[String],
     linktype: wire::LinkType,
     plan: Option<&FilePlan>,
     records: bool,
@@ -207,12 +256,17 @@ fn listening_line(
         (None, None) => "printing one line per packet".to_string(),
     };
     eprintln!(
-        "ringcap: listening on {}, link-type {} ({} source, {} thread{}), {}",
-        a.interface,
+        "ringcap: listening on {}, link-type {} ({} source, {} thread{}{}), {}",
+        ifaces.join(", "),
         linktype.name(),
         a.source.name(),
         a.threads,
         if a.threads == 1 { "" } else { "s" },
+        if ifaces.len() > 1 {
+            " per interface, merged by time"
+        } else {
+            ""
+        },
         what
     );
 }
@@ -221,7 +275,7 @@ fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConf
     if a.threads == 0 {
         return Err(Fatal::usage(anyhow!("--threads must be at least 1")));
     }
-    let mut cfg = SourceConfig::new(&a.interface);
+    let mut cfg = SourceConfig::new(&a.interface[0]);
     cfg.kind = a.source.into();
     cfg.snaplen = if a.snaplen == 0 {
         capture::MAX_SNAPLEN
@@ -267,6 +321,36 @@ fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConf
         cfg.filter = Some(prog);
     }
     Ok(cfg)
+}
+
+/// How the sources of several interfaces merge: each interface's number, the grace the ring's block
+/// timeout needs, and for SLL2 records each interface's index and MAC address.
+fn merge_config(
+    ifaces: &[String],
+    interface_of: Vec<u32>,
+    block_timeout_ms: u32,
+    sll2: bool,
+) -> Result<session::MergeConfig, Fatal> {
+    let sll2 = if sll2 {
+        let mut v = Vec::new();
+        for name in ifaces {
+            let ifc = sys::Interface::lookup(name)
+                .map_err(|e| Fatal::runtime(anyhow!("interface {name}: {e}")))?;
+            v.push(session::Sll2Interface {
+                ifindex: ifc.index as u32,
+                mac: ifc.mac,
+            });
+        }
+        Some(v)
+    } else {
+        None
+    };
+    Ok(session::MergeConfig {
+        interface_of,
+        // A packet waits at most one block timeout in a partly filled block; the margin covers the timer.
+        grace: Duration::from_millis(u64::from(block_timeout_ms) + 100),
+        sll2,
+    })
 }
 
 /// Configuration mistakes exit 2, everything else 1.

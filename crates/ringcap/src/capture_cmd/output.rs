@@ -125,6 +125,7 @@ pub fn open_writer(
     plan: Option<&FilePlan>,
     path: &Path,
     linktype: wire::LinkType,
+    ifaces: &[String],
 ) -> Result<CaptureWriter, Fatal> {
     let mut opts = WriterOptions {
         format: a.file_format().into(),
@@ -136,7 +137,7 @@ pub fn open_writer(
             a.snaplen.min(store::MAX_SNAPLEN)
         },
         linktype: linktype.pcap(),
-        if_name: a.interface.clone(),
+        if_names: ifaces.to_vec(),
         direct_io: a.direct_io,
         ..WriterOptions::default()
     };

@@ -55,7 +55,7 @@ pub fn records_probe(a: &CaptureArgs) -> Result<Option<records::probe::Probe>, F
     cfg.kafka = kafka;
     cfg.probe_id = a
         .probe_id
-        .unwrap_or_else(|| records::probe::default_probe_id(&a.interface));
+        .unwrap_or_else(|| records::probe::default_probe_id(&a.interface.join("+")));
     cfg.flush = Duration::from_millis(a.records_flush.max(1));
     cfg.ack_timeout = Duration::from_millis(a.ack_timeout_ms.max(1));
     if let Some(ca) = &a.tls_ca {

@@ -17,12 +17,12 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
              leave the filter out, or drop --source xdp"
         )));
     }
-    let program = capture::XdpProgram::count_and_drop(&a.interface, mode)
+    let program = capture::XdpProgram::count_and_drop(&a.interface[0], mode)
         .map_err(|e| super::capture_fatal(capture::xdp_error(e)))?;
     // Printed even with -q, as the other sources do for --drop-all: scripts wait for it.
     eprintln!(
         "ringcap: listening on {}, counting and dropping every packet in the driver (--drop-all, XDP {} mode)",
-        a.interface,
+        a.interface[0],
         mode.name()
     );
     let started = Instant::now();

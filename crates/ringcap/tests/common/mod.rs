@@ -60,7 +60,12 @@ pub fn frame(seq: u32, src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
 
 /// Send frames from the Tx side with a plain packet socket, waiting out a full queue.
 pub fn send(tb: &Testbed, frames: &[Vec<u8>]) {
-    let ifname = tb.tx_if.clone();
+    send_on(tb, &tb.tx_if, frames)
+}
+
+/// [`send`] through another interface of the Tx namespace.
+pub fn send_on(tb: &Testbed, ifname: &str, frames: &[Vec<u8>]) {
+    let ifname = ifname.to_string();
     tb.run_in(Side::Tx, move || {
         // SAFETY: plain socket calls with valid arguments.
         unsafe {

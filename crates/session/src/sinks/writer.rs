@@ -5,7 +5,7 @@
 //! With [`WriterSink::cutoff`] each lane first asks its own [`Cutoff`] whether a packet is within the
 //! first SIZE bytes of its connection; cut packets are not handed to the store (nor counted as drops).
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,6 +22,8 @@ pub struct WriterSink {
     counters: Arc<WriterCounters>,
     /// `--cutoff`: the configuration, the frames' link type, and the lanes' counters summed as they finish.
     cutoff: Option<(CutoffConfig, LinkType, Arc<Mutex<CutoffStats>>)>,
+    /// A merged capture of several interfaces: packets written of each, by interface number.
+    written: Option<Arc<[AtomicU64]>>,
 }
 
 impl WriterSink {
@@ -31,7 +33,20 @@ impl WriterSink {
             writer,
             counters,
             cutoff: None,
+            written: None,
         }
+    }
+
+    /// A merged capture of `n` interfaces: each batch's packets go out with its interface id (pcapng) and
+    /// are counted per interface ([`Self::written_per_interface`]); the file gets one statistics block each.
+    pub fn interfaces(mut self, n: usize) -> WriterSink {
+        self.written = Some((0..n).map(|_| AtomicU64::new(0)).collect());
+        self
+    }
+
+    /// Packets written of each interface so far (a merged capture), for a stats printer.
+    pub fn written_per_interface(&self) -> Option<Arc<[AtomicU64]>> {
+        self.written.clone()
     }
 
     /// `--cutoff`: every lane keeps only the first `cfg.size` bytes of each connection of the frames
@@ -63,6 +78,7 @@ struct WriterLane {
     producer: Producer,
     /// `--cutoff`: this thread's table, and where its counters go at the end.
     cutoff: Option<(Cutoff, Arc<Mutex<CutoffStats>>)>,
+    written: Option<Arc<[AtomicU64]>>,
 }
 
 impl Sink for WriterSink {
@@ -73,6 +89,7 @@ impl Sink for WriterSink {
                 .cutoff
                 .as_ref()
                 .map(|(cfg, lt, sum)| (Cutoff::new(*cfg, *lt), Arc::clone(sum))),
+            written: self.written.clone(),
         }))
     }
 
@@ -81,17 +98,32 @@ impl Sink for WriterSink {
     }
 
     fn finish(self: Box<Self>, t: &Totals) -> (SinkReport, Option<anyhow::Error>) {
-        let if_stats = IfStats {
-            ifrecv: Some(t.kernel.packets),
-            ifdrop: Some(t.kernel.drops),
-            filter_accept: Some(t.kernel.packets),
-            os_drop: Some(t.kernel.drops),
-            usr_deliv: Some(t.delivered),
+        let block = |interface: usize, kernel: capture::KernelStats, delivered: u64| IfStats {
+            interface: interface as u32,
+            ifrecv: Some(kernel.packets),
+            ifdrop: Some(kernel.drops),
+            filter_accept: Some(kernel.packets),
+            os_drop: Some(kernel.drops),
+            usr_deliv: Some(delivered),
             start_ns: Some(t.start_ns),
             end_ns: Some(t.end_ns),
         };
+        let if_stats = if t.interfaces.is_empty() {
+            vec![block(0, t.kernel, t.delivered)]
+        } else {
+            t.interfaces
+                .iter()
+                .enumerate()
+                .map(|(i, s)| block(i, s.kernel, s.delivered))
+                .collect()
+        };
         let levels = self.counters.level_histogram();
-        let (stats, err) = match self.writer.finish(Some(if_stats)) {
+        let interfaces = self
+            .written
+            .as_ref()
+            .map(|w| w.iter().map(|n| n.load(Relaxed)).collect())
+            .unwrap_or_default();
+        let (stats, err) = match self.writer.finish_interfaces(if_stats) {
             Ok(s) => (s, None),
             Err(e) => (self.counters.snapshot(), Some(anyhow::Error::new(e))),
         };
@@ -103,6 +135,7 @@ impl Sink for WriterSink {
                 stats,
                 levels,
                 cutoff,
+                interfaces,
             },
             err,
         )
@@ -112,6 +145,29 @@ impl Sink for WriterSink {
 impl Lane for WriterLane {
     #[inline]
     fn batch(&mut self, batch: &Batch<'_>) {
+        if let Some(written) = &self.written {
+            // A merged capture: one interface per batch, counted per batch.
+            let id = batch.interface();
+            self.producer.set_interface(id);
+            let mut n = 0;
+            for p in batch.packets() {
+                let keep = self
+                    .cutoff
+                    .as_mut()
+                    .is_none_or(|(cut, _)| cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns));
+                if keep
+                    && self
+                        .producer
+                        .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan)
+                {
+                    n += 1;
+                }
+            }
+            if let Some(c) = written.get(id as usize) {
+                c.fetch_add(n, Relaxed);
+            }
+            return;
+        }
         match &mut self.cutoff {
             None => {
                 for p in batch.packets() {
@@ -137,7 +193,9 @@ impl Lane for WriterLane {
     }
 
     fn finish(self: Box<Self>) {
-        let WriterLane { producer, cutoff } = *self;
+        let WriterLane {
+            producer, cutoff, ..
+        } = *self;
         producer.finish();
         if let Some((cut, sum)) = cutoff {
             sum.lock()
