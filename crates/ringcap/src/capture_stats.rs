@@ -10,9 +10,35 @@ use session::{Report, SinkReport};
 use store::{Level, WriterCounters, WriterStats};
 
 /// Prints one stats line per interval on stderr.
+/// The stats line's settings that a reload (SIGHUP with --config) may change while the capture runs.
+#[derive(Debug)]
+pub struct LiveStats {
+    interval_us: AtomicU64,
+    silent: std::sync::atomic::AtomicBool,
+}
+
+impl LiveStats {
+    fn new(interval_s: f64, silent: bool) -> LiveStats {
+        LiveStats {
+            interval_us: AtomicU64::new(interval_micros(interval_s)),
+            silent: std::sync::atomic::AtomicBool::new(silent || interval_s <= 0.0),
+        }
+    }
+
+    /// `--stats-interval` (0: none) and `-q`.
+    pub fn set(&self, interval_s: f64, quiet: bool) {
+        self.interval_us.store(interval_micros(interval_s), Relaxed);
+        self.silent.store(quiet || interval_s <= 0.0, Relaxed);
+    }
+}
+
+fn interval_micros(s: f64) -> u64 {
+    (s.max(0.05) * 1e6) as u64
+}
+
 pub struct StatsPrinter {
     json: bool,
-    silent: bool,
+    live: Arc<LiveStats>,
     interval: Duration,
     next: Instant,
     last: Instant,
@@ -34,7 +60,7 @@ impl StatsPrinter {
         let interval = Duration::from_secs_f64(interval_s.max(0.05));
         StatsPrinter {
             json,
-            silent,
+            live: Arc::new(LiveStats::new(interval_s, silent)),
             interval,
             next: Instant::now() + interval,
             last: Instant::now(),
@@ -86,12 +112,23 @@ impl StatsPrinter {
         v
     }
 
+    /// Where a reload changes the interval and quiet.
+    pub fn live(&self) -> Arc<LiveStats> {
+        self.live.clone()
+    }
+
     pub fn maybe_print(&mut self, counters: &[Arc<Counters>], writer: Option<&WriterCounters>) {
         let now = Instant::now();
-        if self.silent || now < self.next {
+        let interval = Duration::from_micros(self.live.interval_us.load(Relaxed));
+        if interval != self.interval {
+            // Reloaded: the next line one new interval from now at the latest.
+            self.interval = interval;
+            self.next = self.next.min(now + interval);
+        }
+        if self.live.silent.load(Relaxed) || now < self.next {
             return;
         }
-        self.next += self.interval;
+        self.next = (self.next + self.interval).max(now);
         let mut packets = 0;
         let mut bytes = 0;
         let mut kernel = capture::KernelStats::default();

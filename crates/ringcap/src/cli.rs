@@ -141,6 +141,8 @@ pub struct CaptureArgs {
     /// Read settings from a TOML file whose keys are the long flags without the dashes (interface = "eth0",
     /// file-size = "1GiB", no-index = true, out-dir = ["/a", "/b"], filter = "tcp"); flags given here
     /// override its keys (a repeatable flag replaces the file's list). A mistake names the key and line.
+    /// SIGHUP reads it again: disk-budget, keep-newest, stats-interval and quiet change at once; other
+    /// changed keys are named as needing a restart.
     #[arg(long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
 

@@ -215,3 +215,41 @@ pub fn shell_line(args: &[OsString]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// What a config file says, key by key (the file's key name → its flags), and which keys the command line
+/// overrides: what a reload compares.
+pub struct FileSettings {
+    pub keys: std::collections::BTreeMap<String, Vec<String>>,
+    pub overridden: std::collections::BTreeSet<String>,
+}
+
+/// Read the `--config` file of `args` (the process's command line) again, and the whole command line as it
+/// now expands: the settings a SIGHUP would give, or why the file is refused.
+pub fn reread(args: &[OsString]) -> Result<(FileSettings, crate::cli::CaptureArgs), String> {
+    let expanded = expand(args.to_vec()).map_err(|e| format!("{:#}", e.error))?;
+    let cli = <Cli as clap::Parser>::try_parse_from(&expanded)
+        .map_err(|e| e.to_string().trim().to_string())?;
+    let crate::cli::Command::Capture(capture) = cli.command else {
+        return Err("not a capture command".into());
+    };
+    let path = capture
+        .config
+        .clone()
+        .ok_or_else(|| "no --config file".to_string())?;
+    let text = read_config(&path).map_err(|e| format!("{:#}", e.error))?;
+    let flags = flags_of(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let given = relaxed_capture()
+        .try_get_matches_from(&args[1..])
+        .map_err(|e| e.to_string())?;
+    let mut s = FileSettings {
+        keys: Default::default(),
+        overridden: Default::default(),
+    };
+    for k in flags {
+        if given.value_source(&k.id) == Some(ValueSource::CommandLine) {
+            s.overridden.insert(k.id.clone());
+        }
+        s.keys.insert(k.id, k.args);
+    }
+    Ok((s, *capture))
+}

@@ -7,6 +7,7 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 /// The repository root (the Makefile and dist/ are there).
 fn repo() -> PathBuf {
@@ -287,4 +288,80 @@ fn interface_takes_one_name_or_a_list() {
         }
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// SIGHUP with --config: a smaller disk budget applies while the capture runs (files are deleted to meet
+/// it, no packet is lost), a changed snapshot length is named as needing a restart, and a file that no
+/// longer parses is refused with the running settings kept.
+#[test]
+fn sighup_reloads_the_budget_and_names_what_needs_a_restart() {
+    let tb = testbed();
+    let dir = temp_dir("config-reload");
+    let base = dir.join("cap");
+    let text = |budget: &str, extra: &str| {
+        format!(
+            "interface = \"{}\"\nwrite = \"{}\"\nfile-size = \"1MB\"\ndisk-budget = \"{budget}\"\nno-index = true\njson = true\n{extra}",
+            tb.rx_if,
+            base.display()
+        )
+    };
+    let cfg = config(&dir, &text("50MB", ""));
+    let mut child = spawn_capture(&tb, &["capture", "--config", cfg.to_str().unwrap()]);
+    let frames = |from: u32| -> Vec<Vec<u8>> {
+        (from..from + 3000)
+            .map(|i| frame(i, 1000, 9, 1000))
+            .collect()
+    };
+    let files = || -> (usize, u64) {
+        let v: Vec<u64> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().contains("cap-"))
+            .map(|e| e.metadata().unwrap().len())
+            .collect();
+        (v.len(), v.iter().sum())
+    };
+    send(&tb, &frames(0));
+    std::thread::sleep(Duration::from_millis(500));
+    let (n_before, _) = files();
+    assert!(n_before >= 3, "3 MB in 1 MB files: {n_before} files");
+
+    // A broken file first: refused, nothing changes.
+    config(&dir, &text("2MB", "no-such-key = 1\n"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    // Then a budget of 2 MB and a snapshot length, which needs a restart.
+    config(&dir, &text("2MB", "snaplen = 100\n"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    send(&tb, &frames(3000));
+    std::thread::sleep(Duration::from_millis(500));
+    let o = stop(child, libc::SIGINT);
+    let err = stderr_text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("refused, the running settings stay") && err.contains("no-such-key"),
+        "{err}"
+    );
+    assert!(err.contains("disk budget now"), "{err}");
+    assert!(err.contains("snaplen changed: needs a restart"), "{err}");
+    let summary = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap_or_else(|| panic!("no JSON summary:\n{err}"));
+    // Nothing lost, and full packets still (the snapshot length did not change).
+    assert_eq!(summary["captured"], 6000, "{summary}");
+    // 6 MB written, 2 MB kept: the new budget deleted files (the old one of 50 MB never would).
+    let (n, bytes) = files();
+    assert!(n < n_before + 3, "{n} files left");
+    assert!(
+        bytes <= 3_300_000,
+        "{bytes} bytes left (2 MB budget and the last file)"
+    );
+    assert!(
+        summary["files"]["deleted"].as_u64().unwrap_or(0) >= 2,
+        "{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

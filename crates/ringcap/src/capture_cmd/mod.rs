@@ -13,6 +13,7 @@ use store::{CompressMode, FilePlan};
 mod interfaces;
 mod output;
 mod probe;
+mod reload;
 mod xdp_count;
 
 use output::{cutoff_config, file_plan, open_writer};
@@ -187,6 +188,12 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     if let Some(m) = &opts_interfaces {
         printer = printer.interfaces(ifaces.clone(), m.clone(), written_per_interface.clone());
     }
+    let reloadable = reload::Reloadable {
+        retention: plan.as_ref().and_then(|p| p.live_retention.clone()),
+        stats: printer.live(),
+    };
+    reload::spawn(&a, reloadable)
+        .map_err(|e| Fatal::runtime(anyhow!("cannot watch for SIGHUP to reload --config: {e}")))?;
     let mut report = session
         .run(sinks, || {
             printer.maybe_print(&counters, writer_counters.as_deref())

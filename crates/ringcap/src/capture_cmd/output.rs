@@ -93,6 +93,11 @@ pub fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
     plan.max_files = a.file_count;
     plan.budget = a.disk_budget;
     plan.keep_newest = a.keep_newest;
+    // A reload (SIGHUP with --config) changes these two while the capture runs.
+    plan.live_retention = Some(store::LiveRetention::new(store::RetentionRules {
+        budget: a.disk_budget,
+        keep_newest: a.keep_newest,
+    }));
     plan.compression = a.compress;
     plan.compressors = a.compress_threads;
     // Indexed files get smaller frames so a narrow query decompresses less (BENCHMARKS.md, issue 11).

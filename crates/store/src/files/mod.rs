@@ -23,7 +23,7 @@ use crate::compress::CompressMode;
 use crate::indexing::IndexerFactory;
 
 pub use naming::{extension, index_path, parse_name, utc_stamp};
-pub use retention::{disk_use_percent, Budget};
+pub use retention::{disk_use_percent, Budget, LiveRetention, RetentionRules};
 pub(crate) use sink::FileSink;
 
 /// Default of [`FilePlan::keep_newest`]: the file being written and the newest complete one.
@@ -57,6 +57,9 @@ pub struct FilePlan {
     /// The budget never deletes the newest this many files of the capture, counting the one being
     /// written (`--keep-newest`; at least 1).
     pub keep_newest: usize,
+    /// Where the budget and keep_newest can be changed while the capture runs; when given it replaces
+    /// the two fields above.
+    pub live_retention: Option<LiveRetention>,
     /// Compression of the files.
     pub compression: CompressMode,
     /// Compressor threads.
@@ -83,6 +86,7 @@ impl FilePlan {
             max_files: None,
             budget: None,
             keep_newest: DEFAULT_KEEP_NEWEST,
+            live_retention: None,
             compression: CompressMode::None,
             compressors: 2,
             frame_size: crate::compress::DEFAULT_FRAME_SIZE,

@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::naming::{index_path, AgeKey, DoneFile};
 use super::{tell, EventFn};
@@ -46,6 +46,33 @@ impl Budget {
     }
 }
 
+/// The rules that may change while a capture runs (SIGHUP with `--config`): read at every check.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetentionRules {
+    /// Per-directory space budget (`--disk-budget`).
+    pub budget: Option<Budget>,
+    /// Never delete the newest this many files, counting the open one (at least 1).
+    pub keep_newest: usize,
+}
+
+/// A handle on a running capture's [`RetentionRules`]: set from outside, applied from the next write on.
+#[derive(Clone, Debug)]
+pub struct LiveRetention(Arc<Mutex<RetentionRules>>);
+
+impl LiveRetention {
+    pub fn new(rules: RetentionRules) -> LiveRetention {
+        LiveRetention(Arc::new(Mutex::new(rules)))
+    }
+
+    pub fn get(&self) -> RetentionRules {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set(&self, rules: RetentionRules) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = rules;
+    }
+}
+
 /// The complete files of one capture and the rules that delete them.
 pub(crate) struct Retention {
     /// Complete files of this base in all directories, oldest first.
@@ -54,8 +81,7 @@ pub(crate) struct Retention {
     dirs: Vec<PathBuf>,
     done_bytes: Vec<u64>,
     max_files: Option<usize>,
-    budget: Option<Budget>,
-    keep_newest: usize,
+    rules: LiveRetention,
     /// The budget is exceeded but only protected files are left (said once until it holds again).
     stuck: bool,
     counters: Arc<WriterCounters>,
@@ -67,8 +93,7 @@ impl Retention {
         dirs: Vec<PathBuf>,
         done: BTreeMap<AgeKey, DoneFile>,
         max_files: Option<usize>,
-        budget: Option<Budget>,
-        keep_newest: usize,
+        rules: LiveRetention,
         counters: Arc<WriterCounters>,
         events: Option<EventFn>,
     ) -> Retention {
@@ -81,8 +106,7 @@ impl Retention {
             dirs,
             done_bytes,
             max_files,
-            budget,
-            keep_newest: keep_newest.max(1),
+            rules,
             stuck: false,
             counters,
             events,
@@ -106,8 +130,9 @@ impl Retention {
     /// (`open_bytes`: the open file's bytes there); never the open file nor the newest
     /// `keep_newest - 1` complete ones, and no more than needed.
     pub fn enforce(&mut self, d: usize, open_bytes: u64) {
-        while self.over(d, open_bytes) {
-            if !self.delete_oldest(Some(d), self.keep_newest - 1) {
+        let rules = self.rules.get();
+        while self.over(d, open_bytes, rules.budget) {
+            if !self.delete_oldest(Some(d), rules.keep_newest.max(1) - 1) {
                 self.cannot_hold(d);
                 return;
             }
@@ -119,10 +144,11 @@ impl Retention {
     /// now (then writing there may go on: true); a size budget is about this capture's bytes,
     /// which a full disk does not change, so it deletes nothing.
     pub fn on_disk_full(&mut self, d: usize) -> bool {
-        if !(matches!(self.budget, Some(Budget::Percent(_))) && self.over(d, 0)) {
+        let rules = self.rules.get();
+        if !(matches!(rules.budget, Some(Budget::Percent(_))) && self.over(d, 0, rules.budget)) {
             return false;
         }
-        if self.delete_oldest(Some(d), self.keep_newest - 1) {
+        if self.delete_oldest(Some(d), rules.keep_newest.max(1) - 1) {
             return true;
         }
         self.cannot_hold(d);
@@ -131,8 +157,8 @@ impl Retention {
 
     /// Whether directory `d` is over the budget: this capture's bytes there (complete files and
     /// the open one) above SIZE, or the file system's use as `df` shows it above P %.
-    fn over(&self, d: usize, open_bytes: u64) -> bool {
-        match self.budget {
+    fn over(&self, d: usize, open_bytes: u64, budget: Option<Budget>) -> bool {
+        match budget {
             None => false,
             Some(Budget::Bytes(max)) => self.done_bytes[d] + open_bytes > max,
             Some(Budget::Percent(p)) => disk_use_percent(&self.dirs[d]).is_ok_and(|u| u > p),
@@ -144,7 +170,8 @@ impl Retention {
         if std::mem::replace(&mut self.stuck, true) {
             return;
         }
-        let state = match (self.budget, disk_use_percent(&self.dirs[d])) {
+        let rules = self.rules.get();
+        let state = match (rules.budget, disk_use_percent(&self.dirs[d])) {
             (Some(Budget::Percent(p)), Ok(u)) => {
                 format!("the file system is {u:.1}% full (budget {p}%) with other data")
             }
@@ -156,7 +183,7 @@ impl Retention {
                 "disk budget cannot hold in {}: {state}; keeping the newest {} files of this \
                  capture (--keep-newest)",
                 self.dirs[d].display(),
-                self.keep_newest
+                rules.keep_newest
             ),
         );
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::current::{OpenFile, PutError};
 use super::naming::{extension, list_done};
-use super::retention::Retention;
+use super::retention::{LiveRetention, Retention, RetentionRules};
 use super::{tell, EventFn, FilePlan};
 use crate::compress::{zstd_stored_frame, CompressMode};
 use crate::error::StoreError;
@@ -84,8 +84,12 @@ impl FileSink {
             plan.dirs.clone(),
             done,
             plan.max_files,
-            plan.budget,
-            plan.keep_newest,
+            plan.live_retention.clone().unwrap_or_else(|| {
+                LiveRetention::new(RetentionRules {
+                    budget: plan.budget,
+                    keep_newest: plan.keep_newest,
+                })
+            }),
             counters.clone(),
             plan.events.clone(),
         );
