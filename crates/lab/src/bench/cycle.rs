@@ -242,6 +242,17 @@ impl Drop for Outputs {
     }
 }
 
+/// Bytes on an Ethernet wire for `pkts` frames of `bytes` frame bytes (no FCS, as rx_bytes counts them):
+/// each frame padded to 60 plus FCS 4, preamble 8 and gap 12 (84 bytes for a 60-byte frame). The counters
+/// give sums, not each frame, so the padding is exact when no frame is below 60 bytes or all are the same
+/// size (every fixed:N plan); a mix with frames under 60 bytes is counted a little short.
+pub fn line_bytes(pkts: u64, bytes: u64) -> u64 {
+    // The same constants as gen::pace (MIN_FRAME, L1_OVERHEAD), which paces --mbps by them.
+    const MIN_FRAME: u64 = 60;
+    const L1_OVERHEAD: u64 = 24;
+    bytes.max(pkts * MIN_FRAME) + pkts * L1_OVERHEAD
+}
+
 /// Run one point once; returns one row per app (status says what failed, if anything).
 pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted> {
     let s = &run.setup;
@@ -250,6 +261,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
         point: run.point.clone(),
         rerun: run.rerun,
         levels: run.levels.iter().map(|(_, v)| v.clone()).collect(),
+        machine: env.plan.machine_label(),
         ..Row::default()
     };
     let fail_all = |why: String| -> Vec<Row> {
@@ -437,6 +449,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             duration_s: (dur > 0.0).then_some(dur),
             pps: (dur > 0.0).then(|| main_pkts as f64 / dur),
             mbps: (dur > 0.0).then(|| main_bytes as f64 * 8.0 / dur / 1e6),
+            line_mbps: (dur > 0.0).then(|| line_bytes(main_pkts, main_bytes) as f64 * 8.0 / dur / 1e6),
             cpu: cpu_modes,
             app_cpu_s: Some(app_cpu_s),
             app_ns_per_pkt: (offered > 0).then(|| run_cpu_s / offered as f64 * 1e9),
@@ -461,4 +474,24 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
         let _ = fs::remove_file(&gen_log);
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_bytes;
+
+    #[test]
+    fn line_bytes_add_preamble_fcs_gap_and_padding() {
+        // Schultz: a 60-byte frame is 84 bytes on the wire (8 preamble + 60 + 4 FCS + 12 gap).
+        assert_eq!(line_bytes(1, 60), 84);
+        assert_eq!(line_bytes(1000, 60_000), 84_000);
+        // 1514-byte frames: 1538 on the wire.
+        assert_eq!(line_bytes(10, 15_140), 15_380);
+        // 42-byte frames (the smallest UDP/IPv4) are padded to 60 first.
+        assert_eq!(line_bytes(2, 84), 2 * 84);
+        // 148.8 kpps of 60-byte frames is 100 Mb/s on the line, 71.4 Mb/s of frames.
+        let pps = 100e6 / (84.0 * 8.0);
+        let line = line_bytes(pps.round() as u64, (pps.round() * 60.0) as u64) as f64 * 8.0 / 1e6;
+        assert!((line - 100.0).abs() < 0.01, "{line}");
+    }
 }

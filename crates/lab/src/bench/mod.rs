@@ -150,6 +150,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         "quick": opts.overrides.quick,
         "reruns": opts.overrides.reruns,
         "packets": opts.overrides.packets,
+        "machine": opts.overrides.machine,
     });
 
     let mut meta = serde_json::json!({});
@@ -174,7 +175,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         if let Some(old) = meta.get("overrides") {
             if old != &overrides {
                 return Err(BenchError::Refused(format!(
-                    "the plan in {} was started with {old}, now {overrides}: --resume needs the same --quick/--reruns/--packets",
+                    "the plan in {} was started with {old}, now {overrides}: --resume needs the same --quick/--reruns/--packets/--machine",
                     dir.display()
                 )));
             }
