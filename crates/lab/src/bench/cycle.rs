@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::methods::{self, Launch};
 use super::process::{self, Proc};
 use super::results::Row;
+use super::timeline;
 use crate::cgroup::CpuLimit;
 use crate::cpusage::{self, Profiler, Usage};
 use crate::plan::{Count, Output, Plan, Rate, Run};
@@ -81,8 +82,10 @@ fn generate(
     run: &Run,
     packets: u64,
     log: &Path,
+    measured: bool,
 ) -> Result<Result<Sent, String>, Interrupted> {
     let s = &run.setup;
+    let burst = s.burst.filter(|_| measured);
     let mut c = tb.command(Side::Tx, &env.ringcap.to_string_lossy());
     c.args(["gen", "-i", &tb.tx_if, "-n", &packets.to_string()])
         .args([
@@ -103,6 +106,17 @@ fn generate(
         Rate::GapNs(v) => {
             c.args(["--gap", &v.to_string()]);
         }
+    }
+    if let Some(b) = burst {
+        let period_ms = (b.period_s() * 1000.0).round() as u64;
+        c.args(["--burst", &b.gen_arg()])
+            .args(["--duration", &format!("{}ms", period_ms * b.cycles as u64)]);
+        // Start on a wall-clock multiple of the period (seed 002: generators started on a boundary), at
+        // least 100 ms ahead, so every time stamp's phase is its wall-clock time modulo the period.
+        let period = period_ms * 1_000_000;
+        let now = timeline::now_ns();
+        let start = (now + 100_000_000).div_ceil(period) * period;
+        nap(Duration::from_nanos(start - now), env.stop)?;
     }
     let mut p = match process::spawn(c, None, log, None) {
         Ok(p) => p,
@@ -354,7 +368,7 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
     };
     let mut warm = Sent::default();
     if env.plan.warmup_packets > 0 {
-        match generate(tb, env, run, env.plan.warmup_packets, &gen_log)? {
+        match generate(tb, env, run, env.plan.warmup_packets, &gen_log, false)? {
             Ok(w) => warm = w,
             Err(why) => return Ok(fail_all(why)),
         }
@@ -363,7 +377,31 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
     let c1 = rx_counters(tb).unwrap_or(c0);
     let stat0 = cpusage::read_proc_stat();
     let profiler = Profiler::start(Duration::from_millis(100)).ok();
-    let sent = generate(tb, env, run, env.plan.packets, &gen_log)?;
+    // Burst runs: the receiving interface's counters every 100 ms, for the time line.
+    let sampling = AtomicBool::new(false);
+    let mut samples: Vec<timeline::Sample> = Vec::new();
+    let sent = std::thread::scope(|scope| {
+        let sampler = s.burst.map(|_| {
+            scope.spawn(|| {
+                let mut out = Vec::new();
+                while !sampling.load(Ordering::Relaxed) {
+                    if let Ok((p, b)) = rx_counters(tb) {
+                        out.push((timeline::now_ns(), p, b));
+                    }
+                    let now = timeline::now_ns();
+                    let next = (now / timeline::BIN_NS + 1) * timeline::BIN_NS;
+                    std::thread::sleep(Duration::from_nanos(next - now));
+                }
+                out
+            })
+        });
+        let sent = generate(tb, env, run, env.plan.packets, &gen_log, true);
+        sampling.store(true, Ordering::Relaxed);
+        if let Some(h) = sampler {
+            samples = h.join().unwrap_or_default();
+        }
+        sent
+    })?;
     let stat1 = cpusage::read_proc_stat();
     let report = profiler.and_then(|p| p.stop(None, None).ok());
     let sent = match sent {
@@ -460,6 +498,20 @@ pub fn run_once(tb: &Testbed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrup
             status,
             ..base.clone()
         });
+    }
+    if let (Some(b), Some(path)) = (s.burst, outs.paths.first()) {
+        // Captured per bin from the first app's file (needs pcap on disk); offered from the counters.
+        let stamps = if s.output == Output::Disk {
+            timeline::pcap_stamps(path).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let period_ns = (b.period_s() * 1e9).round() as u64;
+        let bins = timeline::bins(&samples, &stamps, period_ns);
+        let _ = timeline::write(
+            &env.out_dir.join("timeline").join(format!("{}.csv", run.index)),
+            &bins,
+        );
     }
     drop(outs);
     if s.output == Output::Disk {

@@ -8,6 +8,7 @@ pub mod methods;
 pub mod process;
 pub mod results;
 pub mod search;
+pub mod timeline;
 
 use std::collections::BTreeSet;
 use std::fs;
