@@ -542,7 +542,7 @@ mod tests {
         // 42-byte frames (the smallest UDP/IPv4) are padded to 60 first.
         assert_eq!(line_bytes(2, 84), 2 * 84);
         // 148.8 kpps of 60-byte frames is 100 Mb/s on the line, 71.4 Mb/s of frames.
-        let pps = 100e6 / (84.0 * 8.0);
+        let pps: f64 = 100e6 / (84.0 * 8.0);
         let line = line_bytes(pps.round() as u64, (pps.round() * 60.0) as u64) as f64 * 8.0 / 1e6;
         assert!((line - 100.0).abs() < 0.01, "{line}");
     }

@@ -370,3 +370,40 @@ fn gap_plan_plots_rates_against_the_gap_as_set() {
     assert!(csv.contains("gap_ns=1000,1000,2,0,mbps,2,192,192,192,192\n"), "{csv}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn burst_time_lines_are_folded_over_the_cycle() {
+    // Seed 002 Fig 4: two cycles of 0.2 s in run 0's time line; phase 0 offered 10 k and 30 k pps (avg 20 k).
+    let dir = copy_fixture("gap");
+    let bins = [
+        (0.0, 10_000.0, 9_000.0),
+        (0.1, 0.0, 0.0),
+        (0.0, 30_000.0, 29_000.0),
+        (0.1, 0.0, 0.0),
+    ];
+    let lines: Vec<crate::bench::timeline::Bin> = bins
+        .iter()
+        .enumerate()
+        .map(|(i, &(phase_s, o, c))| crate::bench::timeline::Bin {
+            t_ns: 1_000_000_000 + i as u64 * 100_000_000,
+            phase_s,
+            offered_pps: o,
+            offered_mbps: o * 480.0 / 1e6,
+            captured_pps: c,
+            captured_mbps: c * 480.0 / 1e6,
+        })
+        .collect();
+    crate::bench::timeline::write(&dir.join("timeline/0.csv"), &lines).unwrap();
+    let sum = write(&dir).unwrap();
+    assert!(
+        sum.plots.iter().any(|p| p.ends_with("burst_cycle_pps.svg")),
+        "{:?}",
+        sum.plots
+    );
+    let svg = parse_svg(&dir.join("plots/burst_cycle_pps.svg"));
+    assert!(svg.contains("time in the on/off cycle (s)"));
+    assert!(svg.contains("offered") && svg.contains("captured"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("burst_cycle_mbps"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
