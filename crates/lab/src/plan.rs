@@ -24,7 +24,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The factors a plan may vary (or fix in `[run]`).
-pub const FACTORS: [&str; 13] = [
+pub const FACTORS: [&str; 14] = [
     "method",
     "rate_mbps",
     "rate_pps",
@@ -38,6 +38,7 @@ pub const FACTORS: [&str; 13] = [
     "dist",
     "output",
     "cpu_limit",
+    "burst",
 ];
 
 /// Capture methods the runner knows without a `[methods.NAME]` section (plus `tcpdump|gzip -N`).
@@ -185,6 +186,66 @@ pub enum Rate {
     GapNs(f64),
 }
 
+/// An on/off schedule of the generator (seed 002 §5.2, driverdump's burst test): `on_s` sending at the
+/// run's rate, `off_s` idle, for `cycles` periods. The generator starts on a wall-clock multiple of the
+/// period, so a time stamp's phase in the cycle is its wall-clock time modulo the period.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Burst {
+    pub on_s: f64,
+    pub off_s: f64,
+    pub cycles: u32,
+}
+
+impl Burst {
+    pub fn period_s(&self) -> f64 {
+        self.on_s + self.off_s
+    }
+    /// `ringcap gen --burst` of this schedule.
+    pub fn gen_arg(&self) -> String {
+        format!("on={}ms,off={}ms", ms(self.on_s), ms(self.off_s))
+    }
+}
+
+fn ms(s: f64) -> u64 {
+    (s * 1000.0).round() as u64
+}
+
+/// `on=2s,off=2s,cycles=5` (cycles default 5; times in s or ms).
+fn parse_burst(level: &str) -> Result<Option<Burst>, String> {
+    if level == "none" {
+        return Ok(None);
+    }
+    let usage = || {
+        format!("burst = `{level}`: expected \"none\" or \"on=T,off=T[,cycles=N]\" with T like 2s or 500ms")
+    };
+    let secs = |v: &str| -> Option<f64> {
+        let (n, scale) = match v.strip_suffix("ms") {
+            Some(n) => (n, 1e-3),
+            None => (v.strip_suffix('s')?, 1.0),
+        };
+        n.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).map(|x| x * scale)
+    };
+    let (mut on, mut off, mut cycles) = (None, None, 5u32);
+    for part in level.split(',') {
+        let (k, v) = part.trim().split_once('=').ok_or_else(usage)?;
+        match k.trim() {
+            "on" => on = Some(secs(v.trim()).ok_or_else(usage)?),
+            "off" => off = Some(secs(v.trim()).ok_or_else(usage)?),
+            "cycles" => cycles = v.trim().parse().ok().filter(|c| (1..=10_000).contains(c)).ok_or_else(usage)?,
+            _ => return Err(usage()),
+        }
+    }
+    match (on, off) {
+        // Whole milliseconds: the generator's schedule and the wall-clock alignment use ms.
+        (Some(on), Some(off)) if on >= 0.001 => Ok(Some(Burst {
+            on_s: ms(on) as f64 / 1000.0,
+            off_s: ms(off) as f64 / 1000.0,
+            cycles,
+        })),
+        _ => Err(usage()),
+    }
+}
+
 /// CPU placement (TESTBED.md): `single` puts generator, receive softirq and capturer on CPU 0; `dual` keeps
 /// the generator on CPU 0 and steers receive processing (RPS) and the capturers to CPU 1; `split` leaves the
 /// receive softirq with the generator on CPU 0 (veth delivers on the sender's CPU) and runs only the
@@ -232,7 +293,7 @@ pub struct Setup {
     /// Filter expression (tcpdump syntax), None = capture all.
     pub filter: Option<String>,
     pub apps: u32,
-    /// `memcpy:N` / `zstd:N` (ringcap only).
+    /// `memcpy:N` / `gzip:N` / `zstd:N` (ringcap only).
     pub load: Option<String>,
     /// Bytes kept per packet, 0 = whole packet.
     pub snaplen: u32,
@@ -242,6 +303,8 @@ pub struct Setup {
     pub output: Output,
     /// CPU budget of the capturers' cgroup in percent of one CPU (None: not limited).
     pub cpu_limit: Option<u32>,
+    /// On/off cycles of the generator (None: it sends without pause).
+    pub burst: Option<Burst>,
 }
 
 impl Default for Setup {
@@ -259,6 +322,7 @@ impl Default for Setup {
             dist: "fixed:46".into(),
             output: Output::Disk,
             cpu_limit: None,
+            burst: None,
         }
     }
 }
@@ -283,6 +347,8 @@ pub struct Overrides {
     pub quick: bool,
     pub reruns: Option<u32>,
     pub packets: Option<u64>,
+    /// `--machine LABEL`: the results.csv `machine` column (default: the plan's, else the host name).
+    pub machine: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -313,6 +379,8 @@ pub struct Plan {
     pub disk_dir: PathBuf,
     /// Keep the capture files after counting them (default: delete each run's files).
     pub keep_files: bool,
+    /// `[run] machine`: label of the machine in results.csv (None: the host name).
+    pub machine: Option<String>,
     /// Factors fixed in `[run]` (name, level).
     pub fixed: Vec<(String, String)>,
     pub factors: Vec<Factor>,
@@ -436,12 +504,13 @@ fn example_levels(factor: &str) -> &'static str {
         "buffer_kib" => "1024, 65536",
         "filter" => "\"none\", \"file:filters/thesis-fig6.5.txt\"",
         "apps" => "1, 2, 4",
-        "load" => "\"none\", \"memcpy:10\", \"zstd:3\"",
+        "load" => "\"none\", \"memcpy:25\", \"gzip:3\"",
         "snaplen" => "0, 76",
         "placement" => "\"single\", \"dual\", \"split\"",
         "dist" => "\"fixed:46\", \"imix\"",
         "output" => "\"disk\", \"null\"",
         "cpu_limit" => "\"none\", 50, 10",
+        "burst" => "\"none\", \"on=2s,off=2s,cycles=5\"",
         _ => "...",
     }
 }
@@ -490,13 +559,13 @@ fn parse_load(level: &str) -> Result<Option<String>, String> {
         return Ok(None);
     }
     let ok = level.split_once(':').is_some_and(|(kind, n)| {
-        matches!(kind, "memcpy" | "zstd") && n.parse::<i32>().is_ok_and(|n| n > 0)
+        matches!(kind, "memcpy" | "gzip" | "zstd") && n.parse::<i32>().is_ok_and(|n| n > 0)
     });
     if ok {
         Ok(Some(level.to_string()))
     } else {
         Err(format!(
-            "load = `{level}`: expected \"none\", \"memcpy:N\" (copy N times) or \"zstd:N\" (level N)"
+            "load = `{level}`: expected \"none\", \"memcpy:N\" (copy N times), \"gzip:N\" (zlib level N) or \"zstd:N\" (level N)"
         ))
     }
 }
@@ -589,6 +658,7 @@ impl Setup {
                     _ => return Err(format!("output = `{level}`: expected \"disk\" or \"null\"")),
                 }
             }
+            "burst" => self.burst = parse_burst(level)?,
             "cpu_limit" => {
                 self.cpu_limit = if level == "none" {
                     None
@@ -676,6 +746,7 @@ impl Plan {
             "warmup_packets",
             "disk_dir",
             "keep_files",
+            "machine",
         ];
         run_keys.extend(FACTORS);
         check_keys(run, &run_keys, "[run]")?;
@@ -690,6 +761,7 @@ impl Plan {
             Some(toml::Value::Boolean(b)) => *b,
             Some(_) => return Err(invalid("[run] keep_files must be true or false")),
         };
+        let machine = get_str(run, "machine", "run")?.filter(|m| !m.trim().is_empty());
         let mut fixed = Vec::new();
         for (k, v) in run {
             if FACTORS.contains(&k.as_str()) {
@@ -864,6 +936,7 @@ impl Plan {
             warmup_packets,
             disk_dir,
             keep_files,
+            machine,
             fixed,
             factors,
             methods,
@@ -957,6 +1030,9 @@ impl Plan {
         if let Some(n) = o.packets {
             p.packets = n;
         }
+        if let Some(m) = o.machine.as_ref().filter(|m| !m.trim().is_empty()) {
+            p.machine = Some(m.clone());
+        }
         p.quick = None;
         p
     }
@@ -1002,12 +1078,26 @@ impl Plan {
         runs
     }
 
+    /// The results.csv `machine` of this plan's runs: the label given, else the host name.
+    pub fn machine_label(&self) -> String {
+        self.machine.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into())
+        })
+    }
+
     /// Rough wall time of the given runs in seconds (fixed overhead per run plus sending time).
     pub fn estimate_seconds(&self, runs: &[Run]) -> f64 {
         runs.iter()
             .map(|r| {
-                RUN_OVERHEAD_S
-                    + (self.packets + self.warmup_packets) as f64 / r.setup.pps_estimate()
+                let send = match r.setup.burst {
+                    // A burst run lasts its cycles (or ends earlier at `packets`).
+                    Some(b) => (b.cycles as f64 * b.period_s() + b.period_s())
+                        .min(self.packets as f64 / r.setup.pps_estimate() * b.period_s() / b.on_s),
+                    None => self.packets as f64 / r.setup.pps_estimate(),
+                };
+                RUN_OVERHEAD_S + send + self.warmup_packets as f64 / r.setup.pps_estimate()
             })
             .sum()
     }
@@ -1110,7 +1200,9 @@ rate_mbps = ["max"]
             quick: true,
             reruns: Some(4),
             packets: Some(30_000),
+            machine: Some("lab-2".into()),
         });
+        assert_eq!(o.machine.as_deref(), Some("lab-2"));
         assert_eq!((o.reruns, o.packets), (4, 30_000));
         assert_eq!(o.expand().len(), 8);
         // Without --quick the [quick] section changes nothing.
@@ -1236,6 +1328,22 @@ filter = ["none", "file:f/x.txt", "tcp"]
             }
         }
         assert!(n >= 6, "{n} plans in {}", dir.display());
+    }
+
+    #[test]
+    fn burst_levels() {
+        let p = parse("[factors]\nburst = [\"none\", \"on=2s,off=500ms\", \"on=1s,off=1s,cycles=3\"]\n")
+            .unwrap();
+        let runs = p.expand();
+        assert_eq!(runs[0].setup.burst, None);
+        let b = runs[1].setup.burst.unwrap();
+        assert_eq!((b.on_s, b.off_s, b.cycles, b.period_s()), (2.0, 0.5, 5, 2.5));
+        assert_eq!(b.gen_arg(), "on=2000ms,off=500ms");
+        assert_eq!(runs[2].setup.burst.unwrap().cycles, 3);
+        for bad in ["on=2s", "on=2,off=1s", "on=0s,off=1s", "on=1s,off=1s,cycles=0", "fast"] {
+            let e = err(&format!("[factors]\nburst = [\"{bad}\"]\n"));
+            assert!(e.contains("on=T,off=T"), "{bad}: {e}");
+        }
     }
 
     #[test]

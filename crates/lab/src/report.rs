@@ -117,6 +117,7 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
 
     let layout = figures::layout(&results.factors, &all_runs, &plan.report, &mut warnings);
     let mut figs = figures::line_figures(&results.factors, &all_runs, &layout, &mut warnings);
+    figs.extend(figures::burst_figures(dir, &all_runs, &mut warnings));
 
     let anova = plan
         .anova

@@ -18,15 +18,17 @@ use crate::Fatal;
 the factors' levels must have the same number of rows (replications), at least 2.\n\
 Examples:\n  ringcap anova results.csv --response capture_rate --factors method,placement\n  \
 ringcap anova results.csv --response mbps --factors method,machine --log --plots anova-plots\n  \
+ringcap anova hostA/results.csv hostB/results.csv --response capture_rate --factors method,machine\n  \
 ringcap anova results.csv --response cpu --factors a,b,c --json"
 )]
 #[command(
     mut_arg("json", |a| a.help("Print JSON: {\"components\":[{\"name\",\"ss\",\"df\",\"ms\",\"f\",\"p\",\"percent\",\"f_table\"}, …], …}."))
 )]
 pub struct AnovaArgs {
-    /// CSV file with a header row ("-" for stdin).
-    #[arg(value_name = "FILE.csv")]
-    pub file: PathBuf,
+    /// CSV files with a header row ("-" for stdin). Several files are one experiment: their rows are pooled
+    /// (e.g. results.csv of `ringcap bench` on two hosts, told apart by the `machine` column).
+    #[arg(value_name = "FILE.csv", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
     /// Column with the response (a number in every row).
     #[arg(long = "response", value_name = "COL")]
     pub response: String,
@@ -66,22 +68,32 @@ pub fn run(a: AnovaArgs) -> Result<(), Fatal> {
         )));
     }
     let factors: Vec<String> = a.factors.iter().map(|f| f.trim().to_string()).collect();
-    let input: Box<dyn Read> = if a.file.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
-    } else {
-        Box::new(
-            File::open(&a.file)
-                .with_context(|| format!("cannot open {}", a.file.display()))
-                .map_err(Fatal::usage)?,
-        )
-    };
-    let observations =
-        anova::read_csv(input, &a.response, &factors).map_err(data_error(&a.file))?;
+    let mut observations = Vec::new();
+    for file in &a.files {
+        let input: Box<dyn Read> = if file.as_os_str() == "-" {
+            Box::new(io::stdin().lock())
+        } else {
+            Box::new(
+                File::open(file)
+                    .with_context(|| format!("cannot open {}", file.display()))
+                    .map_err(Fatal::usage)?,
+            )
+        };
+        observations
+            .extend(anova::read_csv(input, &a.response, &factors).map_err(data_error(file))?);
+    }
+    let all = a
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
     let opts = AnovaOptions {
         log10: a.log,
         confidence: a.confidence,
     };
-    let result = anova::analyse(&factors, &observations, &opts).map_err(data_error(&a.file))?;
+    let result =
+        anova::analyse(&factors, &observations, &opts).map_err(data_error(Path::new(&all)))?;
 
     if let Some(dir) = &a.plots {
         write_plots(dir, &a.response, &result).map_err(Fatal::runtime)?;

@@ -36,6 +36,10 @@ pub struct BenchArgs {
     /// Packets per run (overrides the plan).
     #[arg(long, value_name = "N")]
     pub packets: Option<u64>,
+    /// Label of this machine in results.csv's `machine` column [default: the plan's [run] machine, else
+    /// the host name], so results of several hosts merge into one ANOVA.
+    #[arg(long, value_name = "LABEL")]
+    pub machine: Option<String>,
     /// Print the runs and a time estimate; run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -76,6 +80,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
         quick: a.quick,
         reruns: a.reruns,
         packets: a.packets,
+        machine: a.machine.clone(),
     };
     let plan = plan.with_overrides(&overrides);
     let ringcap = std::env::current_exe().map_err(Fatal::runtime)?;

@@ -380,10 +380,10 @@ pub struct CaptureArgs {
     #[arg(long = "max-write-rate", value_name = "MB/s", hide = true)]
     pub max_write_rate: Option<f64>,
 
-    /// Lab: extra work per packet in the capture sink, memcpy:N (copy every packet N times) or zstd:N
-    /// (compress every packet into a discarded zstd stream at level N), as the thesis loaded its capturer
-    /// (seed 000 section 6.3.4: 25 or 50 copies, zlib level 3 or 9).
-    #[arg(long = "load", value_name = "memcpy:N|zstd:N")]
+    /// Lab: extra work per packet in the capture sink, memcpy:N (copy every packet N times), gzip:N
+    /// (compress every packet into a discarded gzip stream at zlib level N) or zstd:N (the same with zstd),
+    /// as the thesis loaded its capturer (seed 000 section 6.3.4: 25 or 50 copies, zlib level 3 or 9).
+    #[arg(long = "load", value_name = "memcpy:N|gzip:N|zstd:N")]
     pub load: Option<session::sinks::LoadSpec>,
 
     /// Send header records (not packets) to collectors: tcp://HOST:PORT or udp://HOST:PORT, comma-separated.

@@ -82,6 +82,48 @@ fn anova_json_matches_the_published_table() {
 }
 
 #[test]
+fn anova_pools_several_files_into_one_experiment() {
+    // Results of several machines merge: the battery data split over two files (material 3 "measured on
+    // another host", its columns in another order) must give the published table of the whole.
+    let dir = temp_dir("two");
+    let whole = std::fs::read_to_string(battery_csv(&dir)).unwrap();
+    let (mut a, mut b) = (String::from("rerun,material,temp,life\n"), String::from("life,temp,material,rerun\n"));
+    for line in whole.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f[1] == "3" {
+            b.push_str(&format!("{},{},{},{}\n", f[3], f[2], f[1], f[0]));
+        } else {
+            a.push_str(&format!("{line}\n"));
+        }
+    }
+    let (pa, pb) = (dir.join("a.csv"), dir.join("b.csv"));
+    std::fs::write(&pa, a).unwrap();
+    std::fs::write(&pb, b).unwrap();
+    let out = ringcap(&[
+        "anova",
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+        "--response",
+        "life",
+        "--factors",
+        "material,temp",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ss: Vec<f64> = v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["ss"].as_f64().unwrap())
+        .collect();
+    for (got, want) in ss.iter().zip([10683.72, 39118.72, 9613.78, 18230.75]) {
+        assert!((got - want).abs() < 0.005, "{ss:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn anova_text_table_and_plots() {
     let dir = temp_dir("text");
     let csv = battery_csv(&dir);

@@ -138,7 +138,8 @@ impl Bed {
     }
 
     /// The command that sends `packets` at the run's rate: `ringcap gen` in the testbed's sending namespace,
-    /// or the plan's template run by `sh -c`.
+    /// or the plan's template run by `sh -c`. `extra`: more `ringcap gen` flags (a burst schedule), the
+    /// template's {extra}.
     pub fn generator(
         &self,
         ringcap: &Path,
@@ -146,6 +147,7 @@ impl Bed {
         rate: Rate,
         dist: &str,
         gen_cpu: usize,
+        extra: &[String],
     ) -> Command {
         match self {
             Bed::Testbed(tb) => {
@@ -153,19 +155,16 @@ impl Bed {
                 c.args(["gen", "-i", &tb.tx_if, "-n", &packets.to_string()])
                     .args(["--dist", dist, "--cpu", &gen_cpu.to_string()])
                     .args(rate_args(rate))
+                    .args(extra)
                     .args(["--json", "-q"]);
                 c
             }
             Bed::Interface(s) => {
                 let mut c = Command::new("sh");
-                c.arg("-c").arg(expand(
-                    &s.generator,
-                    ringcap,
-                    packets,
-                    rate,
-                    dist,
-                    gen_cpu,
-                ));
+                c.arg("-c").arg(
+                    expand(&s.generator, ringcap, packets, rate, dist, gen_cpu)
+                        .replace("{extra}", &extra.join(" ")),
+                );
                 c
             }
         }
@@ -200,8 +199,6 @@ pub fn expand(
         .replace("{cpu}", &gen_cpu.to_string())
 }
 
-/// Fields a generator template may use.
-pub const TEMPLATE_FIELDS: [&str; 5] = ["{ringcap}", "{packets}", "{rate}", "{dist}", "{cpu}"];
 
 fn parse_ethtool_stats(ethtool_s: &str) -> Vec<(String, u64)> {
     ethtool_s

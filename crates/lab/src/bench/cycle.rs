@@ -12,6 +12,7 @@ use super::bed::{self, Bed, Sent};
 use super::methods::{self, Launch};
 use super::process::{self, Proc};
 use super::results::Row;
+use super::timeline;
 use crate::cgroup::CpuLimit;
 use crate::cpusage::{self, Profiler, Usage};
 use crate::plan::{Count, OfferedBy, Output, Plan, Run};
@@ -54,9 +55,34 @@ fn generate(
     run: &Run,
     packets: u64,
     log: &Path,
+    measured: bool,
 ) -> Result<Result<Sent, String>, Interrupted> {
     let s = &run.setup;
-    let c = bed.generator(env.ringcap, packets, s.rate, &s.dist, s.placement.gen_cpu());
+    let burst = s.burst.filter(|_| measured);
+    let mut extra = Vec::new();
+    if let Some(b) = burst {
+        let period_ms = (b.period_s() * 1000.0).round() as u64;
+        extra = vec![
+            "--burst".to_string(),
+            b.gen_arg(),
+            "--duration".to_string(),
+            format!("{}ms", period_ms * b.cycles as u64),
+        ];
+        // Start on a wall-clock multiple of the period (seed 002: generators started on a boundary), at
+        // least 100 ms ahead, so every time stamp's phase is its wall-clock time modulo the period.
+        let period = period_ms * 1_000_000;
+        let now = timeline::now_ns();
+        let start = (now + 100_000_000).div_ceil(period) * period;
+        nap(Duration::from_nanos(start - now), env.stop)?;
+    }
+    let c = bed.generator(
+        env.ringcap,
+        packets,
+        s.rate,
+        &s.dist,
+        s.placement.gen_cpu(),
+        &extra,
+    );
     let started = Instant::now();
     let mut p = match process::spawn(c, None, log, None) {
         Ok(p) => p,
@@ -202,6 +228,17 @@ impl Drop for Outputs {
     }
 }
 
+/// Bytes on an Ethernet wire for `pkts` frames of `bytes` frame bytes (no FCS, as rx_bytes counts them):
+/// each frame padded to 60 plus FCS 4, preamble 8 and gap 12 (84 bytes for a 60-byte frame). The counters
+/// give sums, not each frame, so the padding is exact when no frame is below 60 bytes or all are the same
+/// size (every fixed:N plan); a mix with frames under 60 bytes is counted a little short.
+pub fn line_bytes(pkts: u64, bytes: u64) -> u64 {
+    // The same constants as gen::pace (MIN_FRAME, L1_OVERHEAD), which paces --mbps by them.
+    const MIN_FRAME: u64 = 60;
+    const L1_OVERHEAD: u64 = 24;
+    bytes.max(pkts * MIN_FRAME) + pkts * L1_OVERHEAD
+}
+
 /// Run one point once; returns one row per app (status says what failed, if anything).
 pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted> {
     let s = &run.setup;
@@ -210,6 +247,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
         point: run.point.clone(),
         rerun: run.rerun,
         levels: run.levels.iter().map(|(_, v)| v.clone()).collect(),
+        machine: env.plan.machine_label(),
         ..Row::default()
     };
     let fail_all = |why: String| -> Vec<Row> {
@@ -301,7 +339,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     let nic0 = bed.driver_stats();
     let mut warm = Sent::default();
     if env.plan.warmup_packets > 0 {
-        match generate(bed, env, run, env.plan.warmup_packets, &gen_log)? {
+        match generate(bed, env, run, env.plan.warmup_packets, &gen_log, false)? {
             Ok(w) => warm = w,
             Err(why) => return Ok(fail_all(why)),
         }
@@ -310,7 +348,31 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     let c1 = bed.counters().unwrap_or(c0);
     let stat0 = cpusage::read_proc_stat();
     let profiler = Profiler::start(Duration::from_millis(100)).ok();
-    let sent = generate(bed, env, run, env.plan.packets, &gen_log)?;
+    // Burst runs: the receiving interface's counters every 100 ms, for the time line.
+    let sampling = AtomicBool::new(false);
+    let mut samples: Vec<timeline::Sample> = Vec::new();
+    let sent = std::thread::scope(|scope| {
+        let sampler = s.burst.map(|_| {
+            scope.spawn(|| {
+                let mut out = Vec::new();
+                while !sampling.load(Ordering::Relaxed) {
+                    if let Ok(c) = bed.counters() {
+                        out.push((timeline::now_ns(), c.packets, c.bytes));
+                    }
+                    let now = timeline::now_ns();
+                    let next = (now / timeline::BIN_NS + 1) * timeline::BIN_NS;
+                    std::thread::sleep(Duration::from_nanos(next - now));
+                }
+                out
+            })
+        });
+        let sent = generate(bed, env, run, env.plan.packets, &gen_log, true);
+        sampling.store(true, Ordering::Relaxed);
+        if let Some(h) = sampler {
+            samples = h.join().unwrap_or_default();
+        }
+        sent
+    })?;
     let stat1 = cpusage::read_proc_stat();
     let report = profiler.and_then(|p| p.stop(None, None).ok());
     let sent = match sent {
@@ -420,6 +482,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             duration_s: (dur > 0.0).then_some(dur),
             pps: (dur > 0.0).then(|| main_pkts as f64 / dur),
             mbps: (dur > 0.0).then(|| main_bytes as f64 * 8.0 / dur / 1e6),
+            line_mbps: (dur > 0.0).then(|| line_bytes(main_pkts, main_bytes) as f64 * 8.0 / dur / 1e6),
             cpu: cpu_modes,
             app_cpu_s: Some(app_cpu_s),
             app_ns_per_pkt: (offered > 0).then(|| run_cpu_s / offered as f64 * 1e9),
@@ -430,6 +493,20 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             status,
             ..base.clone()
         });
+    }
+    if let (Some(b), Some(path)) = (s.burst, outs.paths.first()) {
+        // Captured per bin from the first app's file (needs pcap on disk); offered from the counters.
+        let stamps = if s.output == Output::Disk {
+            timeline::pcap_stamps(path).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let period_ns = (b.period_s() * 1e9).round() as u64;
+        let bins = timeline::bins(&samples, &stamps, period_ns);
+        let _ = timeline::write(
+            &env.out_dir.join("timeline").join(format!("{}.csv", run.index)),
+            &bins,
+        );
     }
     drop(outs);
     if s.output == Output::Disk {
@@ -444,4 +521,24 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
         let _ = fs::remove_file(&gen_log);
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_bytes;
+
+    #[test]
+    fn line_bytes_add_preamble_fcs_gap_and_padding() {
+        // Schultz: a 60-byte frame is 84 bytes on the wire (8 preamble + 60 + 4 FCS + 12 gap).
+        assert_eq!(line_bytes(1, 60), 84);
+        assert_eq!(line_bytes(1000, 60_000), 84_000);
+        // 1514-byte frames: 1538 on the wire.
+        assert_eq!(line_bytes(10, 15_140), 15_380);
+        // 42-byte frames (the smallest UDP/IPv4) are padded to 60 first.
+        assert_eq!(line_bytes(2, 84), 2 * 84);
+        // 148.8 kpps of 60-byte frames is 100 Mb/s on the line, 71.4 Mb/s of frames.
+        let pps: f64 = 100e6 / (84.0 * 8.0);
+        let line = line_bytes(pps.round() as u64, (pps.round() * 60.0) as u64) as f64 * 8.0 / 1e6;
+        assert!((line - 100.0).abs() < 0.01, "{line}");
+    }
 }

@@ -9,6 +9,7 @@ pub mod methods;
 pub mod process;
 pub mod results;
 pub mod search;
+pub mod timeline;
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -176,6 +177,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         "quick": opts.overrides.quick,
         "reruns": opts.overrides.reruns,
         "packets": opts.overrides.packets,
+        "machine": opts.overrides.machine,
     });
 
     let mut meta = serde_json::json!({});
@@ -200,7 +202,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         if let Some(old) = meta.get("overrides") {
             if old != &overrides {
                 return Err(BenchError::Refused(format!(
-                    "the plan in {} was started with {old}, now {overrides}: --resume needs the same --quick/--reruns/--packets",
+                    "the plan in {} was started with {old}, now {overrides}: --resume needs the same --quick/--reruns/--packets/--machine",
                     dir.display()
                 )));
             }

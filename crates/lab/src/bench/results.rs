@@ -15,7 +15,7 @@ pub const HEAD: [&str; 4] = ["run", "point", "rerun", "app"];
 
 /// The measured columns after the factor columns, in order (bench-contract.md; later additions at the end).
 /// Counts are in [`COUNTS`], `status` is text, the others are real numbers.
-pub const MEASURES: [&str; 25] = [
+pub const MEASURES: [&str; 27] = [
     "generated",
     "offered",
     "received",
@@ -42,6 +42,11 @@ pub const MEASURES: [&str; 25] = [
     "cg_periods",
     "cg_throttled",
     "cg_throttled_s",
+    // Schultz (seed 004): the rate on the wire, each frame plus preamble 8, FCS 4 and gap 12 bytes.
+    "line_mbps",
+    // Host (or plan/CLI label) the run was measured on, so results of several machines merge into one
+    // ANOVA (`ringcap anova a.csv b.csv --factors method,machine`). Text.
+    "machine",
 ];
 
 /// Integer measures.
@@ -56,6 +61,9 @@ const COUNTS: [&str; 8] = [
     "cg_throttled",
 ];
 
+/// Measures that are text.
+const TEXT: [&str; 2] = ["status", "machine"];
+
 /// The CPU columns: percent of the machine per mode of /proc/stat, in cpusage's order.
 pub fn cpu_modes() -> &'static [&'static str] {
     &MEASURES[10..18]
@@ -68,7 +76,7 @@ fn is_int(name: &str) -> bool {
 
 /// Real-number columns: the measures that are neither counts nor the status.
 fn is_float(name: &str) -> bool {
-    MEASURES.contains(&name) && !COUNTS.contains(&name) && name != "status"
+    MEASURES.contains(&name) && !COUNTS.contains(&name) && !TEXT.contains(&name)
 }
 
 /// One row of results.csv.
@@ -102,6 +110,9 @@ pub struct Row {
     pub cg_periods: Option<u64>,
     pub cg_throttled: Option<u64>,
     pub cg_throttled_s: Option<f64>,
+    /// Line rate of what was offered: (frame, at least 60, + 24) bytes × 8 / duration, Mbit/s.
+    pub line_mbps: Option<f64>,
+    pub machine: String,
 }
 
 /// The header for a plan with these factors.
@@ -155,6 +166,8 @@ impl Row {
             opt(self.cg_periods),
             opt(self.cg_throttled),
             float(self.cg_throttled_s, 6),
+            float(self.line_mbps, 3),
+            self.machine.clone(),
         ]);
         f
     }
@@ -308,6 +321,7 @@ mod tests {
                 .all(|c| is_float(c))
         );
         assert!(!is_int("status") && !is_float("status") && !is_float("point"));
+        assert!(is_float("line_mbps") && !is_float("machine") && !is_int("machine"));
     }
 
     fn row(run: usize, status: &str) -> Row {
@@ -321,6 +335,7 @@ mod tests {
             capture_rate: Some(0.99),
             cpu: Some([1.0, 0.0, 2.0, 97.0, 0.0, 0.0, 0.0, 0.0]),
             status: status.into(),
+            machine: "host-a".into(),
             ..Row::default()
         }
     }
@@ -342,7 +357,7 @@ mod tests {
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
         assert!(
-            text.ends_with("capturer exited before ready,,,,\n"),
+            text.ends_with("capturer exited before ready,,,,,host-a\n"),
             "{text}"
         );
         assert_eq!(text.lines().count(), 4);

@@ -295,6 +295,7 @@ pub fn summary_metrics(runs: &[RunResult]) -> Vec<String> {
         "drop_storage",
         "pps",
         "mbps",
+        "line_mbps",
         "duration_s",
         "app_cpu_s",
         "app_ns_per_pkt",

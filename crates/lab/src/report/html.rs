@@ -323,7 +323,7 @@ fn summary_table(h: &mut String, p: &Page) {
     for &i in &varying {
         let _ = write!(h, "<th class=\"l\">{}</th>", esc(&p.factors[i]));
     }
-    let _ = write!(h, "<th>runs</th><th>offered</th><th>capture rate</th>");
+    let _ = write!(h, "<th>runs</th><th>offered (frames)</th><th>capture rate</th>");
     if multi {
         let _ = write!(h, "<th>worst / avg / best app</th>");
     }
@@ -373,7 +373,11 @@ fn summary_table(h: &mut String, p: &Page) {
             (None, Some(pp)) => units::si(pp.avg, "pps"),
             _ => "–".into(),
         };
-        let _ = write!(h, "<td>{offered}</td>");
+        // Schultz's line throughput (preamble, FCS and gap: 84 bytes per 60-byte frame) under the frame rate.
+        let line = s.metrics.get("line_mbps").map_or(String::new(), |l| {
+            format!("<span class=\"sub\">{} on the line</span>", mbit(l.avg))
+        });
+        let _ = write!(h, "<td>{offered}{line}</td>");
         let _ = write!(
             h,
             "<td>{}</td>",

@@ -344,3 +344,66 @@ fn human_units() {
     assert_eq!(mbit(1234.0), "1.23 Gb/s");
     assert_eq!(pct01(0.9987), "99.87 %");
 }
+
+#[test]
+fn gap_plan_plots_rates_against_the_gap_as_set() {
+    // Seed 000 Fig 6.1: x is the gap the generator was given, not the rate it reached.
+    let dir = copy_fixture("gap");
+    let sum = write(&dir).unwrap();
+    assert_eq!((sum.runs_ok, sum.points), (6, 3));
+    for (file, y) in [
+        ("pps.svg", "offered packet rate (packets/s)"),
+        ("mbps.svg", "offered data rate (Mbit/s)"),
+    ] {
+        let svg = parse_svg(&dir.join("plots").join(file));
+        // 1000..20000 ns spans more than 16×: log axis.
+        assert!(
+            svg.contains("inter-packet gap (ns, as set), log scale"),
+            "{file}: x axis"
+        );
+        assert!(!svg.contains("measured"), "{file}: x must be the set gap");
+        assert!(svg.contains(y), "{file}: y axis `{y}`");
+    }
+    // 50 k packets/s at 20 µs, saturated at 400 k at 1 µs (fixture values, 60-byte frames).
+    let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    assert!(csv.contains("gap_ns=20000,20000,2,0,pps,2,50000,50000,50000,50000\n"), "{csv}");
+    assert!(csv.contains("gap_ns=1000,1000,2,0,mbps,2,192,192,192,192\n"), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn burst_time_lines_are_folded_over_the_cycle() {
+    // Seed 002 Fig 4: two cycles of 0.2 s in run 0's time line; phase 0 offered 10 k and 30 k pps (avg 20 k).
+    let dir = copy_fixture("gap");
+    let bins = [
+        (0.0, 10_000.0, 9_000.0),
+        (0.1, 0.0, 0.0),
+        (0.0, 30_000.0, 29_000.0),
+        (0.1, 0.0, 0.0),
+    ];
+    let lines: Vec<crate::bench::timeline::Bin> = bins
+        .iter()
+        .enumerate()
+        .map(|(i, &(phase_s, o, c))| crate::bench::timeline::Bin {
+            t_ns: 1_000_000_000 + i as u64 * 100_000_000,
+            phase_s,
+            offered_pps: o,
+            offered_mbps: o * 480.0 / 1e6,
+            captured_pps: c,
+            captured_mbps: c * 480.0 / 1e6,
+        })
+        .collect();
+    crate::bench::timeline::write(&dir.join("timeline/0.csv"), &lines).unwrap();
+    let sum = write(&dir).unwrap();
+    assert!(
+        sum.plots.iter().any(|p| p.ends_with("burst_cycle_pps.svg")),
+        "{:?}",
+        sum.plots
+    );
+    let svg = parse_svg(&dir.join("plots/burst_cycle_pps.svg"));
+    assert!(svg.contains("time in the on/off cycle (s)"));
+    assert!(svg.contains("offered") && svg.contains("captured"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("burst_cycle_mbps"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

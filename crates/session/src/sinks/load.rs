@@ -1,7 +1,7 @@
 //! `capture --load`: extra work per captured packet, to play a traffic-analysis tool, as the thesis loaded
 //! its capturer (seed 000 §6.3.4): `memcpy:N` copies each packet N times (the thesis ran 25 and 50 copies),
-//! `zstd:N` compresses every packet into one stream at level N that goes nowhere (the thesis gzwrite()s
-//! each packet to a gzopen()ed /dev/null at level 3 or 9; zstd stands in for zlib).
+//! `gzip:N` compresses every packet into one gzip stream at zlib level N that goes nowhere, as the thesis
+//! gzwrite()s each packet to a gzopen()ed /dev/null at level 3 or 9; `zstd:N` does the same with zstd.
 
 use std::hint::black_box;
 use std::io::{self, Write};
@@ -18,6 +18,9 @@ const MAX_COPIES: u32 = 100_000;
 /// zstd's levels, with the fast (negative) ones as `--compress` takes them.
 const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = -7..=22;
 
+/// zlib's levels (gzopen's "wb1".."wb9").
+const GZIP_LEVELS: std::ops::RangeInclusive<u32> = 1..=9;
+
 /// What `--load` asks for, parsed from the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LoadSpec {
@@ -25,6 +28,8 @@ pub enum LoadSpec {
     Memcpy(u32),
     /// Compress each packet into a running zstd stream at this level (discarded).
     Zstd(i32),
+    /// Compress each packet into a running gzip (deflate) stream at this zlib level (discarded).
+    Gzip(u32),
 }
 
 impl FromStr for LoadSpec {
@@ -32,8 +37,8 @@ impl FromStr for LoadSpec {
 
     fn from_str(s: &str) -> Result<LoadSpec, String> {
         let usage =
-            "use memcpy:N (copy every packet N times, e.g. memcpy:50) or zstd:N (compress every \
-                     packet at zstd level N, e.g. zstd:3)";
+            "use memcpy:N (copy every packet N times, e.g. memcpy:50), gzip:N (compress every packet \
+             at zlib level N, e.g. gzip:9) or zstd:N (compress every packet at zstd level N, e.g. zstd:3)";
         let (kind, n) = s.split_once(':').ok_or_else(|| format!("`{s}`: {usage}"))?;
         match kind {
             "memcpy" => match n.parse::<u32>() {
@@ -48,6 +53,10 @@ impl FromStr for LoadSpec {
                     "`{s}`: the zstd level must be 1..=22 (or -7..=-1, fast); {usage}"
                 )),
             },
+            "gzip" => match n.parse::<u32>() {
+                Ok(l) if GZIP_LEVELS.contains(&l) => Ok(LoadSpec::Gzip(l)),
+                _ => Err(format!("`{s}`: the zlib level must be 1..=9; {usage}")),
+            },
             _ => Err(format!("`{s}`: unknown load `{kind}`; {usage}")),
         }
     }
@@ -58,6 +67,7 @@ impl std::fmt::Display for LoadSpec {
         match self {
             LoadSpec::Memcpy(n) => write!(f, "memcpy:{n}"),
             LoadSpec::Zstd(l) => write!(f, "zstd:{l}"),
+            LoadSpec::Gzip(l) => write!(f, "gzip:{l}"),
         }
     }
 }
@@ -72,6 +82,8 @@ enum Load {
     /// A streaming encoder into io::sink(): like gzwrite() to /dev/null, input is gathered and compressed
     /// block by block in buffers the encoder allocated once.
     Zstd(zstd::stream::write::Encoder<'static, io::Sink>),
+    /// gzwrite() to a gzopen()ed /dev/null: deflate with gzip framing, CRC-32 over every byte.
+    Gzip(flate2::write::GzEncoder<io::Sink>),
 }
 
 impl Load {
@@ -85,6 +97,10 @@ impl Load {
             LoadSpec::Zstd(level) => {
                 Load::Zstd(zstd::stream::write::Encoder::new(io::sink(), level)?)
             }
+            LoadSpec::Gzip(level) => Load::Gzip(flate2::write::GzEncoder::new(
+                io::sink(),
+                flate2::Compression::new(level),
+            )),
         })
     }
 
@@ -106,13 +122,22 @@ impl Load {
                 // Writing to a sink cannot fail.
                 let _ = black_box(enc.write_all(black_box(data)));
             }
+            Load::Gzip(enc) => {
+                let _ = black_box(enc.write_all(black_box(data)));
+            }
         }
     }
 
-    /// End the work (the zstd stream's last block and epilogue, as gzclose()).
+    /// End the work (the stream's last block and epilogue, as gzclose()).
     fn finish(self) {
-        if let Load::Zstd(enc) = self {
-            let _ = black_box(enc.finish());
+        match self {
+            Load::Zstd(enc) => {
+                let _ = black_box(enc.finish());
+            }
+            Load::Gzip(enc) => {
+                let _ = black_box(enc.finish());
+            }
+            Load::Memcpy { .. } => {}
         }
     }
 }
@@ -181,6 +206,8 @@ mod tests {
         assert_eq!("zstd:3".parse(), Ok(LoadSpec::Zstd(3)));
         assert_eq!("zstd:-5".parse(), Ok(LoadSpec::Zstd(-5)));
         assert_eq!(LoadSpec::Zstd(9).to_string(), "zstd:9");
+        assert_eq!("gzip:9".parse(), Ok(LoadSpec::Gzip(9)));
+        assert_eq!(LoadSpec::Gzip(3).to_string(), "gzip:3");
     }
 
     #[test]
@@ -193,11 +220,16 @@ mod tests {
             "memcpy:x",
             "zstd:0",
             "zstd:99",
-            "gzip:3",
+            "gzip:0",
+            "gzip:10",
+            "gz:3",
             "",
         ] {
             let e = bad.parse::<LoadSpec>().unwrap_err();
-            assert!(e.contains("memcpy:N") && e.contains("zstd:N"), "{bad}: {e}");
+            assert!(
+                e.contains("memcpy:N") && e.contains("gzip:N") && e.contains("zstd:N"),
+                "{bad}: {e}"
+            );
         }
     }
 
@@ -208,7 +240,7 @@ mod tests {
         l.packet(&[9]);
         match &l {
             Load::Memcpy { scratch, .. } => assert_eq!(&scratch[..], &[9, 2, 3, 4]),
-            Load::Zstd(_) => unreachable!(),
+            _ => unreachable!(),
         }
     }
 
@@ -220,5 +252,42 @@ mod tests {
         }
         l.packet(&[]);
         l.finish();
+    }
+}
+
+#[cfg(test)]
+mod gzip_tests {
+    use super::*;
+    use std::io::Read;
+
+    /// The gzip load does zlib's work: the same encoder into a Vec gives a stream that gunzip (an independent
+    /// decoder, the system's gzip) turns back into the packets, and level 9 is not cheaper than level 3.
+    #[test]
+    fn gzip_load_is_a_real_gzip_stream() {
+        let packets: Vec<Vec<u8>> = (0..2000u32)
+            .map(|i| format!("packet {i} {}", "x".repeat(i as usize % 90)).into_bytes())
+            .collect();
+        let mut l = Load::new(LoadSpec::Gzip(9), 1500).unwrap();
+        for p in &packets {
+            l.packet(p);
+        }
+        l.finish();
+        // The same encoder kind, into memory, checked by the system's gzip.
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
+        for p in &packets {
+            enc.write_all(p).unwrap();
+        }
+        let gz = enc.finish().unwrap();
+        let mut child = std::process::Command::new("gzip")
+            .arg("-dc")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("gzip is installed");
+        child.stdin.take().unwrap().write_all(&gz).unwrap();
+        let mut out = Vec::new();
+        child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+        assert!(child.wait().unwrap().success());
+        assert_eq!(out, packets.concat());
     }
 }
