@@ -83,9 +83,7 @@ impl LiveIndexer {
                 true
             }
             Some(Ok(Err(e))) => {
-                eprintln!(
-                    "ringcap: an index was not written: {e} (run `ringcap index` on the store)"
-                );
+                log::warn!("an index was not written: {e} (run `ringcap index` on the store)");
                 false
             }
             Some(Err(_)) => false,

@@ -143,7 +143,11 @@ pub enum OfferedBy {
 
 impl InterfaceSpec {
     fn parse(t: &toml::Table) -> Result<InterfaceSpec, PlanError> {
-        check_keys(t, &["capture", "netns", "generator", "offered"], "[interface]")?;
+        check_keys(
+            t,
+            &["capture", "netns", "generator", "offered"],
+            "[interface]",
+        )?;
         let capture = get_str(t, "capture", "interface")?.ok_or_else(|| {
             invalid("[interface] needs capture = \"IF\": the interface the capturers listen on")
         })?;
@@ -223,7 +227,10 @@ fn parse_burst(level: &str) -> Result<Option<Burst>, String> {
             Some(n) => (n, 1e-3),
             None => (v.strip_suffix('s')?, 1.0),
         };
-        n.parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0).map(|x| x * scale)
+        n.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .map(|x| x * scale)
     };
     let (mut on, mut off, mut cycles) = (None, None, 5u32);
     for part in level.split(',') {
@@ -231,7 +238,14 @@ fn parse_burst(level: &str) -> Result<Option<Burst>, String> {
         match k.trim() {
             "on" => on = Some(secs(v.trim()).ok_or_else(usage)?),
             "off" => off = Some(secs(v.trim()).ok_or_else(usage)?),
-            "cycles" => cycles = v.trim().parse().ok().filter(|c| (1..=10_000).contains(c)).ok_or_else(usage)?,
+            "cycles" => {
+                cycles = v
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|c| (1..=10_000).contains(c))
+                    .ok_or_else(usage)?
+            }
             _ => return Err(usage()),
         }
     }
@@ -1234,11 +1248,17 @@ rate_mbps = ["max"]
         )
         .unwrap();
         let i = p.interface.unwrap();
-        assert_eq!((i.capture.as_str(), i.netns, i.offered), ("eth1", None, OfferedBy::Interface));
+        assert_eq!(
+            (i.capture.as_str(), i.netns, i.offered),
+            ("eth1", None, OfferedBy::Interface)
+        );
         let e = err("[interface]\ngenerator = \"x {packets}\"\n");
         assert!(e.contains("needs capture"), "{e}");
         let e = err("[interface]\ncapture = \"eth1\"\n");
-        assert!(e.contains("needs generator") && e.contains("{packets}"), "{e}");
+        assert!(
+            e.contains("needs generator") && e.contains("{packets}"),
+            "{e}"
+        );
         let e = err("[interface]\ncapture = \"eth1\"\ngenerator = \"gen -n 5\"\n");
         assert!(e.contains("put {packets} in the command"), "{e}");
         let e = err("[interface]\ncapture = \"e\"\ngenerator = \"{packets}\"\noffered = \"nic\"\n");
@@ -1332,15 +1352,26 @@ filter = ["none", "file:f/x.txt", "tcp"]
 
     #[test]
     fn burst_levels() {
-        let p = parse("[factors]\nburst = [\"none\", \"on=2s,off=500ms\", \"on=1s,off=1s,cycles=3\"]\n")
-            .unwrap();
+        let p = parse(
+            "[factors]\nburst = [\"none\", \"on=2s,off=500ms\", \"on=1s,off=1s,cycles=3\"]\n",
+        )
+        .unwrap();
         let runs = p.expand();
         assert_eq!(runs[0].setup.burst, None);
         let b = runs[1].setup.burst.unwrap();
-        assert_eq!((b.on_s, b.off_s, b.cycles, b.period_s()), (2.0, 0.5, 5, 2.5));
+        assert_eq!(
+            (b.on_s, b.off_s, b.cycles, b.period_s()),
+            (2.0, 0.5, 5, 2.5)
+        );
         assert_eq!(b.gen_arg(), "on=2000ms,off=500ms");
         assert_eq!(runs[2].setup.burst.unwrap().cycles, 3);
-        for bad in ["on=2s", "on=2,off=1s", "on=0s,off=1s", "on=1s,off=1s,cycles=0", "fast"] {
+        for bad in [
+            "on=2s",
+            "on=2,off=1s",
+            "on=0s,off=1s",
+            "on=1s,off=1s,cycles=0",
+            "fast",
+        ] {
             let e = err(&format!("[factors]\nburst = [\"{bad}\"]\n"));
             assert!(e.contains("on=T,off=T"), "{bad}: {e}");
         }

@@ -323,7 +323,7 @@ impl KafkaSender {
             match failed {
                 None => {
                     if warned && !self.quiet {
-                        eprintln!("ringcap: records: {} delivers again", self.dest.name());
+                        log::info!("records: {} delivers again", self.dest.name());
                     }
                     warned = false;
                     backoff = BACKOFF_MIN;
@@ -333,8 +333,8 @@ impl KafkaSender {
                     c.failures.fetch_add(1, Relaxed);
                     c.up.store(false, Relaxed);
                     if !warned && !self.quiet {
-                        eprintln!(
-                            "ringcap: records: producing to {} failed ({e}); re-sending with backoff up to {BACKOFF_MAX:?}, {} batches queued (at most {QUEUE_MAX})",
+                        log::warn!(
+                            "records: producing to {} failed ({e}); re-sending with backoff up to {BACKOFF_MAX:?}, {} batches queued (at most {QUEUE_MAX})",
                             self.dest.name(),
                             pending
                         );

@@ -879,7 +879,7 @@ impl Sender {
                 c.backoff = BACKOFF_MIN;
                 c.ack_fill = 0;
                 if c.warned && !self.quiet {
-                    eprintln!("ringcap: records: connected to collector {}", c.dest.name);
+                    log::info!("records: connected to collector {}", c.dest.name);
                 }
                 c.warned = false;
                 self.shared.collectors[i].connects.fetch_add(1, Relaxed);
@@ -897,8 +897,8 @@ impl Sender {
                     } else {
                         "unreachable"
                     };
-                    eprintln!(
-                        "ringcap: records: collector {} {what} ({e}); retrying with backoff up to {:?}, records go to the others meanwhile",
+                    log::warn!(
+                        "records: collector {} {what} ({e}); retrying with backoff up to {:?}, records go to the others meanwhile",
                         c.dest.name, BACKOFF_MAX
                     );
                 }
@@ -962,8 +962,8 @@ impl Sender {
     fn fail(&mut self, i: usize, why: &str) {
         let c = &mut self.collectors[i];
         if !c.warned && !self.quiet {
-            eprintln!(
-                "ringcap: records: collector {} failed ({why}); {} unacked batches go to other collectors",
+            log::warn!(
+                "records: collector {} failed ({why}); {} unacked batches go to other collectors",
                 c.dest.name,
                 c.unacked.len()
             );
@@ -1076,9 +1076,10 @@ impl Sender {
                 if matches!(self.collectors[t].link, Link::Udp(_)) {
                     let c = &mut self.collectors[t];
                     if !c.warned && !self.quiet {
-                        eprintln!(
-                            "ringcap: records: sending to collector {} failed ({e}); retrying in {:?}",
-                            c.dest.name, c.backoff
+                        log::warn!(
+                            "records: sending to collector {} failed ({e}); retrying in {:?}",
+                            c.dest.name,
+                            c.backoff
                         );
                     }
                     c.warned = true;

@@ -294,6 +294,11 @@ pub struct CaptureArgs {
     #[arg(long = "metrics", value_name = "ADDR")]
     pub metrics: Option<String>,
 
+    /// Lines on stderr: text (`ringcap: ...`), or json: one JSON object per line for journald and log
+    /// shippers (events as {"type":"log","level":...,"msg":...}; the stats and summary lines as with --json).
+    #[arg(long = "log-format", value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     /// Seconds between statistics lines on stderr (0 = none).
     #[arg(long = "stats-interval", value_name = "SECONDS", default_value_t = 1.0)]
     pub stats_interval: f64,
@@ -497,6 +502,13 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 
 // The flags several commands share, defined once and flattened in. What a command prints differs, so a
 // command may say so with `#[command(mut_arg("json", |a| a.help(...)))]`; the name and letter stay.
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
 
 /// `-q`: print less.
 #[derive(Args, Debug, Clone, Copy)]

@@ -15,6 +15,7 @@ mod extcap;
 mod gen_cmd;
 mod generate_cmd;
 mod index_cmd;
+mod logging;
 mod metrics;
 mod privileges;
 mod progress;
@@ -49,6 +50,7 @@ impl Fatal {
 }
 
 fn main() -> ExitCode {
+    logging::init();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let result = if extcap::is_extcap_call(&args) {
         extcap::run(args)
@@ -59,7 +61,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             // One line (plus causes): what went wrong and what to do.
-            eprintln!("ringcap: {:#}", f.error);
+            log::error!("{:#}", f.error);
             ExitCode::from(f.code)
         }
     }
@@ -84,6 +86,7 @@ fn parse_and_run(args: Vec<std::ffi::OsString>) -> Result<(), Fatal> {
         std::process::exit(e.exit_code())
     });
     if let cli::Command::Capture(a) = &cli.command {
+        logging::set_json(a.log_format == cli::LogFormat::Json);
         if a.check_config {
             println!("{}", config::shell_line(&args));
             eprintln!("ringcap: configuration OK");

@@ -24,7 +24,10 @@ const MAX_CONNECTIONS: usize = 4;
 
 /// What the metrics are read from: the same shared counters the stats printer reads.
 pub struct MetricSources {
-    pub interface: String,
+    /// The capture's interfaces, and each source's interface (an index into them): the receive and
+    /// kernel counters are one series per interface.
+    pub interfaces: Vec<String>,
+    pub interface_of: Vec<u32>,
     pub capture: Vec<Arc<Counters>>,
     pub writer: Option<Arc<WriterCounters>>,
     pub records: Option<records::probe::StatsHandle>,
@@ -125,17 +128,29 @@ fn level_code(l: Level) -> f64 {
 
 fn render(s: &MetricSources, started: f64) -> String {
     let mut out = String::with_capacity(4096);
-    let ifl = label("interface", &s.interface);
+    // Writer-side series (after the merge) carry all the interfaces' names, as one label.
+    let ifl = label("interface", &s.interfaces.join(","));
     let one = |v: u64| vec![(ifl.clone(), v as f64)];
-    let (mut packets, mut wire_bytes, mut ring) = (0, 0, 0);
-    let mut kernel = capture::KernelStats::default();
-    for c in &s.capture {
+    // Per interface: packets, wire bytes, corrupt blocks, kernel stats.
+    let mut per_if: Vec<(u64, u64, u64, capture::KernelStats)> =
+        vec![(0, 0, 0, capture::KernelStats::default()); s.interfaces.len().max(1)];
+    for (i, c) in s.capture.iter().enumerate() {
         let snap = c.snapshot();
-        packets += snap.packets;
-        wire_bytes += snap.wire_bytes;
-        ring += snap.corrupt;
-        kernel.add(&c.kernel_stats());
+        let t = &mut per_if
+            [s.interface_of.get(i).copied().unwrap_or(0) as usize % s.interfaces.len().max(1)];
+        t.0 += snap.packets;
+        t.1 += snap.wire_bytes;
+        t.2 += snap.corrupt;
+        t.3.add(&c.kernel_stats());
     }
+    let if_label = |i: usize| label("interface", s.interfaces.get(i).map_or("", |n| n.as_str()));
+    let each = |f: &dyn Fn(&(u64, u64, u64, capture::KernelStats)) -> u64| -> Vec<(String, f64)> {
+        per_if
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (if_label(i), f(t) as f64))
+            .collect()
+    };
     family(
         &mut out,
         "start_time_seconds",
@@ -148,23 +163,27 @@ fn render(s: &MetricSources, started: f64) -> String {
         "received_packets_total",
         "counter",
         "Packets the capture threads took from the ring (after the kernel filter).",
-        &one(packets),
+        &each(&|t| t.0),
     );
     family(
         &mut out,
         "received_bytes_total",
         "counter",
         "Wire bytes of the received packets.",
-        &one(wire_bytes),
+        &each(&|t| t.1),
     );
     let w = s.writer.as_ref().map(|w| w.snapshot());
-    let mut drops = vec![
-        (
-            format!("{ifl},{}", label("stage", "kernel")),
-            kernel.drops as f64,
-        ),
-        (format!("{ifl},{}", label("stage", "ring")), ring as f64),
-    ];
+    let mut drops = Vec::new();
+    for (i, t) in per_if.iter().enumerate() {
+        drops.push((
+            format!("{},{}", if_label(i), label("stage", "kernel")),
+            t.3.drops as f64,
+        ));
+        drops.push((
+            format!("{},{}", if_label(i), label("stage", "ring")),
+            t.2 as f64,
+        ));
+    }
     if let Some(w) = &w {
         drops.push((
             format!("{ifl},{}", label("stage", "storage")),
@@ -177,7 +196,7 @@ fn render(s: &MetricSources, started: f64) -> String {
         "ring_freezes_total",
         "counter",
         "Times the kernel found the ring full (TPACKET_V3 queue freezes).",
-        &one(kernel.freeze_q_cnt),
+        &each(&|t| t.3.freeze_q_cnt),
     );
     if let Some(w) = &w {
         family(

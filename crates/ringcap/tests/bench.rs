@@ -100,15 +100,18 @@ rate_pps = [40000, 80000]
             "generated"
         ]
     );
-    // Columns are only ever appended: the run's status and set-up time, then the CPU-limit cgroup's counters.
+    // Columns are only ever appended: the run's status and set-up time, the CPU-limit cgroup's counters,
+    // then the line rate and the machine.
     assert_eq!(
-        &head[head.len() - 5..],
+        &head[head.len() - 7..],
         &[
             "status",
             "app_setup_s",
             "cg_periods",
             "cg_throttled",
-            "cg_throttled_s"
+            "cg_throttled_s",
+            "line_mbps",
+            "machine"
         ]
     );
     let rows: Vec<HashMap<String, String>> = r
@@ -156,6 +159,14 @@ rate_pps = [40000, 80000]
             (per_pkt - (cpu - setup) / 21000.0 * 1e9).abs() < 1.0,
             "{row:?}"
         );
+        // On the line each 60-byte frame takes 84 bytes (FCS, preamble, gap: Schultz).
+        let line = num(row, "line_mbps");
+        assert!(
+            (line / num(row, "mbps") - 84.0 / 60.0).abs() < 0.01,
+            "{row:?}"
+        );
+        let host = fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(row["machine"], host.trim(), "{row:?}");
         let busy = 100.0 - num(row, "cpu_idle");
         assert!((0.0..=100.0).contains(&busy));
 

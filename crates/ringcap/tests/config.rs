@@ -306,7 +306,7 @@ fn sighup_reloads_the_budget_and_names_what_needs_a_restart() {
         )
     };
     let cfg = config(&dir, &text("50MB", ""));
-    let mut child = spawn_capture(&tb, &["capture", "--config", cfg.to_str().unwrap()]);
+    let child = spawn_capture(&tb, &["capture", "--config", cfg.to_str().unwrap()]);
     let frames = |from: u32| -> Vec<Vec<u8>> {
         (from..from + 3000)
             .map(|i| frame(i, 1000, 9, 1000))
@@ -363,5 +363,63 @@ fn sighup_reloads_the_budget_and_names_what_needs_a_restart() {
         summary["files"]["deleted"].as_u64().unwrap_or(0) >= 2,
         "{summary}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--log-format json` (a service's logs for journald): every stderr line is one JSON object: the events
+/// ({"type":"log"}: listening, a failing file event), the stats lines and the summary.
+#[test]
+fn log_format_json_makes_every_stderr_line_an_object() {
+    let tb = testbed();
+    let dir = temp_dir("config-logjson");
+    let out = dir.join("out.pcap");
+    let cfg = config(
+        &dir,
+        &format!(
+            "interface = \"{}\"\nwrite = \"{}\"\ncount = 50\nlog-format = \"json\"\nstats-interval = 0.1\n",
+            tb.rx_if,
+            out.display()
+        ),
+    );
+    let mut child = spawn_capture(&tb, &["capture", "--config", cfg.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(300));
+    let frames: Vec<Vec<u8>> = (0..50).map(|i| frame(i, 1000, 9, 200)).collect();
+    send(&tb, &frames);
+    let o = finish(&mut child);
+    let err = stderr_text(&o);
+    assert!(o.status.success(), "{err}");
+    let objects: Vec<serde_json::Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{err}")))
+        .collect();
+    let of_type = |t: &str| objects.iter().filter(|v| v["type"] == t).count();
+    assert!(
+        objects.iter().any(|v| v["type"] == "log"
+            && v["level"] == "info"
+            && v["msg"].as_str().unwrap_or("").starts_with("listening on")),
+        "{err}"
+    );
+    assert!(of_type("stats") >= 1, "{err}");
+    assert_eq!(of_type("summary"), 1, "{err}");
+    assert_eq!(tcpdump_count(&out), 50);
+
+    // A usage mistake after the format is known is an error object too.
+    let o = Command::new(ringcap())
+        .args([
+            "capture",
+            "-i",
+            "nosuch0",
+            "--log-format",
+            "json",
+            "-w",
+            "/dev/null",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_str(stderr_text(&o).trim())
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {}", stderr_text(&o)));
+    assert_eq!(v["level"], "error");
+    assert!(v["msg"].as_str().unwrap().contains("nosuch0"), "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -87,7 +87,10 @@ fn anova_pools_several_files_into_one_experiment() {
     // another host", its columns in another order) must give the published table of the whole.
     let dir = temp_dir("two");
     let whole = std::fs::read_to_string(battery_csv(&dir)).unwrap();
-    let (mut a, mut b) = (String::from("rerun,material,temp,life\n"), String::from("life,temp,material,rerun\n"));
+    let (mut a, mut b) = (
+        String::from("rerun,material,temp,life\n"),
+        String::from("life,temp,material,rerun\n"),
+    );
     for line in whole.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         if f[1] == "3" {

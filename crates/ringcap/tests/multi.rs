@@ -101,10 +101,33 @@ fn pcapng_has_one_interface_block_per_interface_and_time_order() {
             file.to_str().unwrap(),
             "-q",
             "--json",
+            "--metrics",
+            "127.0.0.1:9478",
             "udp",
         ],
     );
     send_both(&tb, 6, 50, 30);
+    // --metrics: one received_packets_total series per interface, each what was sent on it.
+    let want = [
+        format!("ringcap_received_packets_total{{interface=\"{A}\"}} 300"),
+        format!("ringcap_received_packets_total{{interface=\"{B}\"}} 180"),
+    ];
+    let mut page = String::new();
+    for _ in 0..50 {
+        let o = tb
+            .command(Side::Rx, "curl")
+            .args(["-s", "http://127.0.0.1:9478/metrics"])
+            .output()
+            .expect("curl (make deps installs it)");
+        page = String::from_utf8_lossy(&o.stdout).into_owned();
+        if want.iter().all(|w| page.lines().any(|l| l == w)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for w in &want {
+        assert!(page.lines().any(|l| l == w), "no `{w}` in:\n{page}");
+    }
     let out = stop(child, libc::SIGINT);
     let err = stderr_text(&out);
     assert!(out.status.success(), "{err}");

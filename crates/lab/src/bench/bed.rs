@@ -41,7 +41,8 @@ impl Bed {
     pub fn new(spec: Option<&InterfaceSpec>, placement: Placement) -> io::Result<Bed> {
         match spec {
             Some(s) => {
-                if !Path::new(&format!("/sys/class/net/{}", s.capture)).exists() && s.netns.is_none()
+                if !Path::new(&format!("/sys/class/net/{}", s.capture)).exists()
+                    && s.netns.is_none()
                 {
                     return Err(io::Error::other(format!(
                         "[interface] capture = \"{}\": no such interface (ip link shows the names)",
@@ -113,7 +114,10 @@ impl Bed {
         cat.args(names.iter().map(|n| format!("{base}/{n}")));
         let out = cat.output()?;
         let text = String::from_utf8_lossy(&out.stdout);
-        let v: Vec<u64> = text.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        let v: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
         if v.len() != names.len() {
             return Err(io::Error::other(format!(
                 "cannot read {base}: {}",
@@ -199,7 +203,6 @@ pub fn expand(
         .replace("{cpu}", &gen_cpu.to_string())
 }
 
-
 fn parse_ethtool_stats(ethtool_s: &str) -> Vec<(String, u64)> {
     ethtool_s
         .lines()
@@ -246,8 +249,16 @@ mod tests {
 
     #[test]
     fn template_fields_are_filled() {
-        let t = "ssh gen1 {ringcap} gen -i eth2 -n {packets} {rate} --dist {dist} --cpu {cpu} --json";
-        let s = expand(t, Path::new("/usr/bin/ringcap"), 1000, Rate::Pps(5e4), "fixed:46", 1);
+        let t =
+            "ssh gen1 {ringcap} gen -i eth2 -n {packets} {rate} --dist {dist} --cpu {cpu} --json";
+        let s = expand(
+            t,
+            Path::new("/usr/bin/ringcap"),
+            1000,
+            Rate::Pps(5e4),
+            "fixed:46",
+            1,
+        );
         assert_eq!(
             s,
             "ssh gen1 /usr/bin/ringcap gen -i eth2 -n 1000 --pps 50000 --dist fixed:46 --cpu 1 --json"
@@ -259,8 +270,12 @@ mod tests {
     #[test]
     fn driver_counters_that_changed_are_listed() {
         // `ethtool -S` as an i40e port prints it, before and after a run.
-        let a = parse_ethtool_stats("NIC statistics:\n     rx_packets: 100\n     port.rx_dropped: 7\n     tx_packets: 3\n");
-        let b = parse_ethtool_stats("NIC statistics:\n     rx_packets: 150\n     port.rx_dropped: 9\n     tx_packets: 3\n");
+        let a = parse_ethtool_stats(
+            "NIC statistics:\n     rx_packets: 100\n     port.rx_dropped: 7\n     tx_packets: 3\n",
+        );
+        let b = parse_ethtool_stats(
+            "NIC statistics:\n     rx_packets: 150\n     port.rx_dropped: 9\n     tx_packets: 3\n",
+        );
         assert_eq!(stats_delta(&a, &b), "rx_packets +50\nport.rx_dropped +2\n");
         assert!(parse_ethtool_stats("no stats available\n").is_empty());
     }

@@ -389,7 +389,10 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     let nic = bed::stats_delta(&nic0, &bed.driver_stats());
     if !nic.is_empty() {
         let _ = fs::create_dir_all(env.out_dir.join("nic"));
-        let _ = fs::write(env.out_dir.join("nic").join(format!("{}.txt", run.index)), nic);
+        let _ = fs::write(
+            env.out_dir.join("nic").join(format!("{}.txt", run.index)),
+            nic,
+        );
     }
 
     // 3. Stop by signal; collect.
@@ -423,7 +426,9 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     // ends), the plan's choice on a named interface, where the other count is the cross-check.
     let (denominator, check) = match (bed, env.plan.interface.as_ref().map(|i| i.offered)) {
         (Bed::Testbed(_), _) => (generated, None),
-        (Bed::Interface(_), Some(OfferedBy::Generator)) => (generated, cross_check(generated, offered)),
+        (Bed::Interface(_), Some(OfferedBy::Generator)) => {
+            (generated, cross_check(generated, offered))
+        }
         (Bed::Interface(_), _) => (Some(offered), None),
     };
     let mut rows = Vec::new();
@@ -454,10 +459,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             status = format!("exit {}: {}", exit.code, last_line(&text));
         }
         if offered == 0 && status == "ok" {
-            status = format!(
-                "nothing offered ({} counted 0 packets)",
-                bed.capture_if()
-            );
+            status = format!("nothing offered ({} counted 0 packets)", bed.capture_if());
         }
         if let (Some(why), true) = (&check, status == "ok") {
             status = why.clone();
@@ -482,7 +484,8 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             duration_s: (dur > 0.0).then_some(dur),
             pps: (dur > 0.0).then(|| main_pkts as f64 / dur),
             mbps: (dur > 0.0).then(|| main_bytes as f64 * 8.0 / dur / 1e6),
-            line_mbps: (dur > 0.0).then(|| line_bytes(main_pkts, main_bytes) as f64 * 8.0 / dur / 1e6),
+            line_mbps: (dur > 0.0)
+                .then(|| line_bytes(main_pkts, main_bytes) as f64 * 8.0 / dur / 1e6),
             cpu: cpu_modes,
             app_cpu_s: Some(app_cpu_s),
             app_ns_per_pkt: (offered > 0).then(|| run_cpu_s / offered as f64 * 1e9),
@@ -504,7 +507,9 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
         let period_ns = (b.period_s() * 1e9).round() as u64;
         let bins = timeline::bins(&samples, &stamps, period_ns);
         let _ = timeline::write(
-            &env.out_dir.join("timeline").join(format!("{}.csv", run.index)),
+            &env.out_dir
+                .join("timeline")
+                .join(format!("{}.csv", run.index)),
             &bins,
         );
     }

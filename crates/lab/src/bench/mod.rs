@@ -20,9 +20,9 @@ use std::time::Instant;
 
 use crate::plan::{Output, Overrides, Placement, Plan, Run};
 use crate::report::{ReportError, ReportSummary};
+use bed::Bed;
 use export::Exporter;
 pub use results::Row;
-use bed::Bed;
 
 /// How to run a plan.
 pub struct Options<'a> {
@@ -299,9 +299,8 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         if !nics_probed {
             // The interfaces the runs use and their driver (veth here; a NIC on real hardware).
             nics_probed = true;
-            meta["machine"] =
-                serde_json::to_value(bed.describe(crate::machine::Machine::probe()))
-                    .unwrap_or_default();
+            meta["machine"] = serde_json::to_value(bed.describe(crate::machine::Machine::probe()))
+                .unwrap_or_default();
             write_meta(&meta)?;
         }
         let rows = match cycle::run_once(bed, &env, run) {

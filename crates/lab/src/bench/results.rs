@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
         assert!(
-            text.ends_with("capturer exited before ready,,,,,host-a\n"),
+            text.ends_with("capturer exited before ready,,,,,,host-a\n"),
             "{text}"
         );
         assert_eq!(text.lines().count(), 4);

@@ -27,7 +27,9 @@ pub fn pcap_stamps(path: &Path) -> io::Result<Vec<(u64, u32)>> {
     let mut data = Vec::new();
     fs::File::open(path)?.read_to_end(&mut data)?;
     if data.len() < 24 {
-        return Err(io::Error::other("not a pcap file (shorter than its header)"));
+        return Err(io::Error::other(
+            "not a pcap file (shorter than its header)",
+        ));
     }
     let magic = u32::from_le_bytes(data[0..4].try_into().unwrap_or_default());
     let (le, nano) = match magic {
@@ -35,7 +37,11 @@ pub fn pcap_stamps(path: &Path) -> io::Result<Vec<(u64, u32)>> {
         0xa1b23c4d => (true, true),
         0xd4c3b2a1 => (false, false),
         0x4d3cb2a1 => (false, true),
-        _ => return Err(io::Error::other("not a classic pcap file (pcapng has no time line here)")),
+        _ => {
+            return Err(io::Error::other(
+                "not a classic pcap file (pcapng has no time line here)",
+            ))
+        }
     };
     let u32_at = |i: usize| {
         let b: [u8; 4] = data[i..i + 4].try_into().unwrap_or_default();
@@ -137,7 +143,10 @@ pub fn read(path: &Path) -> io::Result<Vec<Bin>> {
         .lines()
         .skip(1)
         .filter_map(|l| {
-            let f: Vec<f64> = l.split(',').map(|v| v.parse().ok()).collect::<Option<_>>()?;
+            let f: Vec<f64> = l
+                .split(',')
+                .map(|v| v.parse().ok())
+                .collect::<Option<_>>()?;
             (f.len() == 6).then(|| Bin {
                 t_ns: f[0] as u64,
                 phase_s: f[1],

@@ -640,10 +640,12 @@ pub fn burst_figures(
         for b in bins {
             let k = (b.phase_s * 10.0).round() as u64;
             let e = points[i].1.entry(k).or_default();
-            for (v, x) in e
-                .iter_mut()
-                .zip([b.offered_pps, b.captured_pps, b.offered_mbps, b.captured_mbps])
-            {
+            for (v, x) in e.iter_mut().zip([
+                b.offered_pps,
+                b.captured_pps,
+                b.offered_mbps,
+                b.captured_mbps,
+            ]) {
                 v.push(x);
             }
         }

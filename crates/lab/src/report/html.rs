@@ -323,7 +323,10 @@ fn summary_table(h: &mut String, p: &Page) {
     for &i in &varying {
         let _ = write!(h, "<th class=\"l\">{}</th>", esc(&p.factors[i]));
     }
-    let _ = write!(h, "<th>runs</th><th>offered (frames)</th><th>capture rate</th>");
+    let _ = write!(
+        h,
+        "<th>runs</th><th>offered (frames)</th><th>capture rate</th>"
+    );
     if multi {
         let _ = write!(h, "<th>worst / avg / best app</th>");
     }

@@ -366,8 +366,14 @@ fn gap_plan_plots_rates_against_the_gap_as_set() {
     }
     // 50 k packets/s at 20 µs, saturated at 400 k at 1 µs (fixture values, 60-byte frames).
     let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
-    assert!(csv.contains("gap_ns=20000,20000,2,0,pps,2,50000,50000,50000,50000\n"), "{csv}");
-    assert!(csv.contains("gap_ns=1000,1000,2,0,mbps,2,192,192,192,192\n"), "{csv}");
+    assert!(
+        csv.contains("gap_ns=20000,20000,2,0,pps,2,50000,50000,50000,50000\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("gap_ns=1000,1000,2,0,mbps,2,192,192,192,192\n"),
+        "{csv}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -141,7 +141,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             probe_line.is_some(),
         );
         if let Some(line) = &probe_line {
-            eprintln!("ringcap: header records to {line}");
+            log::info!("header records to {line}");
         }
     }
 
@@ -163,11 +163,13 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         .map(|s| Box::new(s) as Box<dyn BatchSource>)
         .collect();
     let opts_interfaces = opts.merge.as_ref().map(|m| m.interface_of.clone());
+    let metric_interface_of = opts_interfaces.clone().unwrap_or_default();
     let session = Session::new(sources, opts, stop);
     let counters = session.counters();
     if let Some(listener) = metrics_listener {
         let sources = metrics::MetricSources {
-            interface: ifaces.join(","),
+            interfaces: ifaces.clone(),
+            interface_of: metric_interface_of.clone(),
             capture: counters.clone(),
             writer: writer_counters.clone(),
             records: probe_stats,
@@ -178,10 +180,10 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             .map_err(|e| Fatal::runtime(anyhow!(e)))?;
         metrics::serve(listener, sources)
             .map_err(|e| Fatal::runtime(anyhow!("cannot start the metrics thread: {e}")))?;
-        eprintln!("ringcap: metrics on http://{addr}/metrics");
+        log::info!("metrics on http://{addr}/metrics");
     }
     let mut printer = StatsPrinter::new(
-        a.json.on,
+        json_lines(&a),
         a.quiet.on || a.stats_interval <= 0.0,
         a.stats_interval,
     );
@@ -213,7 +215,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             seen: program.seen().ok().map(|s| s.packets),
         });
     }
-    summary.print(a.json.on);
+    summary.print(json_lines(&a));
     if !report.sink_errors.is_empty() {
         return Err(Fatal::runtime(report.sink_errors.remove(0)));
     }
@@ -262,8 +264,8 @@ fn listening_line(
         (None, Some(p)) => format!("writing {} to {}", a.file_format().name(), p.display()),
         (None, None) => "printing one line per packet".to_string(),
     };
-    eprintln!(
-        "ringcap: listening on {}, link-type {} ({} source, {} thread{}{}), {}",
+    log::info!(
+        "listening on {}, link-type {} ({} source, {} thread{}{}), {}",
         ifaces.join(", "),
         linktype.name(),
         a.source.name(),
@@ -358,6 +360,11 @@ fn merge_config(
         grace: Duration::from_millis(u64::from(block_timeout_ms) + 100),
         sll2,
     })
+}
+
+/// Stats and summary as JSON objects: asked for (--json), or every stderr line is one (--log-format json).
+fn json_lines(a: &CaptureArgs) -> bool {
+    a.json.on || crate::logging::json()
 }
 
 /// Configuration mistakes exit 2, everything else 1.

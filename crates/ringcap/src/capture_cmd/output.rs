@@ -110,7 +110,7 @@ pub fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
         |n| n as usize,
     );
     plan.max_write_rate = a.max_write_rate.map(|r| (r * 1e6).max(1.0) as u64);
-    plan.events = Some(Arc::new(|m: &str| eprintln!("ringcap: {m}")));
+    plan.events = Some(Arc::new(|m: &str| log::warn!("{m}")));
     if !a.no_index {
         plan.indexer = Some(Arc::new(|| {
             Box::new(index::LiveIndexer::default()) as Box<dyn store::FileIndexer>

@@ -38,11 +38,11 @@ pub fn spawn(a: &CaptureArgs, live: Reloadable) -> std::io::Result<()> {
                     Ok((r, lines)) => {
                         running = r;
                         for l in lines {
-                            eprintln!("ringcap: reload of {}: {l}", path.display());
+                            log::info!("reload of {}: {l}", path.display());
                         }
                     }
-                    Err(e) => eprintln!(
-                        "ringcap: reload of {} refused, the running settings stay: {e}",
+                    Err(e) => log::warn!(
+                        "reload of {} refused, the running settings stay: {e}",
                         path.display()
                     ),
                 }
