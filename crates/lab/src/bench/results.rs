@@ -328,6 +328,7 @@ mod tests {
         );
         assert!(!is_int("status") && !is_float("status") && !is_float("point"));
         assert!(is_float("line_mbps") && !is_float("machine") && !is_int("machine"));
+        assert!(is_float("capture_cpu_busy"));
     }
 
     fn row(run: usize, status: &str) -> Row {
@@ -363,7 +364,8 @@ mod tests {
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
         assert!(
-            text.ends_with("capturer exited before ready,,,,,host-a\n"),
+            // … machine, then the empty capture_cpu_busy.
+            text.ends_with("capturer exited before ready,,,,,,host-a,\n"),
             "{text}"
         );
         assert_eq!(text.lines().count(), 4);

@@ -455,6 +455,17 @@ pub struct Meta {
     pub tools: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// Factor levels this machine cannot run (e.g. placement = "siblings" without SMT).
+    #[serde(default)]
+    pub skipped_levels: Vec<SkippedLevel>,
+}
+
+/// A factor level whose runs were not done.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SkippedLevel {
+    pub level: String,
+    pub runs: usize,
+    pub reason: String,
 }
 
 impl Meta {

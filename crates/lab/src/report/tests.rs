@@ -463,3 +463,20 @@ fn x2_draws_the_load_against_packet_rate_and_bit_rate() {
     assert!(!dir.join("plots/capture_cpu_busy_vs_mbps.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn skipped_levels_are_listed_with_their_reason() {
+    // meta.json as the runner writes it on a machine without SMT siblings (placement = "siblings").
+    let dir = copy_fixture("gap");
+    std::fs::write(
+        dir.join("meta.json"),
+        r#"{"skipped": [], "skipped_levels": [{"level": "placement=siblings", "runs": 8,
+            "reason": "no SMT siblings: every thread_siblings_list names one CPU"}]}"#,
+    )
+    .unwrap();
+    write(&dir).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<td class=\"l\">placement=siblings</td><td>8</td>"), "{html}");
+    assert!(html.contains("Not run on this machine: placement=siblings (8 runs): no SMT siblings"), "{html}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
