@@ -9,3 +9,4 @@ pub mod machine;
 pub mod plan;
 pub mod proc_cpu;
 pub mod report;
+pub mod smt;

@@ -101,9 +101,9 @@ rate_pps = [40000, 80000]
         ]
     );
     // Columns are only ever appended: the run's status and set-up time, the CPU-limit cgroup's counters,
-    // then the line rate and the machine.
+    // then the line rate, the machine and the capture CPU's busy share.
     assert_eq!(
-        &head[head.len() - 7..],
+        &head[head.len() - 8..],
         &[
             "status",
             "app_setup_s",
@@ -111,7 +111,8 @@ rate_pps = [40000, 80000]
             "cg_throttled",
             "cg_throttled_s",
             "line_mbps",
-            "machine"
+            "machine",
+            "capture_cpu_busy"
         ]
     );
     let rows: Vec<HashMap<String, String>> = r

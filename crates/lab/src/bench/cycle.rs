@@ -414,6 +414,13 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
         (Ok(a), Ok(b)) => Usage::between(&a.all, &b.all).map(|u| u.0),
         _ => None,
     };
+    let capture_cpu_busy = match (&stat0, &stat1) {
+        (Ok(a), Ok(b)) => {
+            let of = |p: &cpusage::ProcStat| p.cpus.iter().find(|(n, _)| *n as usize == cpu).map(|c| c.1);
+            of(a).zip(of(b)).and_then(|(x, y)| Usage::between(&x, &y)).map(|u| u.busy())
+        }
+        _ => None,
+    };
     let generated = match (warm.packets, sent.packets) {
         (w, Some(m)) if env.plan.warmup_packets == 0 || w.is_some() => Some(w.unwrap_or(0) + m),
         _ => None,
@@ -493,6 +500,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             cg_periods: cg.map(|c| c.nr_periods),
             cg_throttled: cg.map(|c| c.nr_throttled),
             cg_throttled_s: cg.map(|c| c.throttled_s),
+            capture_cpu_busy,
             status,
             ..base.clone()
         });

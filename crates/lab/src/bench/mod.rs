@@ -45,6 +45,39 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// Runs of a factor level that cannot be done on this machine (placement = "siblings" without SMT).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SkippedLevel {
+    /// `factor=level`.
+    pub level: String,
+    pub runs: usize,
+    pub reason: String,
+}
+
+/// Levels of the plan's runs this machine cannot do, with the reason and how many runs each leaves out.
+pub fn skipped_levels(runs: &[Run]) -> Vec<SkippedLevel> {
+    let mut out: Vec<SkippedLevel> = Vec::new();
+    for r in runs {
+        let Some(reason) = r.setup.placement.unavailable() else {
+            continue;
+        };
+        let level = r
+            .levels
+            .iter()
+            .find(|(f, _)| f == "placement")
+            .map_or("placement=siblings".into(), |(f, l)| format!("{f}={l}"));
+        match out.iter_mut().find(|s| s.level == level) {
+            Some(s) => s.runs += 1,
+            None => out.push(SkippedLevel {
+                level,
+                runs: 1,
+                reason,
+            }),
+        }
+    }
+    out
+}
+
 /// What the runner tells its caller (progress bar, `-v` lines).
 pub enum Event<'a> {
     /// Before the first run: runs to do now, runs already done (resume), estimated seconds.
@@ -218,7 +251,9 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
         .iter()
         .filter(|r| !done.contains(&r.index))
         .filter(|r| !skipped.iter().any(|s| s.method == r.setup.method))
+        .filter(|r| r.setup.placement.unavailable().is_none())
         .collect();
+    let skipped_levels = skipped_levels(&runs);
     if todo.iter().any(|r| r.setup.output == Output::Disk) {
         check_disk_dir(&plan.disk_dir)?;
     }
@@ -236,6 +271,7 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
     meta["machine"] = serde_json::to_value(crate::machine::Machine::probe()).unwrap_or_default();
     meta["tools"] = serde_json::to_value(crate::machine::tool_versions()).unwrap_or_default();
     meta["skipped"] = serde_json::to_value(&skipped).unwrap_or_default();
+    meta["skipped_levels"] = serde_json::to_value(&skipped_levels).unwrap_or_default();
     meta["reruns"] = plan.reruns.into();
     meta["packets"] = plan.packets.into();
     meta["warmup_packets"] = plan.warmup_packets.into();

@@ -15,7 +15,7 @@ pub const HEAD: [&str; 4] = ["run", "point", "rerun", "app"];
 
 /// The measured columns after the factor columns, in order (bench-contract.md; later additions at the end).
 /// Counts are in [`COUNTS`], `status` is text, the others are real numbers.
-pub const MEASURES: [&str; 27] = [
+pub const MEASURES: [&str; 28] = [
     "generated",
     "offered",
     "received",
@@ -47,6 +47,9 @@ pub const MEASURES: [&str; 27] = [
     // Host (or plan/CLI label) the run was measured on, so results of several machines merge into one
     // ANOVA (`ringcap anova a.csv b.csv --factors method,machine`). Text.
     "machine",
+    // Busy % (100 − idle) of the capturers' CPU alone (ringmap Abb. 5-6's system load on the capturing
+    // side): the whole machine's figure also holds the generator's CPU, busy at any rate on this testbed.
+    "capture_cpu_busy",
 ];
 
 /// Integer measures.
@@ -113,6 +116,8 @@ pub struct Row {
     /// Line rate of what was offered: (frame, at least 60, + 24) bytes × 8 / duration, Mbit/s.
     pub line_mbps: Option<f64>,
     pub machine: String,
+    /// 100 − idle % of the capturers' CPU over the generating phase.
+    pub capture_cpu_busy: Option<f64>,
 }
 
 /// The header for a plan with these factors.
@@ -168,6 +173,7 @@ impl Row {
             float(self.cg_throttled_s, 6),
             float(self.line_mbps, 3),
             self.machine.clone(),
+            float(self.capture_cpu_busy, 2),
         ]);
         f
     }
@@ -322,6 +328,7 @@ mod tests {
         );
         assert!(!is_int("status") && !is_float("status") && !is_float("point"));
         assert!(is_float("line_mbps") && !is_float("machine") && !is_int("machine"));
+        assert!(is_float("capture_cpu_busy"));
     }
 
     fn row(run: usize, status: &str) -> Row {
@@ -357,7 +364,8 @@ mod tests {
         assert_eq!(done.into_iter().collect::<Vec<_>>(), vec![0, 2]);
         let text = fs::read_to_string(&csv).unwrap();
         assert!(
-            text.ends_with("capturer exited before ready,,,,,,host-a\n"),
+            // … machine, then the empty capture_cpu_busy.
+            text.ends_with("capturer exited before ready,,,,,,host-a,\n"),
             "{text}"
         );
         assert_eq!(text.lines().count(), 4);

@@ -300,6 +300,7 @@ pub fn summary_metrics(runs: &[RunResult]) -> Vec<String> {
         "app_cpu_s",
         "app_ns_per_pkt",
         "cpu_busy",
+        "capture_cpu_busy",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -411,6 +412,9 @@ pub struct ReportConfig {
     pub x: Option<String>,
     /// Factor with one line per level.
     pub series: Option<String>,
+    /// A measured rate (`mbps`, `pps` or `line_mbps`) every plot is also drawn against, e.g. system load
+    /// vs. bit rate and vs. packet rate from one plan (ringmap Abb. 5 and 6).
+    pub x2: Option<String>,
     /// y columns to plot (`cpu_busy` = 100 − cpu_idle).
     pub plots: Option<Vec<String>>,
     /// Worst/avg/best over the concurrent apps.
@@ -451,6 +455,17 @@ pub struct Meta {
     pub tools: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// Factor levels this machine cannot run (e.g. placement = "siblings" without SMT).
+    #[serde(default)]
+    pub skipped_levels: Vec<SkippedLevel>,
+}
+
+/// A factor level whose runs were not done.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SkippedLevel {
+    pub level: String,
+    pub runs: usize,
+    pub reason: String,
 }
 
 impl Meta {

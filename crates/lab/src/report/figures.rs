@@ -50,6 +50,8 @@ pub struct Layout {
     /// Other factors with more than one level: one plot per combination.
     pub panels: Vec<usize>,
     pub plots: Vec<String>,
+    /// Measured rate column every plot is drawn against a second time (`[report] x2`).
+    pub x2: Option<&'static str>,
     pub multi_app: bool,
 }
 
@@ -104,12 +106,34 @@ pub fn layout(
             "cpu_busy".into(),
         ]
     });
+    let x2 = cfg.x2.as_deref().and_then(|c| {
+        let known = MEASURED_X.iter().copied().find(|m| *m == c);
+        if known.is_none() {
+            warnings.push(format!(
+                "[report] x2 = \"{c}\": expected one of the measured rates {}; no second x axis drawn",
+                MEASURED_X.join(", ")
+            ));
+        }
+        known
+    });
     Layout {
         x,
         series,
+        x2,
         panels,
         plots,
         multi_app: cfg.multi_app || runs.iter().any(|r| r.apps > 1),
+    }
+}
+
+/// Measured columns that can be an x axis (`[report] x2`), each a rate the run reached.
+const MEASURED_X: [&str; 3] = ["mbps", "pps", "line_mbps"];
+
+fn measured_label(column: &str) -> &'static str {
+    match column {
+        "mbps" => "offered data rate (Mbit/s, measured)",
+        "line_mbps" => "offered line rate (Mbit/s incl. preamble and gap, measured)",
+        _ => "offered packet rate (packets/s, measured)",
     }
 }
 
@@ -142,8 +166,7 @@ impl XAxis {
         .filter(|m| runs.iter().any(|r| r.values.contains_key(*m)));
         let numbers: Option<Vec<f64>> = levels.iter().map(|l| l.parse::<f64>().ok()).collect();
         let label = match (name, measured) {
-            (_, Some("mbps")) => "offered data rate (Mbit/s, measured)".to_string(),
-            (_, Some(_)) => "offered packet rate (packets/s, measured)".to_string(),
+            (_, Some(m)) => measured_label(m).to_string(),
             ("buffer_kib", _) => "capture buffer size (KiB)".to_string(),
             ("apps", _) => "concurrent capturing apps".to_string(),
             ("snaplen", _) => "snap length (bytes)".to_string(),
@@ -185,6 +208,17 @@ impl XAxis {
                 log: false,
                 names: levels,
             },
+        }
+    }
+
+    /// A measured column as the x axis, points still grouped by the levels of `factor`.
+    fn measured(factor: usize, column: &'static str) -> XAxis {
+        XAxis {
+            factor,
+            label: measured_label(column).to_string(),
+            measured: Some(column),
+            log: false,
+            names: Vec::new(),
         }
     }
 
@@ -250,6 +284,12 @@ fn yspec(metric: &str) -> YSpec {
         "cpu_busy" => spec(
             "CPU busy (% of all CPUs)",
             "CPU usage of the whole machine (100 % − idle)",
+            1.0,
+            true,
+        ),
+        "capture_cpu_busy" => spec(
+            "capture CPU busy (% of that CPU)",
+            "Load of the capturers' CPU (100 % − its idle)",
             1.0,
             true,
         ),
@@ -335,6 +375,22 @@ pub fn line_figures(
                 Section::Main,
                 &p,
             );
+        }
+        // The same plots against a second, measured x (bit rate next to packet rate), unless x is it already.
+        if let Some(col) = layout.x2.filter(|c| x.measured != Some(*c)) {
+            let x2 = XAxis::measured(xf, col);
+            for metric in &layout.plots {
+                let y = yspec(metric);
+                let series = by_series(&panel_runs, layout.series, factors, &x2, |r| {
+                    r.values.get(metric.as_str()).map(|v| v * y.scale)
+                });
+                let Some(p) = finish(x2.plot(&suffix(&y.title), &y), series, &y) else {
+                    continue;
+                };
+                let caption = caption(&y.title, &x2, reruns, layout.series.map(|s| &factors[s]));
+                let name = stem(&format!("{metric}_vs_{col}"));
+                push(&mut figures, warnings, name, caption, Section::Main, &p);
+            }
         }
         // CPU by mode: one plot per mode that is ever above 1 %, all on the same scale so they compare.
         if layout.plots.iter().any(|p| p == "cpu_busy") {

@@ -190,6 +190,16 @@ fn status(p: &Page) -> String {
     if p.meta.quick == Some(true) {
         s.push_str(" Quick mode (--quick): fewer levels, reruns and packets than the full plan.");
     }
+    // Said up front, not only in the problems section: the plots lack these lines.
+    for l in &p.meta.skipped_levels {
+        let _ = write!(
+            s,
+            " Not run on this machine: {} ({} runs): {}.",
+            l.level,
+            l.runs,
+            l.reason
+        );
+    }
     s
 }
 
@@ -583,10 +593,26 @@ fn pvalue(p: f64) -> String {
 
 fn problems(h: &mut String, p: &Page) {
     let failed: Vec<&RunResult> = p.runs.iter().filter(|r| !r.ok).collect();
-    if p.meta.skipped.is_empty() && failed.is_empty() {
+    if p.meta.skipped.is_empty() && p.meta.skipped_levels.is_empty() && failed.is_empty() {
         return;
     }
     let _ = writeln!(h, "<h2 id=\"problems\">Skipped peers and failed runs</h2>");
+    if !p.meta.skipped_levels.is_empty() {
+        let _ = writeln!(
+            h,
+            "<table><tr><th class=\"l\">level not run here</th><th>runs</th><th class=\"l\">why</th></tr>"
+        );
+        for s in &p.meta.skipped_levels {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                esc(&s.level),
+                s.runs,
+                esc(&s.reason)
+            );
+        }
+        let _ = writeln!(h, "</table>");
+    }
     if !p.meta.skipped.is_empty() {
         let _ = writeln!(
             h,
