@@ -26,12 +26,20 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
 pub fn sibling_pair(root: &Path) -> Option<(usize, usize)> {
     let mut cpus: Vec<usize> = std::fs::read_dir(root)
         .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("cpu")?.parse().ok())
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("cpu")?
+                .parse()
+                .ok()
+        })
         .collect();
     cpus.sort_unstable();
     cpus.into_iter().find_map(|n| {
         let text =
-            std::fs::read_to_string(root.join(format!("cpu{n}/topology/thread_siblings_list"))).ok()?;
+            std::fs::read_to_string(root.join(format!("cpu{n}/topology/thread_siblings_list")))
+                .ok()?;
         match parse_cpu_list(&text)?.as_slice() {
             [a, b, ..] => Some((*a, *b)),
             _ => None,

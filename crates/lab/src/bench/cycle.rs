@@ -416,8 +416,13 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     };
     let capture_cpu_busy = match (&stat0, &stat1) {
         (Ok(a), Ok(b)) => {
-            let of = |p: &cpusage::ProcStat| p.cpus.iter().find(|(n, _)| *n as usize == cpu).map(|c| c.1);
-            of(a).zip(of(b)).and_then(|(x, y)| Usage::between(&x, &y)).map(|u| u.busy())
+            let of = |p: &cpusage::ProcStat| {
+                p.cpus.iter().find(|(n, _)| *n as usize == cpu).map(|c| c.1)
+            };
+            of(a)
+                .zip(of(b))
+                .and_then(|(x, y)| Usage::between(&x, &y))
+                .map(|u| u.busy())
         }
         _ => None,
     };

@@ -195,9 +195,7 @@ fn status(p: &Page) -> String {
         let _ = write!(
             s,
             " Not run on this machine: {} ({} runs): {}.",
-            l.level,
-            l.runs,
-            l.reason
+            l.level, l.runs, l.reason
         );
     }
     s

@@ -421,12 +421,21 @@ fn x2_draws_the_load_against_packet_rate_and_bit_rate() {
     let sum = write(&dir).unwrap();
     assert_eq!((sum.runs_ok, sum.points), (8, 4));
     for (file, x) in [
-        ("capture_cpu_busy.svg", "offered packet rate (packets/s, measured)"),
-        ("capture_cpu_busy_vs_mbps.svg", "offered data rate (Mbit/s, measured)"),
+        (
+            "capture_cpu_busy.svg",
+            "offered packet rate (packets/s, measured)",
+        ),
+        (
+            "capture_cpu_busy_vs_mbps.svg",
+            "offered data rate (Mbit/s, measured)",
+        ),
     ] {
         let svg = parse_svg(&dir.join("plots").join(file));
         assert!(svg.contains(x), "{file}: x axis `{x}`");
-        assert!(svg.contains("capture CPU busy (% of that CPU)"), "{file}: y axis");
+        assert!(
+            svg.contains("capture CPU busy (% of that CPU)"),
+            "{file}: y axis"
+        );
     }
     // Rightmost point per series (hollow circles, one per point, stroke = series colour): on the packet-rate
     // axis the 64-byte frames reach further (400 k vs 300 k pps), on the bit-rate axis the 300-byte frames
@@ -435,7 +444,10 @@ fn x2_draws_the_load_against_packet_rate_and_bit_rate() {
         let svg = parse_svg(&dir.join("plots").join(file));
         let doc = roxmltree::Document::parse(&svg).unwrap();
         let mut by: Vec<(String, f64)> = Vec::new();
-        for n in doc.descendants().filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("none")) {
+        for n in doc
+            .descendants()
+            .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some("none"))
+        {
             let colour = n.attribute("stroke").unwrap().to_string();
             let cx: f64 = n.attribute("cx").unwrap().parse().unwrap();
             match by.iter_mut().find(|(c, _)| *c == colour) {
@@ -448,24 +460,43 @@ fn x2_draws_the_load_against_packet_rate_and_bit_rate() {
     let pps = rightmost("capture_cpu_busy.svg");
     let mbps = rightmost("capture_cpu_busy_vs_mbps.svg");
     assert_eq!(pps.len(), 2, "{pps:?}");
-    assert!(pps[0].1 > pps[1].1, "64-byte frames rightmost in packets/s: {pps:?}");
+    assert!(
+        pps[0].1 > pps[1].1,
+        "64-byte frames rightmost in packets/s: {pps:?}"
+    );
     assert_eq!(mbps[0].0, pps[0].0, "same series colours");
-    assert!(mbps[1].1 > mbps[0].1, "300-byte frames rightmost in Mbit/s: {mbps:?}");
+    assert!(
+        mbps[1].1 > mbps[0].1,
+        "300-byte frames rightmost in Mbit/s: {mbps:?}"
+    );
     // 64-byte frames at max: busy 90 and 94 (fixture), 300-byte frames at max: 70 and 72.
     let csv = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
     assert!(
-        csv.contains("dist=fixed:50;rate_pps=max,fixed:50,max,2,0,capture_cpu_busy,2,92,90,94,92\n"),
+        csv.contains(
+            "dist=fixed:50;rate_pps=max,fixed:50,max,2,0,capture_cpu_busy,2,92,90,94,92\n"
+        ),
         "{csv}"
     );
-    assert!(csv.contains(",fixed:286,max,2,0,capture_cpu_busy,2,71,70,72,71\n"), "{csv}");
+    assert!(
+        csv.contains(",fixed:286,max,2,0,capture_cpu_busy,2,71,70,72,71\n"),
+        "{csv}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 
     // An x2 that is not a measured rate is named in a warning, and nothing extra is drawn.
     let dir = copy_fixture("ringmap");
     let plan = std::fs::read_to_string(dir.join("plan.toml")).unwrap();
-    std::fs::write(dir.join("plan.toml"), plan.replace("x2 = \"mbps\"", "x2 = \"dist\"")).unwrap();
+    std::fs::write(
+        dir.join("plan.toml"),
+        plan.replace("x2 = \"mbps\"", "x2 = \"dist\""),
+    )
+    .unwrap();
     let sum = write(&dir).unwrap();
-    assert!(sum.warnings.iter().any(|w| w.contains("x2 = \"dist\"")), "{:?}", sum.warnings);
+    assert!(
+        sum.warnings.iter().any(|w| w.contains("x2 = \"dist\"")),
+        "{:?}",
+        sum.warnings
+    );
     assert!(!dir.join("plots/capture_cpu_busy_vs_mbps.svg").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -482,7 +513,13 @@ fn skipped_levels_are_listed_with_their_reason() {
     .unwrap();
     write(&dir).unwrap();
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert!(html.contains("<td class=\"l\">placement=siblings</td><td>8</td>"), "{html}");
-    assert!(html.contains("Not run on this machine: placement=siblings (8 runs): no SMT siblings"), "{html}");
+    assert!(
+        html.contains("<td class=\"l\">placement=siblings</td><td>8</td>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Not run on this machine: placement=siblings (8 runs): no SMT siblings"),
+        "{html}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
