@@ -397,7 +397,6 @@ impl Probe {
             names: cfg.dests.iter().map(|d| d.name.clone()).collect(),
             ..Shared::default()
         });
-        let (tx, rx) = mpsc::sync_channel(cfg.queue_batches.max(1));
         let now = Instant::now();
         let sender = Sender {
             collectors: cfg
@@ -428,24 +427,16 @@ impl Probe {
             shared: Arc::clone(&shared),
             quiet: cfg.quiet,
         };
-        let thread = std::thread::Builder::new()
-            .name("ringcap-records".into())
-            .spawn(move || sender.run(rx))
-            .map_err(|source| ProbeError::Socket {
-                dest: "sender thread".into(),
-                source,
-            })?;
-        Ok(Probe {
-            tx: Some(tx),
-            thread: Some(thread),
+        let stripe = cfg.stripe;
+        Probe::launch(
+            &cfg,
+            "ringcap-records",
             shared,
             capacities,
-            stripe: cfg.stripe,
-            probe_id: cfg.probe_id,
-            stream_id: cfg.stream_id,
-            flush: cfg.flush,
-            stream_per_builder: false,
-        })
+            stripe,
+            false,
+            move |rx| sender.run(rx),
+        )
     }
 
     /// Kafka: connects now (the partition count decides the batch builders; an unreachable broker or a
@@ -474,7 +465,6 @@ impl Probe {
             names: vec![dest.name()],
             ..Shared::default()
         });
-        let (tx, rx) = mpsc::sync_channel(cfg.queue_batches.max(1));
         let sender = KafkaSender {
             dest: dest.clone(),
             key: cfg.key.clone(),
@@ -484,9 +474,34 @@ impl Probe {
             shared: Arc::clone(&shared),
             quiet: cfg.quiet,
         };
+        // One builder per partition, each a full-size batch (the broker's default message limit is 1 MB).
+        let capacities = vec![cfg.tcp_payload.min(MAX_PAYLOAD); n];
+        Probe::launch(
+            &cfg,
+            "ringcap-kafka",
+            shared,
+            capacities,
+            Stripe::Flow,
+            true,
+            move |rx| sender.run(rx),
+        )
+    }
+
+    /// Starts the thread that sends what the batchers queue (`run` drains the channel) and the probe that
+    /// feeds it: the same for collectors and for Kafka.
+    fn launch(
+        cfg: &ProbeConfig,
+        thread_name: &str,
+        shared: Arc<Shared>,
+        capacities: Vec<usize>,
+        stripe: Stripe,
+        stream_per_builder: bool,
+        run: impl FnOnce(mpsc::Receiver<Msg>) + Send + 'static,
+    ) -> Result<Probe, ProbeError> {
+        let (tx, rx) = mpsc::sync_channel(cfg.queue_batches.max(1));
         let thread = std::thread::Builder::new()
-            .name("ringcap-kafka".into())
-            .spawn(move || sender.run(rx))
+            .name(thread_name.into())
+            .spawn(move || run(rx))
             .map_err(|source| ProbeError::Socket {
                 dest: "sender thread".into(),
                 source,
@@ -495,13 +510,12 @@ impl Probe {
             tx: Some(tx),
             thread: Some(thread),
             shared,
-            // One builder per partition, each a full-size batch (the broker's default message limit is 1 MB).
-            capacities: vec![cfg.tcp_payload.min(MAX_PAYLOAD); n],
-            stripe: Stripe::Flow,
+            capacities,
+            stripe,
             probe_id: cfg.probe_id,
             stream_id: cfg.stream_id,
             flush: cfg.flush,
-            stream_per_builder: true,
+            stream_per_builder,
         })
     }
 

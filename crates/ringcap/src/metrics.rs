@@ -126,25 +126,33 @@ fn level_code(l: Level) -> f64 {
     }
 }
 
+/// What one interface's sockets counted, summed over its capture threads.
+#[derive(Clone, Default)]
+struct InterfaceTotals {
+    packets: u64,
+    wire_bytes: u64,
+    corrupt: u64,
+    kernel: capture::KernelStats,
+}
+
 fn render(s: &MetricSources, started: f64) -> String {
     let mut out = String::with_capacity(4096);
     // Writer-side series (after the merge) carry all the interfaces' names, as one label.
     let ifl = label("interface", &s.interfaces.join(","));
     let one = |v: u64| vec![(ifl.clone(), v as f64)];
     // Per interface: packets, wire bytes, corrupt blocks, kernel stats.
-    let mut per_if: Vec<(u64, u64, u64, capture::KernelStats)> =
-        vec![(0, 0, 0, capture::KernelStats::default()); s.interfaces.len().max(1)];
+    let mut per_if = vec![InterfaceTotals::default(); s.interfaces.len().max(1)];
     for (i, c) in s.capture.iter().enumerate() {
         let snap = c.snapshot();
         let t = &mut per_if
             [s.interface_of.get(i).copied().unwrap_or(0) as usize % s.interfaces.len().max(1)];
-        t.0 += snap.packets;
-        t.1 += snap.wire_bytes;
-        t.2 += snap.corrupt;
-        t.3.add(&c.kernel_stats());
+        t.packets += snap.packets;
+        t.wire_bytes += snap.wire_bytes;
+        t.corrupt += snap.corrupt;
+        t.kernel.add(&c.kernel_stats());
     }
     let if_label = |i: usize| label("interface", s.interfaces.get(i).map_or("", |n| n.as_str()));
-    let each = |f: &dyn Fn(&(u64, u64, u64, capture::KernelStats)) -> u64| -> Vec<(String, f64)> {
+    let each = |f: &dyn Fn(&InterfaceTotals) -> u64| -> Vec<(String, f64)> {
         per_if
             .iter()
             .enumerate()
@@ -163,25 +171,25 @@ fn render(s: &MetricSources, started: f64) -> String {
         "received_packets_total",
         "counter",
         "Packets the capture threads took from the ring (after the kernel filter).",
-        &each(&|t| t.0),
+        &each(&|t| t.packets),
     );
     family(
         &mut out,
         "received_bytes_total",
         "counter",
         "Wire bytes of the received packets.",
-        &each(&|t| t.1),
+        &each(&|t| t.wire_bytes),
     );
     let w = s.writer.as_ref().map(|w| w.snapshot());
     let mut drops = Vec::new();
     for (i, t) in per_if.iter().enumerate() {
         drops.push((
             format!("{},{}", if_label(i), label("stage", "kernel")),
-            t.3.drops as f64,
+            t.kernel.drops as f64,
         ));
         drops.push((
             format!("{},{}", if_label(i), label("stage", "ring")),
-            t.2 as f64,
+            t.corrupt as f64,
         ));
     }
     if let Some(w) = &w {
@@ -196,7 +204,7 @@ fn render(s: &MetricSources, started: f64) -> String {
         "ring_freezes_total",
         "counter",
         "Times the kernel found the ring full (TPACKET_V3 queue freezes).",
-        &each(&|t| t.3.freeze_q_cnt),
+        &each(&|t| t.kernel.freeze_q_cnt),
     );
     if let Some(w) = &w {
         family(

@@ -5,19 +5,20 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use capture::{BatchSource, CaptureError, Fanout, Source, SourceConfig};
+use capture::{BatchSource, CaptureError, Source};
 use session::sinks::{CountSink, LoadSink, PrintSink, RecordSink, WriterSink};
 use session::{Options, Session, Sink, Stop};
-use store::{CompressMode, FilePlan};
 
 mod interfaces;
 mod output;
 mod probe;
 mod reload;
+mod source;
 mod xdp_count;
 
-use output::{cutoff_config, file_plan, open_writer};
+use output::{cutoff_config, file_plan, listening_line, open_writer};
 use probe::{records_destinations, records_probe};
+use source::{list_time_stamp_types, merge_config, source_config};
 
 use crate::capture_stats::{StatsPrinter, Summary, XdpSummary};
 use crate::cli::CaptureArgs;
@@ -84,9 +85,10 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         interface_of.extend(std::iter::repeat_n(i as u32, group.len()));
         sources.extend(group);
     }
-    cfg.filter = None; // the compiled program now lives in the kernel
-                       // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
-                       // thread): give them up before files are opened and packets parsed.
+    // The compiled program now lives in the kernel.
+    cfg.filter = None;
+    // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
+    // thread): give them up before files are opened and packets parsed.
     relinquish_privileges(user.as_ref(), &[sys::CAP_DAC_OVERRIDE])?;
 
     let plan = file_plan(&a)?;
@@ -223,143 +225,6 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         Some(e) => Err(Fatal::runtime(e)),
         None => Ok(()),
     }
-}
-
-/// `-J`: tcpdump's listing, on stdout, of the types libpcap would offer for the interface.
-fn list_time_stamp_types(interface: &str) -> Result<(), Fatal> {
-    let types = capture::supported_timestamp_types(interface).map_err(capture_fatal)?;
-    println!("Time stamp types for {interface} (use option -j to set):");
-    for t in types {
-        println!("  {} ({})", t.name(), t.description());
-    }
-    Ok(())
-}
-
-fn listening_line(
-    a: &CaptureArgs,
-    ifaces: &[String],
-    linktype: wire::LinkType,
-    plan: Option<&FilePlan>,
-    records: bool,
-) {
-    let what = match (plan, &a.write) {
-        (None, None) if records => "sending header records only".to_string(),
-        _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
-        (Some(p), _) => format!(
-            "writing {} files {}-<UTC start>-<seq>{} in {}{}",
-            a.file_format().name(),
-            p.base,
-            store::extension(a.file_format().into(), p.compression),
-            p.dirs
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if p.compression == CompressMode::None {
-                String::new()
-            } else {
-                format!(" (compress {})", p.compression)
-            }
-        ),
-        (None, Some(p)) => format!("writing {} to {}", a.file_format().name(), p.display()),
-        (None, None) => "printing one line per packet".to_string(),
-    };
-    log::info!(
-        "listening on {}, link-type {} ({} source, {} thread{}{}), {}",
-        ifaces.join(", "),
-        linktype.name(),
-        a.source.name(),
-        a.threads,
-        if a.threads == 1 { "" } else { "s" },
-        if ifaces.len() > 1 {
-            " per interface, merged by time"
-        } else {
-            ""
-        },
-        what
-    );
-}
-
-fn source_config(a: &CaptureArgs, linktype: wire::LinkType) -> Result<SourceConfig, Fatal> {
-    if a.threads == 0 {
-        return Err(Fatal::usage(anyhow!("--threads must be at least 1")));
-    }
-    let mut cfg = SourceConfig::new(&a.interface[0]);
-    cfg.kind = a.source.into();
-    cfg.snaplen = if a.snaplen == 0 {
-        capture::MAX_SNAPLEN
-    } else {
-        a.snaplen.min(capture::MAX_SNAPLEN)
-    };
-    cfg.promiscuous = !a.no_promisc;
-    cfg.timestamps = a.time_stamp_type.into();
-    cfg.set_buffer_kib(a.buffer_kib as usize);
-    cfg.ring.block_size = a.block_size as usize;
-    cfg.ring.block_timeout = Duration::from_millis(a.block_timeout_ms as u64);
-    if a.source == crate::cli::SourceKind::Xdp {
-        cfg.xdp_mode = match a.xdp_mode {
-            crate::cli::XdpMode::Native => capture::XdpMode::Native,
-            crate::cli::XdpMode::Generic => capture::XdpMode::Generic,
-        };
-        cfg.xsk.bind = match a.xdp_bind {
-            crate::cli::XdpBind::Auto => capture::XdpBind::Auto,
-            crate::cli::XdpBind::Copy => capture::XdpBind::Copy,
-            crate::cli::XdpBind::Zerocopy => capture::XdpBind::ZeroCopy,
-        };
-        cfg.xsk.need_wakeup = a.xdp_need_wakeup;
-        // The UMEM gets -B, as the ring would: same buffer for every source.
-        let frames =
-            (a.buffer_kib * 1024 / u64::from(cfg.xsk.frame_size)).clamp(64, 1 << 20) as u32;
-        let ring = match a.xdp_ring {
-            Some(r) => r,
-            None => (1u32 << (31 - frames.leading_zeros())).min(65536),
-        };
-        cfg.xsk.ring_size = ring;
-        cfg.xsk.frames = frames.max(ring);
-    } else if a.threads > 1 {
-        cfg.fanout = Some(Fanout {
-            mode: a.fanout.into(),
-            rollover: a.rollover,
-            defrag: true,
-        });
-    }
-    let expr = a.filter.join(" ");
-    if !expr.trim().is_empty() {
-        let prog = capture::compile_filter(&expr, linktype, cfg.snaplen)
-            .map_err(|e| Fatal::usage(anyhow!(e)))?;
-        cfg.filter = Some(prog);
-    }
-    Ok(cfg)
-}
-
-/// How the sources of several interfaces merge: each interface's number, the grace the ring's block
-/// timeout needs, and for SLL2 records each interface's index and MAC address.
-fn merge_config(
-    ifaces: &[String],
-    interface_of: Vec<u32>,
-    block_timeout_ms: u32,
-    sll2: bool,
-) -> Result<session::MergeConfig, Fatal> {
-    let sll2 = if sll2 {
-        let mut v = Vec::new();
-        for name in ifaces {
-            let ifc = sys::Interface::lookup(name)
-                .map_err(|e| Fatal::runtime(anyhow!("interface {name}: {e}")))?;
-            v.push(session::Sll2Interface {
-                ifindex: ifc.index as u32,
-                mac: ifc.mac,
-            });
-        }
-        Some(v)
-    } else {
-        None
-    };
-    Ok(session::MergeConfig {
-        interface_of,
-        // A packet waits at most one block timeout in a partly filled block; the margin covers the timer.
-        grace: Duration::from_millis(u64::from(block_timeout_ms) + 100),
-        sll2,
-    })
 }
 
 /// Stats and summary as JSON objects: asked for (--json), or every stderr line is one (--log-format json).

@@ -165,3 +165,49 @@ pub fn open_writer(
         _ => Fatal::runtime(anyhow!(e)),
     })
 }
+
+/// The line saying what the capture listens on and where its packets go.
+pub(super) fn listening_line(
+    a: &CaptureArgs,
+    ifaces: &[String],
+    linktype: wire::LinkType,
+    plan: Option<&FilePlan>,
+    records: bool,
+) {
+    let what = match (plan, &a.write) {
+        (None, None) if records => "sending header records only".to_string(),
+        _ if a.drop_all => "counting and dropping every packet (--drop-all)".to_string(),
+        (Some(p), _) => format!(
+            "writing {} files {}-<UTC start>-<seq>{} in {}{}",
+            a.file_format().name(),
+            p.base,
+            store::extension(a.file_format().into(), p.compression),
+            p.dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if p.compression == CompressMode::None {
+                String::new()
+            } else {
+                format!(" (compress {})", p.compression)
+            }
+        ),
+        (None, Some(p)) => format!("writing {} to {}", a.file_format().name(), p.display()),
+        (None, None) => "printing one line per packet".to_string(),
+    };
+    log::info!(
+        "listening on {}, link-type {} ({} source, {} thread{}{}), {}",
+        ifaces.join(", "),
+        linktype.name(),
+        a.source.name(),
+        a.threads,
+        if a.threads == 1 { "" } else { "s" },
+        if ifaces.len() > 1 {
+            " per interface, merged by time"
+        } else {
+            ""
+        },
+        what
+    );
+}
