@@ -80,11 +80,6 @@ fn tshark_captures_through_ringcap_on_the_testbed() {
     if !testbed::have("tshark", "apt install tshark") {
         return;
     }
-    // Right after disk.rs (which leaves many dirty pages) tshark failed after ~30 s with an empty extcap
-    // error, every time; alone, or with the writeback done first, it passes. Why the extcap stalls during
-    // writeback is not known yet (notes).
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
     let tb = testbed();
     let home = wireshark_home("live");
     let out = home.join("out.pcapng");

@@ -68,7 +68,14 @@ impl Output {
             sys::apply_file_group(&f)?;
             Ok::<File, io::Error>(f)
         };
-        if direct_io {
+        // O_DIRECT only for regular files. A FIFO must be opened once: its open meets the reader, and a
+        // second try after a refused O_DIRECT leaves a reader that already saw the writer leave (Wireshark's
+        // extcap FIFO: dumpcap read end-of-file and quit, or the retry waited for a reader that was gone).
+        let regular_or_new = match std::fs::symlink_metadata(path) {
+            Ok(m) => m.file_type().is_file(),
+            Err(_) => true,
+        };
+        if direct_io && regular_or_new {
             match open(libc::O_DIRECT) {
                 Ok(f) => {
                     let mut out = Output::from_file(f, true);
@@ -444,5 +451,43 @@ impl WriterThread {
                 hint: ": fsync at close failed, the end of the file may be missing; run `ringcap repair`",
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// A reader on a FIFO gets every byte of one writer (Wireshark's extcap FIFO): the writer must not
+    /// meet the reader, leave and come back, which a refused O_DIRECT open used to do.
+    #[test]
+    fn a_fifo_is_opened_once_and_its_reader_gets_every_byte() {
+        let dir = std::env::temp_dir().join(format!("ringcap-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pipe");
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader_path = path.clone();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            File::open(&reader_path)
+                .unwrap()
+                .read_to_end(&mut got)
+                .unwrap();
+            got
+        });
+        let mut out = Output::open(&path, true, false).unwrap();
+        assert!(!out.is_direct());
+        let mut left: &[u8] = b"pcap header and packets";
+        while !left.is_empty() {
+            let n = out.write(left).unwrap();
+            left = &left[n..];
+        }
+        drop(out);
+        assert_eq!(reader.join().unwrap(), b"pcap header and packets");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
