@@ -248,6 +248,8 @@ pub struct XdpSummary {
     pub queues: usize,
     /// Packets the program saw on the interface (every queue), if its map could be read.
     pub seen: Option<u64>,
+    /// Each receive queue's socket, queue 0 upwards: packets taken from it and its kernel counters.
+    pub per_queue: Vec<(u64, capture::KernelStats)>,
 }
 
 pub struct Summary {
@@ -435,7 +437,22 @@ impl Summary {
             self.kernel.xsk_fill_empty,
             self.kernel.xsk_other,
             self.filtered_out,
-        )
+        ) + &if x.per_queue.len() > 1 {
+            let each: Vec<String> = x
+                .per_queue
+                .iter()
+                .enumerate()
+                .map(|(q, (packets, k))| {
+                    format!(
+                        "{q}: {packets} (ring full {}, no free frame {}, other {})",
+                        k.xsk_ring_full, k.xsk_fill_empty, k.xsk_other
+                    )
+                })
+                .collect();
+            format!("; per queue {}", each.join(", "))
+        } else {
+            String::new()
+        }
     }
 
     /// Hardware stamps were asked for but some packets came without: the NIC or kernel ignored it.
@@ -515,6 +532,15 @@ impl Summary {
                         "fill_ring_empty": self.kernel.xsk_fill_empty,
                         "other": self.kernel.xsk_other,
                     },
+                    "per_queue": x.per_queue.iter().enumerate().map(|(q, (packets, k))| {
+                        serde_json::json!({
+                            "queue": q,
+                            "packets": packets,
+                            "socket_ring_full": k.xsk_ring_full,
+                            "fill_ring_empty": k.xsk_fill_empty,
+                            "other": k.xsk_other,
+                        })
+                    }).collect::<Vec<_>>(),
                 });
             }
             if let Some(r) = &self.records {

@@ -247,33 +247,45 @@ fn every_receive_queue_has_its_socket() {
     let sent = frames(4000);
     send(&tb, &sent);
     std::thread::sleep(Duration::from_millis(300));
-    // Both queues carried traffic (the flows hash apart), as the driver counts it.
-    if have("ethtool") {
-        let st = tb
-            .command(Side::Rx, "ethtool")
-            .args(["-S", &tb.rx_if])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&st.stdout).into_owned();
-        for q in 0..2 {
-            let n: u64 = text
-                .lines()
-                .find_map(|l| {
-                    l.trim()
-                        .strip_prefix(&format!("rx_queue_{q}_xdp_redirect:"))
-                })
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no rx_queue_{q}_xdp_redirect in ethtool -S:\n{text}"));
-            assert!(
-                n > 100,
-                "queue {q} redirected only {n} frames: the test did not spread the flows"
-            );
-        }
-    }
     let out = stop(child, libc::SIGINT);
     assert!(out.status.success(), "{}", stderr_text(&out));
     let s = summary_json(&out);
     assert_eq!(s["xdp"]["queues"], 2);
+    // Both queues carried traffic (the flows hash apart), and each queue's socket reports what the
+    // driver redirected to it (its per-queue counter in `ethtool -S`), less its counted drops.
+    assert!(
+        have("ethtool"),
+        "ethtool is needed to read the per-queue counters"
+    );
+    let st = tb
+        .command(Side::Rx, "ethtool")
+        .args(["-S", &tb.rx_if])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&st.stdout).into_owned();
+    for q in 0..2 {
+        let redirected: u64 = text
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("rx_queue_{q}_xdp_redirect:"))
+            })
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no rx_queue_{q}_xdp_redirect in ethtool -S:\n{text}"));
+        assert!(
+            redirected > 100,
+            "queue {q} redirected only {redirected} frames: the test did not spread the flows"
+        );
+        let pq = &s["xdp"]["per_queue"][q];
+        assert_eq!(pq["queue"], q as u64, "{s}");
+        let taken = pq["packets"].as_u64().unwrap()
+            + pq["socket_ring_full"].as_u64().unwrap()
+            + pq["other"].as_u64().unwrap();
+        assert_eq!(
+            taken, redirected,
+            "queue {q}: the socket's packets and drops against the driver's count\n{s}"
+        );
+    }
     let mut got: Vec<Vec<u8>> = read_all(&file).into_iter().map(|(_, b)| b).collect();
     let mut want = sent.clone();
     got.sort();

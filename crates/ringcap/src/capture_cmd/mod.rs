@@ -215,6 +215,11 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             zero_copy,
             queues,
             seen: program.seen().ok().map(|s| s.packets),
+            // One source per queue, opened queue 0 upwards.
+            per_queue: counters
+                .iter()
+                .map(|c| (c.snapshot().packets, c.kernel_stats()))
+                .collect(),
         });
     }
     summary.print(json_lines(&a));
