@@ -69,8 +69,9 @@ fn main() {
             b.frame(frame_start, FRAME, frame_start, FRAME);
             for (off, ts, data) in &packets[i..j] {
                 let data = &scratch[data.start - from..data.end - from];
-                let at = *off as usize + 12;
-                let wire = u32::from_ne_bytes(scratch_at(&file, at));
+                // The record header's wire length, from the copy in cache.
+                let at = *off as usize - from + 12;
+                let wire = u32::from_ne_bytes(scratch[at..at + 4].try_into().unwrap());
                 b.packet(*off, *ts, wire, linktype, data);
             }
             filing_ns += sys::thread_cpu_ns() - t0;
@@ -109,10 +110,6 @@ fn main() {
         packets.len(),
         f + g + t
     );
-}
-
-fn scratch_at(file: &[u8], at: usize) -> [u8; 4] {
-    file[at..at + 4].try_into().unwrap()
 }
 
 /// Link type and whether timestamps are in nanoseconds.
