@@ -28,7 +28,8 @@
 #      counts the lines whose timestamp lies in [T, T+60 s) (so its time includes text output).
 #      The packet count of every ringcap query must equal tcpdump's: a mismatch is printed loudly and the
 #      script exits 1 (after writing the report).
-#   3. Index size: bytes of all *.idx / bytes of all capture files, in %.
+#   3. Index size: bytes of all *.idx / bytes of all capture files, in %; the same for the flow tables
+#      (*.flows.parquet).
 #   4. Loss with indexing on vs off, same run: LOSS_ROUNDS × (off, on) captures (interleaved) of the same
 #      LOSS_PACKETS packets of the same gen traffic (gen on CPU0 at top speed or LOSS_PPS; the capturer and all
 #      its threads on CPU1), each into its own directory on the disk with `-C FILE_SIZE --compress auto`
@@ -124,7 +125,9 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 now_ns() { date +%s%N; }
 # Sum of the sizes of files matching GLOB-like find -name pattern under DIR.
 sum_bytes() { find "$1" -maxdepth 1 -type f -name "$2" -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
-capture_files() { find "$1" -maxdepth 1 -type f -name 'cap-*.pcap*' ! -name '*.idx' | sort; }
+capture_files() { find "$1" -maxdepth 1 -type f -name 'cap-*.pcap*' ! -name '*.idx' ! -name '*.parquet' | sort; }
+# Bytes of the files next to the captures: indexes and flow tables.
+side_bytes() { echo $(($(sum_bytes "$1" '*.idx') + $(sum_bytes "$1" '*.flows.parquet'))); }
 # One field of the capture's final JSON summary line (a dotted path), from its stderr log.
 summary_field() {
   "$PY" - "$1" "$2" <<'EOF'
@@ -197,7 +200,7 @@ build_store() {
     gen_send "$seed" "$CHUNK_PACKETS"
     sent=$((sent + CHUNK_PACKETS))
     bytes="$(sum_bytes "$STORE" 'cap-*.pcap*' )"
-    bytes=$((bytes - $(sum_bytes "$STORE" '*.idx')))
+    bytes=$((bytes - $(side_bytes "$STORE")))
     progress "store: chunk $seed sent, $sent packets, $((bytes / 1000000)) MB of capture files"
   done
   stop_capture
@@ -250,8 +253,9 @@ fact store_reused "$KEEP"
 "$RINGCAP" index "$STORE" --json -q >"$WORK/index-check.json" || die "ringcap index $STORE failed"
 mapfile -t FILES < <(capture_files "$STORE")
 [ "${#FILES[@]}" -gt 0 ] || die "no capture files in $STORE"
-STORE_BYTES="$(($(sum_bytes "$STORE" 'cap-*') - $(sum_bytes "$STORE" '*.idx')))"
+STORE_BYTES="$(($(sum_bytes "$STORE" 'cap-*') - $(side_bytes "$STORE")))"
 IDX_BYTES="$(sum_bytes "$STORE" '*.idx')"
+FLOWS_BYTES="$(sum_bytes "$STORE" '*.flows.parquet')"
 PACKETS="$("$PY" -c 'import json,sys; print(sum(r.get("packets") or 0 for r in json.load(open(sys.argv[1]))))' "$WORK/index-check.json")"
 NOT_CURRENT="$("$PY" -c 'import json,sys; print(sum(1 for r in json.load(open(sys.argv[1])) if r.get("status") not in ("current","indexed")))' "$WORK/index-check.json")"
 [ "$NOT_CURRENT" = 0 ] || say "warning: $NOT_CURRENT files could not be indexed (see $WORK/index-check.json)"
@@ -266,6 +270,7 @@ fact store_bytes "$STORE_BYTES"
 fact store_raw_bytes "$RAW_BYTES"
 fact store_packets "$PACKETS"
 fact index_bytes "$IDX_BYTES"
+fact flows_bytes "$FLOWS_BYTES"
 fact index_not_current "$NOT_CURRENT"
 say "store: ${#FILES[@]} files, $((STORE_BYTES / 1000000)) MB, $PACKETS packets, index $((IDX_BYTES / 1000000)) MB"
 
@@ -410,7 +415,7 @@ loss_run() {
   nfiles="$(capture_files "$dir" | wc -l)"
   local idx=()
   for k in files.indexed files.unindexed files.indexer_cpu_ns files.indexer_packets; do idx+=("$(summary_field "$CAP_LOG" "$k")"); done
-  echo "$mode,$round,$((p1 - p0)),${f[0]},${f[1]},${f[2]},$((u + s)),$nfiles,${idx[0]},${idx[1]},${idx[2]},${idx[3]},$(($(sum_bytes "$dir" 'cap-*') - $(sum_bytes "$dir" '*.idx'))),$(sum_bytes "$dir" '*.idx')" >>"$LOSS_CSV"
+  echo "$mode,$round,$((p1 - p0)),${f[0]},${f[1]},${f[2]},$((u + s)),$nfiles,${idx[0]},${idx[1]},${idx[2]},${idx[3]},$(($(sum_bytes "$dir" 'cap-*') - $(side_bytes "$dir"))),$(sum_bytes "$dir" '*.idx')" >>"$LOSS_CSV"
   progress "loss $mode round $round: offered $((p1 - p0)), captured ${f[0]}, drops kernel ${f[1]} storage ${f[2]}, indexed ${idx[0]}/${nfiles} files"
   rm -rf "$dir"
   sync
@@ -580,6 +585,8 @@ print("Addresses and ports are drawn uniformly at random per packet, so one host
 print()
 ipct = 100 * idx / sb if idx is not None and sb else None
 print(f"Index: {gb(idx)} = **{ipct:.2f} %** of the store's {gb(sb)}; {idx / pk:.1f} bytes per packet" if ipct is not None and pk else "Index: -")
+fl = num(facts.get("flows_bytes"))
+print(f"Flow tables (Parquet): {gb(fl)} = **{100 * fl / sb:.2f} %** of the store" if fl is not None and sb else "Flow tables: -")
 print()
 # Loss
 print("Capture loss, indexing off vs on (interleaved rounds, same traffic; capturer pinned to CPU1, gen + softirq on CPU0):")

@@ -1,5 +1,5 @@
 //! index: the fast flow key of the live indexer on any bytes under every link type. It must never
-//! panic, and whenever it answers it must equal the key the general parser gives.
+//! panic, and whenever it answers it must equal the key (and direction) the general parser gives.
 #![no_main]
 
 use index::key::FlowKey;
@@ -19,8 +19,10 @@ const LINK_TYPES: [LinkType; 8] = [
 
 fuzz_target!(|data: &[u8]| {
     for lt in LINK_TYPES {
-        if let Some(k) = FlowKey::compact_v4_of(data, lt) {
-            assert_eq!(Some(k), FlowKey::of(data, lt).compact_v4());
+        if let Some((k, a_to_b)) = FlowKey::compact_v4_of(data, lt) {
+            let (key, slow_a_to_b) = FlowKey::directed_of(data, lt);
+            assert_eq!(Some(k), key.compact_v4());
+            assert_eq!(a_to_b, slow_a_to_b);
         }
     }
 });

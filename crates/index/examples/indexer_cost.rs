@@ -1,7 +1,8 @@
 //! CPU cost of the indexer alone: a plain pcap file is read into memory first, then its records
 //! are walked in place and given to a [`index::build::Builder`] as the live indexer gives them
 //! from the written buffers (frames of 1 MiB), and the thread CPU time of filing the packets and
-//! of finishing the index is reported per packet.
+//! of finishing the index and of writing its flow table (Parquet, to a temporary file) is reported
+//! per packet.
 //! What `make bench-query` reports as "indexer ns/packet" also includes walking the written
 //! buffers' records and the thread hand-over; this isolates the builder.
 //!
@@ -45,8 +46,9 @@ fn main() {
         at += 16 + caplen;
     }
     let n = packets.len() as f64;
-    let (mut filing, mut finish) = (Vec::new(), Vec::new());
-    let mut index_bytes = 0;
+    let (mut filing, mut finish, mut table) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut index_bytes, mut flows_bytes) = (0, 0);
+    let tmp = std::env::temp_dir().join(format!("indexer-cost-{}.pcap", std::process::id()));
     // The live indexer reads each buffer right after the writer compressed it (in cache): copy
     // each frame's records into a scratch buffer first, untimed, as that pass would.
     let mut scratch = Vec::with_capacity(2 * FRAME as usize);
@@ -67,7 +69,10 @@ fn main() {
             b.frame(frame_start, FRAME, frame_start, FRAME);
             for (off, ts, data) in &packets[i..j] {
                 let data = &scratch[data.start - from..data.end - from];
-                b.packet(*off, *ts, linktype, data);
+                // The record header's wire length, from the copy in cache.
+                let at = *off as usize - from + 12;
+                let wire = u32::from_ne_bytes(scratch[at..at + 4].try_into().unwrap());
+                b.packet(*off, *ts, wire, linktype, data);
             }
             filing_ns += sys::thread_cpu_ns() - t0;
             frame_start += FRAME;
@@ -79,22 +84,31 @@ fn main() {
             head_crc: 0,
             tail_crc: 0,
         };
-        index_bytes = b.finish(id).len();
+        let covered = b.covered();
+        let built = b.finish(id);
+        index_bytes = built.index.len();
         let t2 = sys::thread_cpu_ns();
+        flows_bytes = index::flows::write_flow_table(&tmp, id, covered, &built.flows)
+            .expect("flow table written");
+        let t3 = sys::thread_cpu_ns();
         filing.push(filing_ns as f64 / n);
         finish.push((t2 - t1) as f64 / n);
+        table.push((t3 - t2) as f64 / n);
     }
+    let _ = std::fs::remove_file(index::flows_path(&tmp));
     let med = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
     let (f, fmin, fmax) = med(&mut filing);
     let (g, gmin, gmax) = med(&mut finish);
+    let (t, tmin, tmax) = med(&mut table);
     println!(
         "{} packets, {runs} runs: filing {f:.1} ns/packet ({fmin:.1}-{fmax:.1}), finishing {g:.1} \
-         ({gmin:.1}-{gmax:.1}), total {:.1}; index {index_bytes} bytes",
+         ({gmin:.1}-{gmax:.1}), flow table {t:.1} ({tmin:.1}-{tmax:.1}), total {:.1}; index \
+         {index_bytes} bytes, flow table {flows_bytes} bytes",
         packets.len(),
-        f + g
+        f + g + t
     );
 }
 

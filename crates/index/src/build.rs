@@ -7,29 +7,55 @@ use wire::LinkType;
 use crate::file::{
     Compression, Frame, Header, FLOW_LEN, FRAME_LEN, HEADER_LEN, MAGIC, TRAILER_LEN, VERSION,
 };
+use crate::flows::FlowStat;
 use crate::key::{FlowKey, KIND_IP};
 
 /// Packets one index holds at most: with [`MAX_FLOWS`] this bounds the builder's memory
-/// (12 bytes per packet + ~64 per flow: under 100 MiB). A file with more is indexed up to the
-/// frame where the limit was reached; queries scan the rest.
+/// (32 bytes per packet while logging, ~64 per flow in the index and ~100 in the flow table:
+/// under 200 MiB). A file with more is indexed up to the frame where the limit was reached;
+/// queries scan the rest.
 pub const MAX_PACKETS: usize = 4 << 20;
 /// Flows one index holds at most.
 pub const MAX_FLOWS: usize = 512 << 10;
+/// A logged packet's place: its position (record offset or frame number) in the bits from
+/// [`POS_SHIFT`] up, then whether it went from endpoint `a` to `b`, then its wire length
+/// (saturated at [`LEN_MASK`]). Sorting places keeps the position order.
+const POS_SHIFT: u32 = 24;
+const A_TO_B: u64 = 1 << 23;
+const LEN_MASK: u64 = A_TO_B - 1;
+/// Positions must fit the place's 40 bits: a file whose records lie past 1 TiB is indexed up to
+/// there (as if a limit were reached).
+const MAX_POS: u64 = 1 << (64 - POS_SHIFT);
+
+#[inline]
+fn place(pos: u64, a_to_b: bool, wire_len: u32) -> u64 {
+    pos << POS_SHIFT | if a_to_b { A_TO_B } else { 0 } | u64::from(wire_len).min(LEN_MASK)
+}
+
+/// What [`Builder::finish`] makes: the index bytes and the file's flows for the flow table.
+pub struct Built {
+    pub index: Vec<u8>,
+    pub flows: Vec<FlowStat>,
+}
 
 /// Collects the packets of one file and writes its index.
 pub struct Builder {
     prelude: Vec<u8>,
     compression: u8,
-    /// IPv4 packets (nearly all): their 128-bit flow key and record offset, in file order; grouped
-    /// into flows by one sort at the end. Appending is sequential: a hash table of 100 k flows
-    /// took ~170 ns per packet in cache misses (37 % of `ringcap index`'s user time, perf).
-    v4_log: Vec<(u128, u64)>,
+    /// IPv4 packets (nearly all): their 128-bit flow key, place (see [`place`]) and timestamp, in
+    /// file order; grouped into flows by one sort at the end. Appending is sequential: a hash
+    /// table of 100 k flows took ~170 ns per packet in cache misses (37 % of `ringcap index`'s
+    /// user time, perf). 32 bytes, as `(u128, u64)` was with its padding.
+    v4_log: Vec<(u128, u64, u64)>,
     /// Other packets (IPv6, non-IP): flow ids by key, as the table stays small.
     flows: HashMap<FlowKey, u32, ahash::RandomState>,
     keys: Vec<FlowKey>,
-    /// Per packet, in file order: its flow and its position (see [`Builder::packet`]).
+    /// Per packet, in file order: its flow and its position (see [`Builder::packet`]); for
+    /// packets of `flows`, also their timestamp and [`place`] (direction and length).
     log_flow: Vec<u32>,
     log_off: Vec<u64>,
+    log_ts: Vec<u64>,
+    log_place: Vec<u64>,
     frames: Vec<Frame>,
     /// Log lengths at the start of the current frame (what is kept if a limit is reached).
     committed: usize,
@@ -63,6 +89,8 @@ impl Builder {
             keys: Vec::with_capacity(flows),
             log_flow: Vec::new(),
             log_off: Vec::new(),
+            log_ts: Vec::new(),
+            log_place: Vec::new(),
             frames: Vec::new(),
             committed: 0,
             committed_v4: 0,
@@ -123,11 +151,22 @@ impl Builder {
         self.full
     }
 
-    /// One packet of the current frame.
+    /// One packet of the current frame: where its record starts in the uncompressed stream, its
+    /// time, its length on the wire and its captured bytes.
     #[inline]
-    pub fn packet(&mut self, raw_off: u64, ts_ns: u64, linktype: LinkType, data: &[u8]) {
+    pub fn packet(
+        &mut self,
+        raw_off: u64,
+        ts_ns: u64,
+        wire_len: u32,
+        linktype: LinkType,
+        data: &[u8],
+    ) {
         if self.full {
             return;
+        }
+        if raw_off >= MAX_POS {
+            return self.stop_at_current_frame();
         }
         let Some(f) = self.frames.last_mut() else {
             return;
@@ -144,12 +183,12 @@ impl Builder {
         } else {
             self.frames.len() as u64 - 1
         };
-        if let Some(k) = FlowKey::compact_v4_of(data, linktype) {
-            return self.log_v4(k, pos);
+        if let Some((k, a_to_b)) = FlowKey::compact_v4_of(data, linktype) {
+            return self.log_v4(k, place(pos, a_to_b, wire_len), ts_ns);
         }
-        let key = FlowKey::of(data, linktype);
+        let (key, a_to_b) = FlowKey::directed_of(data, linktype);
         if let Some(k) = key.compact_v4() {
-            return self.log_v4(k, pos);
+            return self.log_v4(k, place(pos, a_to_b, wire_len), ts_ns);
         }
         let next = self.keys.len() as u32;
         let id = *self.flows.entry(key).or_insert(next);
@@ -158,14 +197,16 @@ impl Builder {
         }
         self.log_flow.push(id);
         self.log_off.push(pos);
+        self.log_ts.push(ts_ns);
+        self.log_place.push(place(0, a_to_b, wire_len));
         if self.keys.len() > MAX_FLOWS {
             self.stop_at_current_frame();
         }
     }
 
     #[inline]
-    fn log_v4(&mut self, key: u128, pos: u64) {
-        self.v4_log.push((key, pos));
+    fn log_v4(&mut self, key: u128, place: u64, ts_ns: u64) {
+        self.v4_log.push((key, place, ts_ns));
         if self.v4_log.len() >= MAX_PACKETS {
             self.stop_at_current_frame();
         }
@@ -177,31 +218,47 @@ impl Builder {
         self.frames.pop();
         self.log_flow.truncate(self.committed);
         self.log_off.truncate(self.committed);
+        self.log_ts.truncate(self.committed);
+        self.log_place.truncate(self.committed);
         self.v4_log.truncate(self.committed_v4);
         // Flows seen only in the dropped frame keep an entry with no packets: harmless.
     }
 
-    /// The index bytes. `capture_len`: the file bytes the frames cover; `complete`: they are the
-    /// whole file; `identity`: the file's size and checksums (see [`crate::file::Identity`]).
-    pub fn finish(mut self, identity: crate::file::Identity) -> Vec<u8> {
+    /// The index bytes and the flows. `identity`: the file's size and checksums (see
+    /// [`crate::file::Identity`]).
+    pub fn finish(mut self, identity: crate::file::Identity) -> Built {
         if self.full {
             // Keep only packets of whole frames.
             self.log_flow
                 .truncate(self.committed.min(self.log_flow.len()));
             self.log_off
                 .truncate(self.committed.min(self.log_off.len()));
+            self.log_ts.truncate(self.committed.min(self.log_ts.len()));
+            self.log_place
+                .truncate(self.committed.min(self.log_place.len()));
             self.v4_log
                 .truncate(self.committed_v4.min(self.v4_log.len()));
         }
+        // The flow table's counts, by flow id: first the packets of the hash table's flows.
+        let mut stats: Vec<FlowStat> = self.keys.iter().map(|&k| FlowStat::new(k)).collect();
+        for ((&f, &ts), &p) in self.log_flow.iter().zip(&self.log_ts).zip(&self.log_place) {
+            stats[f as usize].add(ts, p & A_TO_B != 0, (p & LEN_MASK) as u32);
+        }
+        self.log_ts = Vec::new();
+        self.log_place = Vec::new();
         // IPv4 flows: sorted by key (then position, so each flow's packets stay in file order).
         let mut v4 = std::mem::take(&mut self.v4_log);
         v4.sort_unstable();
-        for (i, &(k, off)) in v4.iter().enumerate() {
+        for (i, &(k, p, ts)) in v4.iter().enumerate() {
             if i == 0 || v4[i - 1].0 != k {
-                self.keys.push(FlowKey::from_compact_v4(k));
+                let key = FlowKey::from_compact_v4(k);
+                self.keys.push(key);
+                stats.push(FlowStat::new(key));
             }
+            let last = stats.len() - 1;
+            stats[last].add(ts, p & A_TO_B != 0, (p & LEN_MASK) as u32);
             self.log_flow.push(self.keys.len() as u32 - 1);
-            self.log_off.push(off);
+            self.log_off.push(p >> POS_SHIFT);
         }
         drop(v4);
         for f in &mut self.frames {
@@ -361,7 +418,10 @@ impl Builder {
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out.extend_from_slice(&MAGIC[..TRAILER_LEN - 4]);
-        out
+        Built {
+            index: out,
+            flows: stats,
+        }
     }
 }
 

@@ -77,13 +77,14 @@ impl FlowKey {
         )
     }
 
-    /// [`Self::compact_v4`] of [`Self::of`] for the common frame, read straight from the bytes:
+    /// [`Self::compact_v4`] of [`Self::of`] for the common frame, read straight from the bytes, and
+    /// whether the packet goes from endpoint `a` to `b` (the flow table counts each direction):
     /// Ethernet, at most one 802.1Q tag, IPv4 without options or fragmentation, TCP or UDP with
     /// both ports captured. `None` for anything else (the caller then takes [`Self::of`]). The
     /// live indexer files every packet: the general parser fills ~30 fields it does not need
     /// (about half the cost of filing a packet, `examples/indexer_cost.rs`).
     #[inline]
-    pub fn compact_v4_of(frame: &[u8], linktype: LinkType) -> Option<u128> {
+    pub fn compact_v4_of(frame: &[u8], linktype: LinkType) -> Option<(u128, bool)> {
         if linktype != LinkType::Ethernet {
             return None;
         }
@@ -116,27 +117,33 @@ impl FlowKey {
         let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
         let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
         let (sp, dp) = (be16(off + 20)?, be16(off + 22)?);
-        let ((a, port_a), (b, port_b)) = if (src, sp) <= (dst, dp) {
+        let a_to_b = (src, sp) <= (dst, dp);
+        let ((a, port_a), (b, port_b)) = if a_to_b {
             ((src, sp), (dst, dp))
         } else {
             ((dst, dp), (src, sp))
         };
-        Some(
-            u128::from(a) << 96
-                | u128::from(b) << 64
-                | u128::from(port_a) << 48
-                | u128::from(port_b) << 32
-                | u128::from(proto) << 24
-                | u128::from(kind) << 16
-                | u128::from(vlan),
-        )
+        let key = u128::from(a) << 96
+            | u128::from(b) << 64
+            | u128::from(port_a) << 48
+            | u128::from(port_b) << 32
+            | u128::from(proto) << 24
+            | u128::from(kind) << 16
+            | u128::from(vlan);
+        Some((key, a_to_b))
     }
 
     /// The key of one frame (the outer IP header, as libpcap's `host`/`port` read it).
     pub fn of(frame: &[u8], linktype: LinkType) -> FlowKey {
+        Self::directed_of(frame, linktype).0
+    }
+
+    /// [`Self::of`], and whether the packet goes from endpoint `a` to `b` (true for packets
+    /// without an IP header).
+    pub fn directed_of(frame: &[u8], linktype: LinkType) -> (FlowKey, bool) {
         let h = wire::parse(frame, linktype);
         let Some(v) = h.ip_version else {
-            return FlowKey::default();
+            return (FlowKey::default(), true);
         };
         let (src, dst) = match v {
             IpVersion::V4 => (
@@ -160,12 +167,13 @@ impl FlowKey {
             }
             None => 0,
         };
-        let ((a, port_a), (b, port_b)) = if (src, sp) <= (dst, dp) {
+        let a_to_b = (src, sp) <= (dst, dp);
+        let ((a, port_a), (b, port_b)) = if a_to_b {
             ((src, sp), (dst, dp))
         } else {
             ((dst, dp), (src, sp))
         };
-        FlowKey {
+        let key = FlowKey {
             a,
             b,
             port_a,
@@ -173,7 +181,8 @@ impl FlowKey {
             proto: h.protocol.unwrap_or(0),
             kind,
             vlan,
-        }
+        };
+        (key, a_to_b)
     }
 }
 
@@ -234,13 +243,11 @@ mod tests {
                 f.truncate((rand() % f.len() as u64) as usize);
             }
             let fast = FlowKey::compact_v4_of(&f, LinkType::Ethernet);
-            if let Some(k) = fast {
+            if let Some((k, a_to_b)) = fast {
                 answered += 1;
-                assert_eq!(
-                    Some(k),
-                    FlowKey::of(&f, LinkType::Ethernet).compact_v4(),
-                    "{f:02x?}"
-                );
+                let (slow, slow_a_to_b) = FlowKey::directed_of(&f, LinkType::Ethernet);
+                assert_eq!(Some(k), slow.compact_v4(), "{f:02x?}");
+                assert_eq!(a_to_b, slow_a_to_b, "{f:02x?}");
             }
         }
         // The unchanged templates (a quarter, less the cut ones) must take the fast path.

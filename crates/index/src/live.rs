@@ -40,6 +40,19 @@ pub fn write_index(capture: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
+/// Finishes `b`, the builder of `capture`, and writes the file's index and flow table (the flow
+/// table first: an index in place means both were written). Returns the bytes of each.
+pub fn write_index_and_flows(capture: &Path, b: Builder) -> Result<(u64, u64), String> {
+    let err = |e: std::io::Error| format!("{}: {e}", capture.display());
+    let covered = b.covered();
+    let id = Identity::of(capture, covered).map_err(err)?;
+    let built = b.finish(id);
+    let flows = crate::flows::write_flow_table(capture, id, covered, &built.flows).map_err(err)?;
+    drop(built.flows);
+    write_index(capture, &built.index).map_err(err)?;
+    Ok((built.index.len() as u64, flows))
+}
+
 /// Compression of a capture file from its name (ringcap's own files are named by it).
 pub fn compression_of_name(path: &Path) -> u8 {
     match path.extension().and_then(|e| e.to_str()) {
@@ -115,9 +128,9 @@ impl FileIndexer for LiveIndexer {
     }
 
     #[inline]
-    fn packet(&mut self, raw_off: u64, ts_ns: u64, _wire_len: u32, data: &[u8]) {
+    fn packet(&mut self, raw_off: u64, ts_ns: u64, wire_len: u32, data: &[u8]) {
         if let Some((_, b, lt)) = self.file.as_mut() {
-            b.packet(raw_off, ts_ns, *lt, data);
+            b.packet(raw_off, ts_ns, wire_len, *lt, data);
         }
     }
 
@@ -138,9 +151,7 @@ impl FileIndexer for LiveIndexer {
         let previous_ok = self.wait_finishing();
         let finish = move || -> Result<u64, String> {
             sys::idle_priority();
-            let id = Identity::of(&path, b.covered()).map_err(|e| e.to_string())?;
-            let bytes = b.finish(id);
-            write_index(&path, &bytes).map_err(|e| e.to_string())?;
+            write_index_and_flows(&path, b)?;
             Ok(sys::thread_cpu_ns())
         };
         let h = std::thread::Builder::new()

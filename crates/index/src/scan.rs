@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use wire::LinkType;
 
 use crate::build::Builder;
-use crate::file::{Compression, Identity};
+use crate::file::Compression;
 
 /// Frames of a plain file: fixed pieces of this size (records may cross their edges).
 pub const PLAIN_FRAME: u64 = 4 << 20;
@@ -23,6 +23,8 @@ pub struct Indexed {
     pub packets: u64,
     pub frames: u64,
     pub index_bytes: u64,
+    /// Size of the flow table.
+    pub flows_bytes: u64,
     pub file_bytes: u64,
     /// A limit or damage stopped the index before the end (queries scan the rest).
     pub partial: bool,
@@ -106,7 +108,7 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
             b.frame(off, len, starts_now[frame], 0);
         }
         let lt = LinkType::from_pcap(p.linktype).unwrap_or(LinkType::Ethernet);
-        b.packet(p.offset, p.ts_ns, lt, p.data);
+        b.packet(p.offset, p.ts_ns, p.wire_len, lt, p.data);
         packets += 1;
         let done = spans[frame].0;
         if done > last_file_off {
@@ -135,15 +137,13 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
         ));
     }
     let partial = b.is_full();
-    let covered = b.covered();
     let frames = starts.len() as u64;
-    let id = Identity::of(path, covered).map_err(|e| format!("{}: {e}", path.display()))?;
-    let bytes = b.finish(id);
-    crate::live::write_index(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (index_bytes, flows_bytes) = crate::live::write_index_and_flows(path, b)?;
     Ok(Indexed {
         packets,
         frames,
-        index_bytes: bytes.len() as u64,
+        index_bytes,
+        flows_bytes,
         file_bytes: size,
         partial,
     })

@@ -10,9 +10,10 @@ use crate::Fatal;
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
-Each FILE gets an index next to it (FILE.idx). Directories are searched for capture files
-(.pcap, .pcapng, .cap, each plain or .gz/.zst/.lz4). A current index is left alone; a missing,
-stale (the file changed) or damaged index is (re)built. ringcap capture -w BASE writes indexes
+Each FILE gets an index next to it (FILE.idx) and a flow table for DuckDB, Spark or Trino
+(FILE.flows.parquet: one row per flow, see docs/index.md). Directories are searched for capture
+files (.pcap, .pcapng, .cap, each plain or .gz/.zst/.lz4). A current index and flow table are
+left alone; if either is missing, stale (the file changed) or damaged, both are (re)built. ringcap capture -w BASE writes indexes
 as it goes; this command catches up files it could not index and files of other tools.
 Examples:
   ringcap index /data/cap-*.pcap.zst
@@ -49,6 +50,7 @@ struct FileResult {
     status: &'static str,
     packets: u64,
     index_bytes: u64,
+    flows_bytes: u64,
     file_bytes: u64,
     partial: bool,
     error: Option<String>,
@@ -122,11 +124,13 @@ pub fn run(a: IndexArgs) -> Result<(), Fatal> {
                 "failed" => eprintln!("ringcap: {}", r.error.as_deref().unwrap_or("failed")),
                 "current" if !a.quiet.on => println!("{}: index is current", r.path.display()),
                 "indexed" if !a.quiet.on => println!(
-                    "{}: {} packets, index {} ({:.2} % of the file){}",
+                    "{}: {} packets, index {} ({:.2} % of the file), flow table {} ({:.2} %){}",
                     r.path.display(),
                     units::si(r.packets as f64, ""),
                     units::bytes(r.index_bytes),
                     100.0 * r.index_bytes as f64 / r.file_bytes.max(1) as f64,
+                    units::bytes(r.flows_bytes),
+                    100.0 * r.flows_bytes as f64 / r.file_bytes.max(1) as f64,
                     if r.partial {
                         " (a size limit stopped it: queries scan the rest)"
                     } else {
@@ -164,16 +168,20 @@ fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
         status: "indexed",
         packets: 0,
         index_bytes: 0,
+        flows_bytes: 0,
         file_bytes,
         partial: false,
         error: None,
     };
     if !force {
-        if let Ok(ix) = index::IndexFile::open(&index::index_path(f), f) {
+        let ix = index::IndexFile::open(&index::index_path(f), f);
+        // A flow table that is missing, cut, damaged or stale is rebuilt with the index.
+        if let (Ok(ix), Ok(_)) = (ix, index::check_flow_table(f)) {
             done.fetch_add(file_bytes, Relaxed);
             r.status = "current";
             r.packets = ix.header.packets;
             r.index_bytes = ix.len() as u64;
+            r.flows_bytes = std::fs::metadata(index::flows_path(f)).map_or(0, |m| m.len());
             return r;
         }
     }
@@ -181,6 +189,7 @@ fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
         Ok(x) => {
             r.packets = x.packets;
             r.index_bytes = x.index_bytes;
+            r.flows_bytes = x.flows_bytes;
             r.partial = x.partial;
         }
         Err(e) => {

@@ -26,8 +26,8 @@ pub use compress::{
 };
 pub use error::StoreError;
 pub use files::{
-    disk_use_percent, extension, index_path, parse_name, utc_stamp, Budget, EventFn, FilePlan,
-    LiveRetention, RetentionRules, DEFAULT_KEEP_NEWEST,
+    disk_use_percent, extension, flows_path, index_path, parse_name, utc_stamp, Budget, EventFn,
+    FilePlan, LiveRetention, RetentionRules, DEFAULT_KEEP_NEWEST,
 };
 pub use format::{
     own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, TSRESOL_NS,

@@ -76,7 +76,10 @@ pub fn store_files(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             let n = name(p);
-            !n.ends_with(".idx") && !n.ends_with(".idx.partial") && n.contains(".pcap")
+            let index_or_table = [".idx", ".idx.partial", ".parquet", ".parquet.partial"]
+                .iter()
+                .any(|s| n.ends_with(s));
+            !index_or_table && n.contains(".pcap")
         })
         .collect();
     v.sort_by_key(|p| (name(p).starts_with('.'), name(p)));

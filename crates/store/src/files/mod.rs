@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::compress::CompressMode;
 use crate::indexing::IndexerFactory;
 
-pub use naming::{extension, index_path, parse_name, utc_stamp};
+pub use naming::{extension, flows_path, index_path, parse_name, utc_stamp};
 pub use retention::{disk_use_percent, Budget, LiveRetention, RetentionRules};
 pub(crate) use sink::FileSink;
 

@@ -56,6 +56,14 @@ pub fn index_path(capture: &Path) -> PathBuf {
     capture.with_file_name(name)
 }
 
+/// Where the flow table of a capture file lives (written with its index): next to it, the name
+/// plus `.flows.parquet`.
+pub fn flows_path(capture: &Path) -> PathBuf {
+    let mut name = capture.file_name().unwrap_or_default().to_os_string();
+    name.push(".flows.parquet");
+    capture.with_file_name(name)
+}
+
 /// Parses `<base>-<stamp>-<seq><ext>` for a known ringcap extension.
 pub fn parse_name(base: &str, name: &str) -> Option<FileKey> {
     let rest = name.strip_prefix(base)?.strip_prefix('-')?;

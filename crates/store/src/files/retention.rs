@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
-use super::naming::{index_path, AgeKey, DoneFile};
+use super::naming::{flows_path, index_path, AgeKey, DoneFile};
 use super::{tell, EventFn};
 use crate::stats::WriterCounters;
 
@@ -210,8 +210,9 @@ impl Retention {
                 &format!("cannot delete {}: {e}", f.path.display()),
             ),
         }
-        // Its index goes with it (absent when the file was never indexed).
+        // Its index and flow table go with it (absent when the file was never indexed).
         let _ = fs::remove_file(index_path(&f.path));
+        let _ = fs::remove_file(flows_path(&f.path));
         self.done_bytes[f.dir] = self.done_bytes[f.dir].saturating_sub(f.bytes);
         self.counters.files_deleted.fetch_add(1, Relaxed);
         self.counters.bytes_deleted.fetch_add(f.bytes, Relaxed);

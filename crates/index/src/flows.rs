@@ -1,0 +1,390 @@
+//! The flow table: next to every index, `NAME.flows.parquet`, one row per flow of the capture
+//! file (the index's flows: both directions as one, with the outer VLAN), so DuckDB, Spark or
+//! Trino answer "which flows talked to X" without reading a packet. Columns and bounds are in
+//! `docs/index.md`; the writer properties are the workspace's (`trace::columns`).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{PrimitiveBuilder, StringBuilder};
+use arrow_array::types::{Int32Type, TimestampNanosecondType, UInt16Type, UInt64Type, UInt8Type};
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::ZstdLevel;
+use parquet::file::metadata::KeyValue;
+
+use crate::file::Identity;
+use crate::key::{FlowKey, KIND_IP, KIND_PORTS, KIND_VLAN};
+
+/// Bumped when a column changes meaning; a table of another version is rebuilt.
+pub const FLOWS_VERSION: u32 = 1;
+/// Rows per record batch (and row group) while writing: bounds the Arrow columns held at once.
+const CHUNK_ROWS: usize = 64 << 10;
+/// Footer keys (with the `ringcap.` prefix the records tables use).
+const KEY_VERSION: &str = "ringcap.flows_version";
+const KEY_SIZE: &str = "ringcap.capture_size";
+const KEY_COVERED: &str = "ringcap.capture_covered";
+const KEY_HEAD_CRC: &str = "ringcap.capture_head_crc";
+const KEY_TAIL_CRC: &str = "ringcap.capture_tail_crc";
+
+/// Column names (the packet table's names where the meaning is the same).
+pub mod col {
+    pub const FILE: &str = "file";
+    pub const SRC: &str = "src";
+    pub const SRC_PORT: &str = "src_port";
+    pub const DST: &str = "dst";
+    pub const DST_PORT: &str = "dst_port";
+    pub const PROTOCOL: &str = "protocol";
+    pub const VLAN: &str = "vlan";
+    pub const FIRST_TS: &str = "first_ts";
+    pub const LAST_TS: &str = "last_ts";
+    pub const PACKETS: &str = "packets";
+    pub const BYTES: &str = "bytes";
+    pub const SRC_PACKETS: &str = "src_packets";
+    pub const SRC_BYTES: &str = "src_bytes";
+    pub const DST_PACKETS: &str = "dst_packets";
+    pub const DST_BYTES: &str = "dst_bytes";
+}
+
+/// The flow table's path for `capture`: next to it, `NAME.flows.parquet`.
+pub fn flows_path(capture: &Path) -> PathBuf {
+    store::flows_path(capture)
+}
+
+/// One flow of a file, as the builder counts it.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowStat {
+    pub key: FlowKey,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    /// The flow's earliest packet went from `a` to `b`: `a` is the table's `src`.
+    pub a_first: bool,
+    /// Packets and wire bytes from `a` to `b` (`[0]`) and from `b` to `a` (`[1]`).
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+}
+
+impl FlowStat {
+    pub fn new(key: FlowKey) -> FlowStat {
+        FlowStat {
+            key,
+            first_ts: u64::MAX,
+            last_ts: 0,
+            a_first: true,
+            packets: [0; 2],
+            bytes: [0; 2],
+        }
+    }
+
+    #[inline]
+    pub fn add(&mut self, ts_ns: u64, a_to_b: bool, wire_len: u32) {
+        if ts_ns < self.first_ts {
+            self.first_ts = ts_ns;
+            self.a_first = a_to_b;
+        }
+        self.last_ts = self.last_ts.max(ts_ns);
+        let d = usize::from(!a_to_b);
+        self.packets[d] += 1;
+        self.bytes[d] += u64::from(wire_len);
+    }
+}
+
+/// The table's Arrow schema.
+pub fn flow_schema() -> SchemaRef {
+    use DataType::*;
+    let ts = || Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+    let f = |n: &str, t: DataType, null: bool| Field::new(n, t, null);
+    Arc::new(Schema::new(vec![
+        // As the packet table's `file`: one dictionary value, not the name on every row.
+        f(
+            col::FILE,
+            Dictionary(Box::new(Int32), Box::new(Utf8)),
+            false,
+        ),
+        f(col::SRC, Utf8, true),
+        f(col::SRC_PORT, UInt16, true),
+        f(col::DST, Utf8, true),
+        f(col::DST_PORT, UInt16, true),
+        f(col::PROTOCOL, UInt8, true),
+        f(col::VLAN, UInt16, true),
+        f(col::FIRST_TS, ts(), false),
+        f(col::LAST_TS, ts(), false),
+        f(col::PACKETS, UInt64, false),
+        f(col::BYTES, UInt64, false),
+        f(col::SRC_PACKETS, UInt64, false),
+        f(col::SRC_BYTES, UInt64, false),
+        f(col::DST_PACKETS, UInt64, false),
+        f(col::DST_BYTES, UInt64, false),
+    ]))
+}
+
+/// Appends an address as people write it: IPv4 dotted, IPv6 in RFC 5952 form; null without one.
+/// IPv4 (nearly every row) is spelled by hand: `Ipv4Addr`'s `Display` took ~90 ns per flow,
+/// a third of writing the table (perf).
+fn append_addr(out: &mut StringBuilder, a: Option<&[u8; 16]>) {
+    let Some(a) = a else {
+        return out.append_null();
+    };
+    if a[..12] != crate::key::mapped_v4([0; 4])[..12] {
+        return out.append_value(Ipv6Addr::from(*a).to_string());
+    }
+    let mut text = [0u8; 15];
+    let mut n = 0;
+    for (i, &o) in a[12..].iter().enumerate() {
+        if i > 0 {
+            text[n] = b'.';
+            n += 1;
+        }
+        if o >= 100 {
+            text[n] = b'0' + o / 100;
+            n += 1;
+        }
+        if o >= 10 {
+            text[n] = b'0' + o / 10 % 10;
+            n += 1;
+        }
+        text[n] = b'0' + o % 10;
+        n += 1;
+    }
+    out.append_value(std::str::from_utf8(&text[..n]).expect("ASCII digits and dots"));
+}
+
+/// Columns of up to [`CHUNK_ROWS`] flows.
+fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
+    let n = flows.len();
+    let mut src = StringBuilder::with_capacity(n, n * 15);
+    let mut dst = StringBuilder::with_capacity(n, n * 15);
+    let mut src_port = PrimitiveBuilder::<UInt16Type>::with_capacity(n);
+    let mut dst_port = PrimitiveBuilder::<UInt16Type>::with_capacity(n);
+    let mut protocol = PrimitiveBuilder::<UInt8Type>::with_capacity(n);
+    let mut vlan = PrimitiveBuilder::<UInt16Type>::with_capacity(n);
+    let ts = || PrimitiveBuilder::<TimestampNanosecondType>::with_capacity(n).with_timezone("UTC");
+    let (mut first, mut last) = (ts(), ts());
+    let u64s = || PrimitiveBuilder::<UInt64Type>::with_capacity(n);
+    let (mut packets, mut bytes) = (u64s(), u64s());
+    let (mut src_packets, mut src_bytes, mut dst_packets, mut dst_bytes) =
+        (u64s(), u64s(), u64s(), u64s());
+    for s in flows {
+        let k = &s.key;
+        // `src` is the endpoint that sent the flow's earliest packet.
+        let (fwd, rev) = if s.a_first { (0, 1) } else { (1, 0) };
+        let ((sa, sp), (da, dp)) = if s.a_first {
+            ((&k.a, k.port_a), (&k.b, k.port_b))
+        } else {
+            ((&k.b, k.port_b), (&k.a, k.port_a))
+        };
+        let ip = k.kind & KIND_IP != 0;
+        let ports = k.kind & KIND_PORTS != 0;
+        append_addr(&mut src, ip.then_some(sa));
+        append_addr(&mut dst, ip.then_some(da));
+        src_port.append_option(ports.then_some(sp));
+        dst_port.append_option(ports.then_some(dp));
+        protocol.append_option(ip.then_some(k.proto));
+        vlan.append_option((k.kind & KIND_VLAN != 0).then_some(k.vlan));
+        first.append_value(s.first_ts as i64);
+        last.append_value(s.last_ts as i64);
+        packets.append_value(s.packets[0] + s.packets[1]);
+        bytes.append_value(s.bytes[0] + s.bytes[1]);
+        src_packets.append_value(s.packets[fwd]);
+        src_bytes.append_value(s.bytes[fwd]);
+        dst_packets.append_value(s.packets[rev]);
+        dst_bytes.append_value(s.bytes[rev]);
+    }
+    let keys = Int32Array::from(vec![0i32; n]);
+    let names: ArrayRef = Arc::new(StringArray::from(vec![file]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(DictionaryArray::<Int32Type>::new(keys, names)),
+        Arc::new(src.finish()),
+        Arc::new(src_port.finish()),
+        Arc::new(dst.finish()),
+        Arc::new(dst_port.finish()),
+        Arc::new(protocol.finish()),
+        Arc::new(vlan.finish()),
+        Arc::new(first.finish()),
+        Arc::new(last.finish()),
+        Arc::new(packets.finish()),
+        Arc::new(bytes.finish()),
+        Arc::new(src_packets.finish()),
+        Arc::new(src_bytes.finish()),
+        Arc::new(dst_packets.finish()),
+        Arc::new(dst_bytes.finish()),
+    ];
+    RecordBatch::try_new(flow_schema(), cols).expect("columns match the schema")
+}
+
+/// Writes the flow table of `capture` (whose index has `identity` and covers `covered` bytes):
+/// first hidden (`.NAME.flows.parquet.partial`, new, mode 0600, never through a symlink), then
+/// renamed. Flows without packets (a limit dropped their frame) are left out. Returns its size.
+pub fn write_flow_table(
+    capture: &Path,
+    identity: Identity,
+    covered: u64,
+    flows: &[FlowStat],
+) -> io::Result<u64> {
+    let path = flows_path(capture);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.partial"));
+    let create = || sys::create_data_file(&tmp);
+    let file = match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&tmp)?;
+            create()?
+        }
+        r => r?,
+    };
+    let written = write_rows(file, capture, identity, covered, flows).and_then(|()| {
+        std::fs::rename(&tmp, &path)?;
+        Ok(std::fs::metadata(&path)?.len())
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+fn write_rows(
+    file: File,
+    capture: &Path,
+    identity: Identity,
+    covered: u64,
+    flows: &[FlowStat],
+) -> io::Result<()> {
+    let kv = |k: &str, v: String| KeyValue::new(k.to_string(), v);
+    let footer = vec![
+        kv(
+            "ringcap.schema",
+            "one row per flow of the capture file; see docs/index.md".into(),
+        ),
+        kv(KEY_VERSION, FLOWS_VERSION.to_string()),
+        kv(KEY_SIZE, identity.size.to_string()),
+        kv(KEY_COVERED, covered.to_string()),
+        kv(KEY_HEAD_CRC, identity.head_crc.to_string()),
+        kv(KEY_TAIL_CRC, identity.tail_crc.to_string()),
+    ];
+    // Level 1, as the index body: the table is written by the idle indexer for every file.
+    let level = ZstdLevel::try_new(1).expect("zstd level 1 exists");
+    let props = trace::columns::writer_properties(level, footer)
+        .set_max_row_group_row_count(Some(CHUNK_ROWS))
+        .build();
+    let perr = |e: parquet::errors::ParquetError| io::Error::other(e.to_string());
+    let mut w = ArrowWriter::try_new(
+        BufWriter::with_capacity(1 << 20, file),
+        flow_schema(),
+        Some(props),
+    )
+    .map_err(perr)?;
+    let name = capture.file_name().unwrap_or_default().to_string_lossy();
+    let mut chunk = Vec::with_capacity(CHUNK_ROWS.min(flows.len()));
+    for s in flows.iter().filter(|s| s.packets[0] + s.packets[1] > 0) {
+        chunk.push(*s);
+        if chunk.len() == CHUNK_ROWS {
+            w.write(&batch(&name, &chunk)).map_err(perr)?;
+            chunk.clear();
+        }
+    }
+    if !chunk.is_empty() || w.flushed_row_groups().is_empty() {
+        w.write(&batch(&name, &chunk)).map_err(perr)?;
+    }
+    // Not synced, as the index is not: both are rebuilt from the capture file if lost.
+    let mut inner = w.into_inner().map_err(perr)?;
+    inner.flush()
+}
+
+/// Why a flow table cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowTableError {
+    #[error("{0}: {1}")]
+    Io(String, io::Error),
+    #[error("{0}: not a readable flow table: {1}")]
+    Damaged(String, String),
+    #[error("{0}: flow table of version {1} (this ringcap writes {FLOWS_VERSION})")]
+    Version(String, String),
+    #[error("{0}: the capture file changed since its flow table was written")]
+    Stale(String),
+}
+
+/// Checks the flow table of `capture`: it must decode whole (every page: a cut or damaged file
+/// fails), be of this version, and the capture file must be the one it was written for (size and
+/// the CRCs of its ends, as the index checks). Returns its rows.
+pub fn check_flow_table(capture: &Path) -> Result<u64, FlowTableError> {
+    let path = flows_path(capture);
+    let name = path.display().to_string();
+    let file = File::open(&path).map_err(|e| FlowTableError::Io(name.clone(), e))?;
+    let damaged =
+        |e: parquet::errors::ParquetError| FlowTableError::Damaged(name.clone(), e.to_string());
+    let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(damaged)?;
+    let meta = b.metadata().file_metadata();
+    let get = |k: &str| -> Option<String> {
+        meta.key_value_metadata()?
+            .iter()
+            .find(|kv| kv.key == k)
+            .and_then(|kv| kv.value.clone())
+    };
+    let version = get(KEY_VERSION).unwrap_or_default();
+    if version != FLOWS_VERSION.to_string() {
+        return Err(FlowTableError::Version(name, version));
+    }
+    let num = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok());
+    let (Some(size), Some(covered), Some(head), Some(tail)) = (
+        num(KEY_SIZE),
+        num(KEY_COVERED),
+        num(KEY_HEAD_CRC),
+        num(KEY_TAIL_CRC),
+    ) else {
+        return Err(FlowTableError::Damaged(name, "no capture identity".into()));
+    };
+    let expected_rows = meta.num_rows() as u64;
+    if b.schema().fields() != flow_schema().fields() {
+        return Err(FlowTableError::Damaged(name, "unexpected columns".into()));
+    }
+    let mut rows = 0u64;
+    for batch in b.build().map_err(damaged)? {
+        rows += batch
+            .map_err(|e| FlowTableError::Damaged(name.clone(), e.to_string()))?
+            .num_rows() as u64;
+    }
+    if rows != expected_rows {
+        return Err(FlowTableError::Damaged(name, "row count".into()));
+    }
+    let now = Identity::of(capture, covered.min(size))
+        .map_err(|e| FlowTableError::Io(capture.display().to_string(), e))?;
+    if now.size != size || u64::from(now.head_crc) != head || u64::from(now.tail_crc) != tail {
+        return Err(FlowTableError::Stale(name));
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_spelled_as_std_spells_them() {
+        let mut b = StringBuilder::new();
+        let v4 = [
+            "0.0.0.0",
+            "10.0.0.1",
+            "255.255.255.255",
+            "1.22.133.9",
+            "100.10.1.0",
+        ];
+        for t in v4 {
+            let a: std::net::Ipv4Addr = t.parse().unwrap();
+            append_addr(&mut b, Some(&crate::key::mapped_v4(a.octets())));
+        }
+        let v6: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        append_addr(&mut b, Some(&v6.octets()));
+        append_addr(&mut b, None);
+        let col = b.finish();
+        for (i, t) in v4.iter().enumerate() {
+            assert_eq!(col.value(i), *t);
+        }
+        assert_eq!(col.value(5), "2001:db8::1");
+        assert!(arrow_array::Array::is_null(&col, 6));
+    }
+}
