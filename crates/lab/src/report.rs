@@ -4,6 +4,7 @@
 //! DIR/report.html. Works on the partial results of an interrupted plan.
 
 mod data;
+mod disk;
 mod figures;
 mod html;
 
@@ -16,6 +17,7 @@ pub use data::{
     summary_metrics, AnovaConfig, Meta, PlanInfo, PointSummary, ReportConfig, Results, Row,
     RunResult, Skipped, Stats,
 };
+pub use disk::{demand, Demand, HEADER_BYTES};
 pub use figures::{Figure, Section};
 
 use crate::anova::{self, Anova, AnovaOptions, Observation};
@@ -116,7 +118,14 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
     .map_err(io(&summary_path))?;
 
     let layout = figures::layout(&results.factors, &all_runs, &plan.report, &mut warnings);
-    let mut figs = figures::line_figures(&results.factors, &all_runs, &layout, &mut warnings);
+    // Fig 6.13 (the disk alone) reads before the runs' figures (6.14).
+    let mut figs = disk::disk_figures(dir, &all_runs, &mut warnings);
+    figs.extend(figures::line_figures(
+        &results.factors,
+        &all_runs,
+        &layout,
+        &mut warnings,
+    ));
     figs.extend(figures::burst_figures(dir, &all_runs, &mut warnings));
 
     let anova = plan

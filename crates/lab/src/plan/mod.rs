@@ -112,6 +112,16 @@ pub struct AnovaSpec {
     pub log: bool,
 }
 
+/// The `[disk]` section: before the runs, time raw writes to `disk_dir` (seed 000 Fig 6.13, bonnie++'s
+/// block write) so the report can set the disk's speed against the capture's demand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskSpec {
+    /// Size of the file written per measurement, MiB.
+    pub write_mib: u64,
+    /// Block sizes of the writes, KiB (one measurement per size and rerun).
+    pub block_kib: Vec<u64>,
+}
+
 /// The `[search]` section: bisect the plan's rate factor for the max loss-free rate of every other point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchSpec {
@@ -153,6 +163,7 @@ struct Quick {
     packets: Option<u64>,
     warmup_packets: Option<u64>,
     search_steps: Option<u32>,
+    disk_write_mib: Option<u64>,
     factors: Vec<Factor>,
 }
 
@@ -185,6 +196,7 @@ pub struct Plan {
     pub search: Option<SearchSpec>,
     /// Capture on a named interface instead of the throwaway testbed.
     pub interface: Option<InterfaceSpec>,
+    pub disk: Option<DiskSpec>,
     quick: Option<Quick>,
     /// Filter levels resolved when the plan was read (file contents), so expansion never re-reads files.
     filters: BTreeMap<String, Option<String>>,
@@ -216,6 +228,9 @@ impl Plan {
                 p.reruns = q.reruns.unwrap_or(p.reruns);
                 p.packets = q.packets.unwrap_or(p.packets);
                 p.warmup_packets = q.warmup_packets.unwrap_or(p.warmup_packets);
+                if let (Some(d), Some(n)) = (p.disk.as_mut(), q.disk_write_mib) {
+                    d.write_mib = n;
+                }
                 if let (Some(s), Some(n)) = (p.search.as_mut(), q.search_steps) {
                     s.steps = n.clamp(1, 12);
                 }

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{
-    invalid, AnovaSpec, Count, CustomMethod, Factor, InterfaceSpec, Plan, PlanError, Quick,
-    SearchSpec, Setup, FACTORS,
+    invalid, AnovaSpec, Count, CustomMethod, DiskSpec, Factor, InterfaceSpec, Plan, PlanError,
+    Quick, SearchSpec, Setup, FACTORS,
 };
 
 /// A level as written: numbers as TOML prints them, strings as they are.
@@ -154,6 +154,7 @@ impl Plan {
                 "methods",
                 "search",
                 "interface",
+                "disk",
             ],
             "the plan",
         )?;
@@ -245,6 +246,7 @@ impl Plan {
                         "packets",
                         "warmup_packets",
                         "search_steps",
+                        "disk_write_mib",
                         "factors",
                     ],
                     "[quick]",
@@ -266,6 +268,7 @@ impl Plan {
                     packets: get_u64(q, "packets", "quick")?,
                     warmup_packets: get_u64(q, "warmup_packets", "quick")?,
                     search_steps: get_u64(q, "search_steps", "quick")?.map(|v| v as u32),
+                    disk_write_mib: get_u64(q, "disk_write_mib", "quick")?,
                     factors: qf,
                 })
             }
@@ -343,6 +346,8 @@ impl Plan {
             }
         };
 
+        let disk = table(&root, "disk", "")?.map(parse_disk).transpose()?;
+
         let interface = table(&root, "interface", "")?
             .map(InterfaceSpec::parse)
             .transpose()?;
@@ -365,6 +370,7 @@ impl Plan {
             anova,
             search,
             interface,
+            disk,
             quick,
             filters: BTreeMap::new(),
             base: Setup::default(),
@@ -373,4 +379,32 @@ impl Plan {
         plan.validate()?;
         Ok(plan)
     }
+}
+
+/// `[disk] write_mib = 1024, block_kib = [8, 64, 1024]`.
+fn parse_disk(t: &toml::Table) -> Result<DiskSpec, PlanError> {
+    check_keys(t, &["write_mib", "block_kib"], "[disk]")?;
+    let write_mib = get_u64(t, "write_mib", "disk")?.unwrap_or(1024);
+    if write_mib == 0 {
+        return Err(invalid(
+            "[disk] write_mib = 0: write at least 1 MiB (more than the disk's cache, e.g. 1024)",
+        ));
+    }
+    let block_kib = match t.get("block_kib") {
+        None => vec![8, 64, 1024],
+        Some(toml::Value::Array(v)) if !v.is_empty() => v
+            .iter()
+            .map(|x| x.as_integer().filter(|k| (1..=65536).contains(k)).map(|k| k as u64))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or_else(|| invalid("[disk] block_kib must be a list of sizes in KiB from 1 to 65536, e.g. [8, 64, 1024]"))?,
+        Some(_) => {
+            return Err(invalid(
+                "[disk] block_kib must be a list of sizes in KiB from 1 to 65536, e.g. [8, 64, 1024]",
+            ))
+        }
+    };
+    Ok(DiskSpec {
+        write_mib,
+        block_kib,
+    })
 }

@@ -255,3 +255,26 @@ fn estimate_counts_overhead_and_sending_time() {
         "{est}"
     );
 }
+
+#[test]
+fn disk_section_and_its_quick_size() {
+    let p = parse(
+        "[disk]\nwrite_mib = 512\nblock_kib = [8, 1024]\n[quick]\ndisk_write_mib = 64\n[factors]\nsnaplen = [0, 76]\n",
+    )
+    .unwrap();
+    let d = p.disk.as_ref().unwrap();
+    assert_eq!((d.write_mib, d.block_kib.clone()), (512, vec![8, 1024]));
+    let q = p.with_overrides(&Overrides {
+        quick: true,
+        ..Default::default()
+    });
+    assert_eq!(q.disk.unwrap().write_mib, 64);
+    let defaults = parse("[disk]\n").unwrap().disk.unwrap();
+    assert_eq!(
+        (defaults.write_mib, defaults.block_kib),
+        (1024, vec![8, 64, 1024])
+    );
+    assert!(err("[disk]\nblock_kib = [0]\n").contains("block_kib"));
+    assert!(err("[disk]\nwrite_mib = 0\n").contains("write_mib"));
+    assert!(err("[disk]\nsize = 1\n").contains("unknown key `size`"));
+}
