@@ -9,6 +9,7 @@ pub mod export;
 pub mod methods;
 pub mod process;
 pub mod results;
+pub mod samples;
 pub mod search;
 pub mod timeline;
 

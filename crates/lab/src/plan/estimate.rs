@@ -30,6 +30,9 @@ impl Plan {
     pub fn estimate_seconds(&self, runs: &[Run]) -> f64 {
         runs.iter()
             .map(|r| {
+                if let Some(sp) = &self.sampling {
+                    return RUN_OVERHEAD_S + sp.send_s();
+                }
                 let send = match r.setup.burst {
                     // A burst run lasts its cycles (or ends earlier at `packets`).
                     Some(b) => (b.cycles as f64 * b.period_s() + b.period_s())

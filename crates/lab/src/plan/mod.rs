@@ -122,6 +122,23 @@ pub struct DiskSpec {
     pub block_kib: Vec<u64>,
 }
 
+/// Time-based runs (seed 004, Schultz): the generator sends for `warmup_s`, then `samples` samples of
+/// `sample_s` seconds, each with its own offered and captured count (bench::samples), instead of a count of
+/// packets. Set by `[run] samples` (with `sample_s`, default 10, and `warmup_s`, default 10).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sampling {
+    pub samples: u32,
+    pub sample_s: f64,
+    pub warmup_s: f64,
+}
+
+impl Sampling {
+    /// How long the generator sends: warm-up, the samples, and half a second for its start-up.
+    pub fn send_s(&self) -> f64 {
+        self.warmup_s + self.samples as f64 * self.sample_s + 0.5
+    }
+}
+
 /// The `[search]` section: bisect the plan's rate factor for the max loss-free rate of every other point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchSpec {
@@ -164,6 +181,9 @@ struct Quick {
     warmup_packets: Option<u64>,
     search_steps: Option<u32>,
     disk_write_mib: Option<u64>,
+    samples: Option<u32>,
+    sample_s: Option<f64>,
+    warmup_s: Option<f64>,
     factors: Vec<Factor>,
 }
 
@@ -197,6 +217,8 @@ pub struct Plan {
     /// Capture on a named interface instead of the throwaway testbed.
     pub interface: Option<InterfaceSpec>,
     pub disk: Option<DiskSpec>,
+    /// Time-based runs (None: each run sends `packets`).
+    pub sampling: Option<Sampling>,
     quick: Option<Quick>,
     /// Filter levels resolved when the plan was read (file contents), so expansion never re-reads files.
     filters: BTreeMap<String, Option<String>>,
@@ -228,6 +250,11 @@ impl Plan {
                 p.reruns = q.reruns.unwrap_or(p.reruns);
                 p.packets = q.packets.unwrap_or(p.packets);
                 p.warmup_packets = q.warmup_packets.unwrap_or(p.warmup_packets);
+                if let Some(sp) = p.sampling.as_mut() {
+                    sp.samples = q.samples.unwrap_or(sp.samples);
+                    sp.sample_s = q.sample_s.unwrap_or(sp.sample_s);
+                    sp.warmup_s = q.warmup_s.unwrap_or(sp.warmup_s);
+                }
                 if let (Some(d), Some(n)) = (p.disk.as_mut(), q.disk_write_mib) {
                     d.write_mib = n;
                 }

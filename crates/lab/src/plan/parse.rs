@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     invalid, AnovaSpec, Count, CustomMethod, DiskSpec, Factor, InterfaceSpec, Plan, PlanError,
-    Quick, SearchSpec, Setup, FACTORS,
+    Quick, Sampling, SearchSpec, Setup, FACTORS,
 };
 
 /// A level as written: numbers as TOML prints them, strings as they are.
@@ -25,6 +25,23 @@ fn get_u64(t: &toml::Table, key: &str, section: &str) -> Result<Option<u64>, Pla
         Some(v) => Err(invalid(format!(
             "[{section}] {key} = {v}: expected a whole number ≥ 0"
         ))),
+    }
+}
+
+/// Seconds: a number ≥ 0 (whole or not).
+fn get_secs(t: &toml::Table, key: &str, section: &str) -> Result<Option<f64>, PlanError> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_float()
+            .or(v.as_integer().map(|i| i as f64))
+            .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
+            .map(Some)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "[{section}] {key} = {v}: expected seconds from 0 to 86400"
+                ))
+            }),
     }
 }
 
@@ -170,6 +187,9 @@ impl Plan {
             "disk_dir",
             "keep_files",
             "machine",
+            "samples",
+            "sample_s",
+            "warmup_s",
         ];
         run_keys.extend(FACTORS);
         check_keys(run, &run_keys, "[run]")?;
@@ -183,6 +203,21 @@ impl Plan {
             None => false,
             Some(toml::Value::Boolean(b)) => *b,
             Some(_) => return Err(invalid("[run] keep_files must be true or false")),
+        };
+        let sampling = match get_u64(run, "samples", "run")? {
+            None => {
+                if run.contains_key("sample_s") || run.contains_key("warmup_s") {
+                    return Err(invalid(
+                        "[run] sample_s / warmup_s need samples = N (time-based runs: N samples of sample_s seconds)",
+                    ));
+                }
+                None
+            }
+            Some(n) => Some(Sampling {
+                samples: n as u32,
+                sample_s: get_secs(run, "sample_s", "run")?.unwrap_or(10.0),
+                warmup_s: get_secs(run, "warmup_s", "run")?.unwrap_or(10.0),
+            }),
         };
         let machine = get_str(run, "machine", "run")?.filter(|m| !m.trim().is_empty());
         let mut fixed = Vec::new();
@@ -247,6 +282,9 @@ impl Plan {
                         "warmup_packets",
                         "search_steps",
                         "disk_write_mib",
+                        "samples",
+                        "sample_s",
+                        "warmup_s",
                         "factors",
                     ],
                     "[quick]",
@@ -269,6 +307,9 @@ impl Plan {
                     warmup_packets: get_u64(q, "warmup_packets", "quick")?,
                     search_steps: get_u64(q, "search_steps", "quick")?.map(|v| v as u32),
                     disk_write_mib: get_u64(q, "disk_write_mib", "quick")?,
+                    samples: get_u64(q, "samples", "quick")?.map(|v| v as u32),
+                    sample_s: get_secs(q, "sample_s", "quick")?,
+                    warmup_s: get_secs(q, "warmup_s", "quick")?,
                     factors: qf,
                 })
             }
@@ -371,6 +412,7 @@ impl Plan {
             search,
             interface,
             disk,
+            sampling,
             quick,
             filters: BTreeMap::new(),
             base: Setup::default(),

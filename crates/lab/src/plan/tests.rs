@@ -278,3 +278,32 @@ fn disk_section_and_its_quick_size() {
     assert!(err("[disk]\nwrite_mib = 0\n").contains("write_mib"));
     assert!(err("[disk]\nsize = 1\n").contains("unknown key `size`"));
 }
+
+#[test]
+fn time_sampled_runs() {
+    let p = parse(
+        "[run]\nsamples = 12\n[quick]\nsamples = 2\nsample_s = 0.5\nwarmup_s = 1\n[factors]\nmethod = [\"ringcap\", \"tcpdump\"]\n",
+    )
+    .unwrap();
+    // Schultz's design by default: 10 s of warm-up, then 12 samples of 10 s.
+    let sp = p.sampling.unwrap();
+    assert_eq!((sp.samples, sp.sample_s, sp.warmup_s), (12, 10.0, 10.0));
+    let q = p
+        .with_overrides(&Overrides {
+            quick: true,
+            ..Default::default()
+        })
+        .sampling
+        .unwrap();
+    assert_eq!((q.samples, q.sample_s, q.warmup_s), (2, 0.5, 1.0));
+    // The estimate is the send time (warm-up + samples + 0.5 s start-up) plus the fixed overhead per run.
+    let runs = p.expand();
+    let est = p.estimate_seconds(&runs[..1]);
+    assert!((est - (RUN_OVERHEAD_S + 130.5)).abs() < 1e-9, "{est}");
+    assert!(parse("[run]\nsamples = 3\n").unwrap().sampling.is_some());
+    assert!(parse("[run]\n").unwrap().sampling.is_none());
+    assert!(err("[run]\nsample_s = 5\n").contains("need samples"));
+    assert!(err("[run]\nsamples = 0\n").contains("samples must be"));
+    assert!(err("[run]\nsamples = 2\noutput = \"null\"\n").contains("output = \"disk\""));
+    assert!(err("[run]\nsamples = 2\nburst = \"on=1s,off=1s\"\n").contains("burst"));
+}

@@ -14,6 +14,35 @@ impl Plan {
                 self.packets
             )));
         }
+        if let Some(sp) = &self.sampling {
+            if sp.samples == 0 || sp.sample_s < 0.1 {
+                return Err(invalid(
+                    "[run] samples must be ≥ 1 and sample_s ≥ 0.1 s (time-based runs)",
+                ));
+            }
+            // Captured per sample comes from the capture file's time stamps.
+            let null = self.fixed.iter().any(|(k, v)| k == "output" && v == "null")
+                || self
+                    .factors
+                    .iter()
+                    .any(|f| f.name == "output" && f.levels.iter().any(|l| l == "null"));
+            if null {
+                return Err(invalid(
+                    "time-based runs (samples) count captured packets per sample from the capture file: use output = \"disk\"",
+                ));
+            }
+            let burst = |k: &str, v: &str| k == "burst" && v != "none";
+            if self.fixed.iter().any(|(k, v)| burst(k, v))
+                || self
+                    .factors
+                    .iter()
+                    .any(|f| f.levels.iter().any(|l| burst(&f.name, l)))
+            {
+                return Err(invalid(
+                    "time-based runs (samples) and burst cannot be combined",
+                ));
+            }
+        }
         let mut base = Setup::default();
         for (k, v) in &self.fixed {
             base.apply(k, v, &self.dir, &self.methods)
