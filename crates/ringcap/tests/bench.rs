@@ -413,8 +413,9 @@ fn time_sampled_runs_count_each_sample() {
             (offered / (20_000.0 * secs) - 1.0).abs() < 0.05,
             "{offered} offered in {secs} s at 20 000 pps"
         );
-        // ringcap keeps up with 20 kpps: every offered frame captured, give or take the edge.
-        assert!((captured - offered).abs() <= 0.01 * offered, "{s:?}");
+        // ringcap keeps up with 20 kpps: every offered frame captured, give or take the edges (the counter
+        // read takes a few ms: up to ~1 % of a 1 s sample at each edge).
+        assert!((captured - offered).abs() <= 0.03 * offered, "{s:?}");
         offered_sum += offered;
     }
     assert!(
@@ -432,5 +433,40 @@ fn time_sampled_runs_count_each_sample() {
         .find(|r| &r[col("metric")] == "capture_rate")
         .unwrap_or_else(|| panic!("no capture_rate in {summary}"));
     assert_eq!(&rate[col("n")], "3", "{summary}");
+    fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// A level this machine cannot run (placement "siblings" without SMT) is said on the command line with the
+/// reason and how many runs it leaves out, not only in meta.json.
+#[test]
+fn skipped_levels_are_printed_with_the_reason() {
+    let tmp = PathBuf::from(format!(
+        "/var/tmp/ringcap-bench-skiplevel-{}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp).unwrap();
+    let plan = tmp.join("smt.toml");
+    fs::write(
+        &plan,
+        "title = \"smt\"\n[run]\nreruns = 2\npackets = 2000\nwarmup_packets = 0\noutput = \"null\"\n\
+         method = \"ringcap\"\n[factors]\nplacement = [\"split\", \"siblings\"]\n",
+    )
+    .unwrap();
+    let out = tmp.join("out");
+    let o = bench(&[plan.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // The reason from sysfs, read here through the lab's own probe only to know which case this machine is.
+    let meta: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    match lab::smt::machine_sibling_pair() {
+        Err(reason) => {
+            let line = format!("skipping placement=siblings (2 runs): {reason}");
+            assert!(stderr.contains(&line), "no `{line}` in:\n{stderr}");
+            assert_eq!(meta["skipped_levels"][0]["runs"], 2, "{meta}");
+        }
+        Ok(_) => assert!(!stderr.contains("skipping placement"), "{stderr}"),
+    }
     fs::remove_dir_all(&tmp).unwrap();
 }

@@ -398,8 +398,12 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
                         let left = at.saturating_sub(timeline::now_ns());
                         std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
                     }
+                    // The read runs `cat` in the namespace (some ms): stamp it at the middle, so a
+                    // sample's edges are uncertain by about half a read either way.
+                    let before = timeline::now_ns();
                     if let Ok(c) = bed.counters() {
-                        out.push((timeline::now_ns(), c.packets, c.bytes));
+                        let after = timeline::now_ns();
+                        out.push((before + (after - before) / 2, c.packets, c.bytes));
                     }
                 }
                 out

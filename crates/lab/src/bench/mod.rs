@@ -90,6 +90,8 @@ pub enum Event<'a> {
     },
     /// A method is left out.
     Skip(&'a Skipped),
+    /// The runs of a factor level this machine cannot do are left out (also in meta.json).
+    SkipLevel(&'a SkippedLevel),
     RunStarted(&'a Run),
     RunFinished {
         run: &'a Run,
@@ -287,6 +289,9 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
 
     for s in &skipped {
         on(Event::Skip(s));
+    }
+    for s in &skipped_levels {
+        on(Event::SkipLevel(s));
     }
     let disk_json = dir.join("disk.json");
     if let (Some(spec), false) = (&plan.disk, disk_json.exists()) {
