@@ -4,6 +4,7 @@
 //! DIR/report.html. Works on the partial results of an interrupted plan.
 
 mod data;
+mod disk;
 mod figures;
 mod html;
 
@@ -16,6 +17,7 @@ pub use data::{
     summary_metrics, AnovaConfig, Meta, PlanInfo, PointSummary, ReportConfig, Results, Row,
     RunResult, Skipped, Stats,
 };
+pub use disk::{demand, Demand, HEADER_BYTES};
 pub use figures::{Figure, Section};
 
 use crate::anova::{self, Anova, AnovaOptions, Observation};
@@ -105,7 +107,7 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
         }
     };
 
-    let all_runs = runs(&results, plan.report.multi_app);
+    let all_runs = sample_replications(dir, runs(&results, plan.report.multi_app));
     let metrics = summary_metrics(&all_runs);
     let summaries = summarize(&all_runs, &metrics);
     let summary_path = dir.join("summary.csv");
@@ -116,7 +118,14 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
     .map_err(io(&summary_path))?;
 
     let layout = figures::layout(&results.factors, &all_runs, &plan.report, &mut warnings);
-    let mut figs = figures::line_figures(&results.factors, &all_runs, &layout, &mut warnings);
+    // Fig 6.13 (the disk alone) reads before the runs' figures (6.14).
+    let mut figs = disk::disk_figures(dir, &all_runs, &mut warnings);
+    figs.extend(figures::line_figures(
+        &results.factors,
+        &all_runs,
+        &layout,
+        &mut warnings,
+    ));
     figs.extend(figures::burst_figures(dir, &all_runs, &mut warnings));
 
     let anova = plan
@@ -218,6 +227,49 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
         complete,
         warnings,
     })
+}
+
+/// Time-sampled runs (DIR/samples/RUN.csv, seed 004): each sample becomes one replication of its point
+/// (summaries, plots and the ANOVA), with its own offered and captured count, capture rate, packet and bit
+/// rates; the run's other values (CPU, per-packet cost) are the whole run's. Runs without samples stay.
+/// The per-sample captured count is the first app's.
+pub fn sample_replications(dir: &Path, runs: Vec<RunResult>) -> Vec<RunResult> {
+    let samples_dir = dir.join("samples");
+    if !samples_dir.is_dir() {
+        return runs;
+    }
+    let mut out = Vec::new();
+    for r in runs {
+        let path = samples_dir.join(format!("{}.csv", r.run));
+        let samples = crate::bench::samples::read(&path).unwrap_or_default();
+        if samples.is_empty() || !r.ok {
+            out.push(r);
+            continue;
+        }
+        let n = samples.len();
+        for s in samples {
+            let mut x = r.clone();
+            x.rerun = r.rerun * n + s.sample as usize;
+            let line = crate::bench::cycle::line_bytes(s.offered, s.offered_bytes);
+            for (k, v) in [
+                ("offered", Some(s.offered as f64)),
+                ("received", Some(s.captured as f64)),
+                ("capture_rate", s.capture_rate()),
+                ("duration_s", Some(s.seconds)),
+                ("pps", Some(s.pps())),
+                ("mbps", Some(s.mbps())),
+                ("line_mbps", Some(line as f64 * 8.0 / s.seconds / 1e6)),
+            ] {
+                match v {
+                    Some(v) => x.values.insert(k.into(), v),
+                    None => x.values.remove(k),
+                };
+            }
+            x.values.remove("generated");
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// A metric's name in words for titles ("capture_rate" → "capture rate").

@@ -111,6 +111,14 @@ pub struct RefLine {
     pub label: String,
 }
 
+/// A horizontal line at a constant y across the whole plot, its label written above its right end and in
+/// the legend: a demand or a limit the series are read against (seed 000 Fig 6.13's demand lines).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HLine {
+    pub y: f64,
+    pub label: String,
+}
+
 /// Where the legend goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Legend {
@@ -121,8 +129,8 @@ pub enum Legend {
     UpperLeft,
 }
 
-/// One chart: a title, two axes, the series (colours and marker shapes in series order) and the dashed
-/// reference lines (coloured after the series).
+/// One chart: a title, two axes, the series (colours and marker shapes in series order), the dashed
+/// reference lines and the horizontal lines (coloured after the series).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chart {
     pub title: String,
@@ -130,6 +138,8 @@ pub struct Chart {
     pub y: Axis,
     pub series: Vec<Series>,
     pub lines: Vec<RefLine>,
+    /// Horizontal lines across the plot (coloured after the reference lines); the y axis includes them.
+    pub hlines: Vec<HLine>,
     pub legend: Legend,
     /// Size in pixels.
     pub size: (u32, u32),
@@ -144,6 +154,7 @@ impl Chart {
             y: Axis::new(y_label),
             series: Vec::new(),
             lines: Vec::new(),
+            hlines: Vec::new(),
             legend: Legend::Right,
             size: (900, 560),
         }
@@ -163,6 +174,15 @@ impl Chart {
     /// Add a dashed reference line.
     pub fn line(mut self, l: RefLine) -> Chart {
         self.lines.push(l);
+        self
+    }
+
+    /// Add a labelled horizontal line at `y` across the plot.
+    pub fn hline(mut self, y: f64, label: &str) -> Chart {
+        self.hlines.push(HLine {
+            y,
+            label: label.into(),
+        });
         self
     }
 

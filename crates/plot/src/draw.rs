@@ -6,6 +6,7 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::element::{Drawable, PointCollection};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters_backend::DrawingErrorKind;
 
 use crate::axis::bounds;
@@ -72,6 +73,12 @@ pub fn stack_svg(title: Option<&str>, charts: &[Chart]) -> Result<String, PlotEr
 /// The chart's x and y ranges, after checking that its points can be drawn.
 fn ranges(c: &Chart) -> Result<(Range<f64>, Range<f64>), PlotError> {
     let points: Vec<_> = c.series.iter().flat_map(|s| &s.points).collect();
+    if let Some(h) = c.hlines.iter().find(|h| !h.y.is_finite()) {
+        return Err(PlotError::NotFinite {
+            title: c.title.clone(),
+            what: format!("the line `{}`", h.label),
+        });
+    }
     for pt in &points {
         let values = [pt.x, pt.y, pt.y_min, pt.y_max, pt.x_min, pt.x_max];
         if values.iter().any(|v| !v.is_finite()) {
@@ -96,7 +103,8 @@ fn ranges(c: &Chart) -> Result<(Range<f64>, Range<f64>), PlotError> {
         points
             .iter()
             .flat_map(|q| [q.y_min, q.y_max])
-            .chain(ends.map(|e| e.1)),
+            .chain(ends.map(|e| e.1))
+            .chain(c.hlines.iter().map(|h| h.y)),
     );
     let (x, y) = (c.x.fit(x_lo, x_hi), c.y.fit(y_lo, y_hi));
     if (c.x.is_log() && x.start <= 0.0) || (c.y.is_log() && y.start <= 0.0) {
@@ -168,7 +176,16 @@ where
         index: c.series.len() + i,
         mark: Mark::Line,
     });
-    let legend: Vec<Entry> = series.chain(lines).filter(|e| !e.name.is_empty()).collect();
+    let hlines = c.hlines.iter().enumerate().map(|(i, h)| Entry {
+        name: &h.label,
+        index: c.series.len() + c.lines.len() + i,
+        mark: Mark::Line,
+    });
+    let legend: Vec<Entry> = series
+        .chain(lines)
+        .chain(hlines)
+        .filter(|e| !e.name.is_empty())
+        .collect();
 
     // The legend column is split off the right, so it never hides a line.
     let (plot_area, column) = if c.legend == Legend::Right && !legend.is_empty() {
@@ -246,6 +263,31 @@ where
         if !l.label.is_empty() {
             anno.label(l.label.as_str())
                 .legend(move |at| line_sample(color, at));
+        }
+    }
+
+    // Across the x range drawn, the label above the right end so it reads without the legend.
+    let (x_lo, x_hi) = (chart.x_range().start, chart.x_range().end);
+    for (i, h) in c.hlines.iter().enumerate() {
+        let color = series_color(c.series.len() + c.lines.len() + i);
+        let anno = chart.draw_series(DashedLineSeries::new(
+            [(x_lo, h.y), (x_hi, h.y)],
+            10,
+            4,
+            color.stroke_width(2),
+        ))?;
+        if !h.label.is_empty() {
+            anno.label(h.label.as_str())
+                .legend(move |at| line_sample(color, at));
+            let style = (FONT, 13)
+                .into_font()
+                .color(&color)
+                .pos(Pos::new(HPos::Right, VPos::Bottom));
+            chart.draw_series(std::iter::once(Text::new(
+                h.label.clone(),
+                (x_hi, h.y),
+                style,
+            )))?;
         }
     }
 

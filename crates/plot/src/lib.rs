@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Command;
 
 pub use axis::{bounds, pad, tick, Axis};
-pub use chart::{cdf_steps, min_avg_max, Chart, ErrorPoint, Legend, Mark, RefLine, Series};
+pub use chart::{cdf_steps, min_avg_max, Chart, ErrorPoint, HLine, Legend, Mark, RefLine, Series};
 pub use draw::{chart_svg, stack_svg};
 
 /// Why a plot could not be drawn.

@@ -321,3 +321,77 @@ fn svg_to_png_converts_or_says_what_to_install() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A demand line (seed 000 Fig 6.13): drawn across the plot, labelled on the plot and in the legend, and
+/// the y axis reaches it even when every point is far below.
+#[test]
+fn horizontal_line_spans_the_plot_and_is_labelled() {
+    let speeds = vec![ErrorPoint::new(1.0, 10.0), ErrorPoint::new(2.0, 12.0)];
+    let bare = Chart::new("disk", "block (KiB)", "MB/s").series("write", speeds.clone());
+    let with_line = bare.clone().hline(125.0, "line rate: 125 MB/s");
+    let svg = chart_svg(&with_line).unwrap();
+    let base = chart_svg(&bare).unwrap();
+    if let Some(dir) = std::env::var_os("RINGCAP_PLOT_OUT") {
+        std::fs::write(std::path::Path::new(&dir).join("hline.svg"), &svg).unwrap();
+    }
+    // The label twice (on the plot and in the legend column); the legend sample and the dashes are lines.
+    assert_eq!(svg.matches("line rate: 125 MB/s").count(), 2);
+    assert!(count(&svg, "polyline") > count(&base, "polyline") + 1);
+    // Points top out at 12: only the line makes the axis reach 120.
+    let ticks = |s: &str| -> Vec<String> {
+        s.split("<text ")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split('<').next()?.trim().to_string()))
+            .collect()
+    };
+    assert!(
+        !ticks(&base).contains(&"120".to_string()),
+        "{:?}",
+        ticks(&base)
+    );
+    assert!(
+        ticks(&svg).contains(&"120".to_string()),
+        "{:?}",
+        ticks(&svg)
+    );
+    // The dashes cover the x range drawn: from the left end to the right end of the plot.
+    let xs: Vec<f64> = dashed_x_extent(&svg, &base);
+    let (lo, hi) = (xs[0], xs[1]);
+    assert!(
+        hi - lo > 500.0,
+        "dashes span {lo}..{hi} px of a 900 px chart"
+    );
+    let not_finite = bare.hline(f64::NAN, "broken");
+    assert!(matches!(
+        chart_svg(&not_finite),
+        Err(PlotError::NotFinite { .. })
+    ));
+}
+
+/// Leftmost and rightmost x of the polylines in `svg` that `base` does not have.
+fn dashed_x_extent(svg: &str, base: &str) -> Vec<f64> {
+    let lines = |s: &str| -> Vec<String> {
+        s.split("<polyline ")
+            .skip(1)
+            .map(|p| p.split("/>").next().unwrap_or("").to_string())
+            .collect()
+    };
+    let old = lines(base);
+    let xs: Vec<f64> = lines(svg)
+        .into_iter()
+        .filter(|l| !old.contains(l))
+        .filter_map(|l| {
+            let pts = l.split("points=\"").nth(1)?.split('"').next()?.to_string();
+            Some(pts)
+        })
+        .flat_map(|pts| {
+            pts.split_whitespace()
+                .filter_map(|xy| xy.split(',').next()?.parse::<f64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    vec![
+        xs.iter().copied().fold(f64::MAX, f64::min),
+        xs.iter().copied().fold(f64::MIN, f64::max),
+    ]
+}

@@ -154,6 +154,16 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
             &bar,
             format!("ringcap bench: skipping {}: {}", s.method, s.reason),
         ),
+        Event::SkipLevel(s) => say(
+            &bar,
+            format!(
+                "ringcap bench: skipping {} ({} run{}): {}",
+                s.level,
+                s.runs,
+                if s.runs == 1 { "" } else { "s" },
+                s.reason
+            ),
+        ),
         Event::Start {
             todo,
             done,

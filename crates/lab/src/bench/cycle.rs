@@ -60,6 +60,15 @@ fn generate(
     let s = &run.setup;
     let burst = s.burst.filter(|_| measured);
     let mut extra = Vec::new();
+    let mut packets = packets;
+    if let (Some(sp), true) = (env.plan.sampling, measured) {
+        // Time-based: the duration ends the send; the count only has to be out of reach.
+        packets = 1 << 62;
+        extra = vec![
+            "--duration".to_string(),
+            format!("{}ms", (sp.send_s() * 1000.0).round() as u64),
+        ];
+    }
     if let Some(b) = burst {
         let period_ms = (b.period_s() * 1000.0).round() as u64;
         extra = vec![
@@ -338,7 +347,13 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     };
     let nic0 = bed.driver_stats();
     let mut warm = Sent::default();
-    if env.plan.warmup_packets > 0 {
+    // Time-based runs warm up inside the measured send (the first warmup_s of it).
+    let warmup_packets = if env.plan.sampling.is_some() {
+        0
+    } else {
+        env.plan.warmup_packets
+    };
+    if warmup_packets > 0 {
         match generate(bed, env, run, env.plan.warmup_packets, &gen_log, false)? {
             Ok(w) => warm = w,
             Err(why) => return Ok(fail_all(why)),
@@ -351,6 +366,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     // Burst runs: the receiving interface's counters every 100 ms, for the time line.
     let sampling = AtomicBool::new(false);
     let mut samples: Vec<timeline::Sample> = Vec::new();
+    let mut boundaries: Vec<timeline::Sample> = Vec::new();
     let sent = std::thread::scope(|scope| {
         let sampler = s.burst.map(|_| {
             scope.spawn(|| {
@@ -366,10 +382,40 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
                 out
             })
         });
+        // Time-based runs: the counters at every sample boundary, from warmup_s after the start.
+        let bounds = env.plan.sampling.map(|sp| {
+            let start = timeline::now_ns() + (sp.warmup_s * 1e9) as u64;
+            let step = (sp.sample_s * 1e9) as u64;
+            let sampling = &sampling;
+            scope.spawn(move || {
+                let mut out: Vec<timeline::Sample> = Vec::new();
+                for k in 0..=sp.samples as u64 {
+                    let at = start + k * step;
+                    while timeline::now_ns() < at {
+                        if sampling.load(Ordering::Relaxed) {
+                            return out;
+                        }
+                        let left = at.saturating_sub(timeline::now_ns());
+                        std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
+                    }
+                    // The read runs `cat` in the namespace (some ms): stamp it at the middle, so a
+                    // sample's edges are uncertain by about half a read either way.
+                    let before = timeline::now_ns();
+                    if let Ok(c) = bed.counters() {
+                        let after = timeline::now_ns();
+                        out.push((before + (after - before) / 2, c.packets, c.bytes));
+                    }
+                }
+                out
+            })
+        });
         let sent = generate(bed, env, run, env.plan.packets, &gen_log, true);
         sampling.store(true, Ordering::Relaxed);
         if let Some(h) = sampler {
             samples = h.join().unwrap_or_default();
+        }
+        if let Some(h) = bounds {
+            boundaries = h.join().unwrap_or_default();
         }
         sent
     })?;
@@ -427,7 +473,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
         _ => None,
     };
     let generated = match (warm.packets, sent.packets) {
-        (w, Some(m)) if env.plan.warmup_packets == 0 || w.is_some() => Some(w.unwrap_or(0) + m),
+        (w, Some(m)) if warmup_packets == 0 || w.is_some() => Some(w.unwrap_or(0) + m),
         _ => None,
     };
     let offered = c2.packets.saturating_sub(c0.packets);
@@ -525,6 +571,28 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
                 .join(format!("{}.csv", run.index)),
             &bins,
         );
+    }
+    if let (Some(sp), Some(path)) = (env.plan.sampling, outs.paths.first()) {
+        // Captured per sample from the first app's capture file; a sample the generator did not fill
+        // (it ended early) is left out, and a run with fewer samples than asked says so.
+        let stamps = timeline::pcap_stamps(path).unwrap_or_default();
+        let per = super::samples::per_sample(&boundaries, &stamps);
+        let _ = super::samples::write(
+            &env.out_dir
+                .join("samples")
+                .join(format!("{}.csv", run.index)),
+            &per,
+        );
+        if per.len() < sp.samples as usize {
+            let why = format!(
+                "{} of {} samples measured (the send ended early?)",
+                per.len(),
+                sp.samples
+            );
+            for r in rows.iter_mut().filter(|r| r.status == "ok") {
+                r.status = why.clone();
+            }
+        }
     }
     drop(outs);
     if s.output == Output::Disk {

@@ -4,10 +4,12 @@
 
 pub mod bed;
 pub mod cycle;
+pub mod disk;
 pub mod export;
 pub mod methods;
 pub mod process;
 pub mod results;
+pub mod samples;
 pub mod search;
 pub mod timeline;
 
@@ -88,6 +90,8 @@ pub enum Event<'a> {
     },
     /// A method is left out.
     Skip(&'a Skipped),
+    /// The runs of a factor level this machine cannot do are left out (also in meta.json).
+    SkipLevel(&'a SkippedLevel),
     RunStarted(&'a Run),
     RunFinished {
         run: &'a Run,
@@ -285,6 +289,36 @@ pub fn run(plan: &Plan, opts: &Options, mut on: impl FnMut(Event)) -> Result<Out
 
     for s in &skipped {
         on(Event::Skip(s));
+    }
+    for s in &skipped_levels {
+        on(Event::SkipLevel(s));
+    }
+    let disk_json = dir.join("disk.json");
+    if let (Some(spec), false) = (&plan.disk, disk_json.exists()) {
+        // Before the runs, on a quiet machine: the disk's speed alone (a resumed plan keeps its first).
+        check_disk_dir(&plan.disk_dir)?;
+        let mut samples = Vec::new();
+        for rerun in 0..plan.reruns {
+            for &kib in &spec.block_kib {
+                if opts.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let s = disk::measure(&plan.disk_dir, kib, spec.write_mib << 20, rerun).map_err(
+                    io_err(format!("cannot time writes to {}", plan.disk_dir.display())),
+                )?;
+                samples.push(s);
+            }
+        }
+        let json = serde_json::json!({
+            "disk_dir": plan.disk_dir,
+            "write_mib": spec.write_mib,
+            "samples": samples,
+        });
+        fs::write(
+            &disk_json,
+            serde_json::to_string_pretty(&json).unwrap_or_default(),
+        )
+        .map_err(io_err("cannot write disk.json"))?;
     }
     let todo_owned: Vec<Run> = todo.iter().map(|r| (*r).clone()).collect();
     // Bisection runs: one per step for every point of the other factors (one rerun's worth of points).

@@ -22,6 +22,9 @@ pub fn level_text(factor: &str, level: &str) -> String {
     match (factor, level) {
         ("cpu_limit", "none") => "capturer CPU not limited".into(),
         ("cpu_limit", pct) => format!("capturer CPU limited to {pct} %"),
+        // Seed 000 Fig 6.14: whole packets vs the headers only (`-s 76`).
+        ("snaplen", "0") => "full packets (snaplen 0)".into(),
+        ("snaplen", n) => format!("first {n} bytes (snaplen {n})"),
         _ => format!("{factor} = {level}"),
     }
 }
@@ -29,7 +32,7 @@ pub fn level_text(factor: &str, level: &str) -> String {
 /// A series' name in a legend: the level, or the level in words where [`level_text`] says so.
 pub fn series_name(factor: &str, level: &str) -> String {
     match factor {
-        "cpu_limit" => level_text(factor, level),
+        "cpu_limit" | "snaplen" => level_text(factor, level),
         _ => level.to_string(),
     }
 }

@@ -523,3 +523,51 @@ fn skipped_levels_are_listed_with_their_reason() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Seed 000 Fig 6.13: the disk figure draws disk.json's write speeds against the demand at the runs' top
+/// rate. The baseline fixture's fastest ok run offered 1 000 000 pps at 1000 Mb/s (125-byte frames): every
+/// frame needs 125 MB/s, the first 76 bytes of each 76 MB/s.
+#[test]
+fn disk_figure_draws_write_speed_against_demand_lines() {
+    let dir = copy_fixture("baseline");
+    let sample = |block_kib: u64, rerun: u32, mb_per_s: f64| {
+        serde_json::json!({"block_kib": block_kib, "rerun": rerun, "bytes": 1u64 << 27,
+            "seconds": (1u64 << 27) as f64 / mb_per_s / 1e6, "mb_per_s": mb_per_s,
+            "writer_cpu_pct": 30.0, "machine_busy_pct": 20.0})
+    };
+    let json = serde_json::json!({"disk_dir": "/var/tmp/x", "write_mib": 128,
+        "samples": [sample(8, 0, 100.0), sample(8, 1, 120.0), sample(1024, 0, 200.0)]});
+    std::fs::write(dir.join("disk.json"), json.to_string()).unwrap();
+    let sum = write(&dir).unwrap();
+    for name in ["disk_write_speed", "disk_write_cpu"] {
+        assert!(
+            sum.plots.iter().any(|p| p.ends_with(format!("{name}.svg"))),
+            "{name}: {:?}",
+            sum.plots
+        );
+    }
+    let svg = parse_svg(&dir.join("plots/disk_write_speed.svg"));
+    assert!(
+        svg.contains("full frames at 1000 kpps: 125.0 MB/s"),
+        "{svg}"
+    );
+    assert!(svg.contains("76-byte headers at 1000 kpps: 76.0 MB/s"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("disk_write_speed") && html.contains("Figure 6.13"));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The thesis's own figure: 76 bytes of each of ~178.4 k packets per second is 13.56 MB/s (§6.3.5).
+    let thesis = RunResult {
+        run: 0,
+        point: "all".into(),
+        rerun: 0,
+        levels: vec![],
+        apps: 1,
+        ok: true,
+        status: "ok".into(),
+        values: [("pps".to_string(), 178_421.0), ("mbps".to_string(), 920.0)].into(),
+    };
+    let d = demand(&[thesis]).unwrap();
+    assert!((d.headers_mb_s - 13.56).abs() < 0.005, "{d:?}");
+    assert!((d.full_mb_s - 115.0).abs() < 1e-9, "{d:?}");
+}
