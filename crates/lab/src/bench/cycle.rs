@@ -575,8 +575,8 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     if let (Some(sp), Some(path)) = (env.plan.sampling, outs.paths.first()) {
         // Captured per sample from the first app's capture file; a sample the generator did not fill
         // (it ended early) is left out, and a run with fewer samples than asked says so.
-        let stamps = timeline::pcap_stamps(path).unwrap_or_default();
-        let per = super::samples::per_sample(&boundaries, &stamps);
+        let stamps = timeline::PcapStamps::open(path).into_iter().flatten();
+        let per = super::samples::per_sample(&boundaries, stamps);
         let _ = super::samples::write(
             &env.out_dir
                 .join("samples")

@@ -42,11 +42,19 @@ impl SampleRow {
 }
 
 /// Samples from the counter readings at the boundaries (`bounds[k]` starts sample k, the last ends the
-/// last sample) and the capture file's (time stamp ns, length) records.
-pub fn per_sample(bounds: &[Sample], stamps: &[(u64, u32)]) -> Vec<SampleRow> {
-    let mut sorted: Vec<u64> = stamps.iter().map(|s| s.0).collect();
-    sorted.sort_unstable();
-    let before = |t: u64| sorted.partition_point(|&s| s < t) as u64;
+/// last sample) and the capture file's (time stamp ns, length) records, taken as a stream.
+pub fn per_sample(
+    bounds: &[Sample],
+    stamps: impl IntoIterator<Item = (u64, u32)>,
+) -> Vec<SampleRow> {
+    let mut captured = vec![0u64; bounds.len().saturating_sub(1)];
+    for (t, _) in stamps {
+        // The sample whose [start, end) holds t, if any.
+        let k = bounds.partition_point(|b| b.0 <= t);
+        if k >= 1 && k < bounds.len() {
+            captured[k - 1] += 1;
+        }
+    }
     bounds
         .windows(2)
         .enumerate()
@@ -56,7 +64,7 @@ pub fn per_sample(bounds: &[Sample], stamps: &[(u64, u32)]) -> Vec<SampleRow> {
             seconds: w[1].0.saturating_sub(w[0].0) as f64 / 1e9,
             offered: w[1].1.saturating_sub(w[0].1),
             offered_bytes: w[1].2.saturating_sub(w[0].2),
-            captured: before(w[1].0) - before(w[0].0),
+            captured: captured[k],
         })
         .filter(|r| r.seconds > 0.0)
         .collect()
@@ -127,7 +135,7 @@ mod tests {
             (11 * s, 60),
             (12 * s, 60),
         ];
-        let rows = per_sample(&bounds, &stamps);
+        let rows = per_sample(&bounds, stamps);
         assert_eq!(rows.len(), 2);
         assert_eq!((rows[0].offered, rows[0].captured), (100, 3));
         assert_eq!((rows[1].offered, rows[1].captured), (300, 1));

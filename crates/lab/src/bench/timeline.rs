@@ -3,7 +3,7 @@
 //! in the same wall-clock bins. Written to DIR/timeline/RUN.csv; the report folds them over the cycle.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 /// Width of one time bin (driverdump's figure has 0.1 s granularity).
@@ -24,42 +24,59 @@ pub fn now_ns() -> u64 {
 
 /// (time stamp ns, frame length) of every packet of a classic pcap file (µs or ns, either byte order).
 pub fn pcap_stamps(path: &Path) -> io::Result<Vec<(u64, u32)>> {
-    let mut data = Vec::new();
-    fs::File::open(path)?.read_to_end(&mut data)?;
-    if data.len() < 24 {
-        return Err(io::Error::other(
-            "not a pcap file (shorter than its header)",
-        ));
+    Ok(PcapStamps::open(path)?.collect())
+}
+
+/// The (time stamp ns, frame length) of each packet of a classic pcap file, read as a stream: a
+/// sampled run's file can hold minutes of top-speed traffic, more than memory should.
+pub struct PcapStamps {
+    r: BufReader<fs::File>,
+    le: bool,
+    nano: bool,
+}
+
+impl PcapStamps {
+    pub fn open(path: &Path) -> io::Result<PcapStamps> {
+        let mut r = BufReader::with_capacity(1 << 20, fs::File::open(path)?);
+        let mut header = [0u8; 24];
+        r.read_exact(&mut header)
+            .map_err(|_| io::Error::other("not a pcap file (shorter than its header)"))?;
+        let magic = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+        let (le, nano) = match magic {
+            0xa1b2c3d4 => (true, false),
+            0xa1b23c4d => (true, true),
+            0xd4c3b2a1 => (false, false),
+            0x4d3cb2a1 => (false, true),
+            _ => {
+                return Err(io::Error::other(
+                    "not a classic pcap file (pcapng has no time line here)",
+                ))
+            }
+        };
+        Ok(PcapStamps { r, le, nano })
     }
-    let magic = u32::from_le_bytes(data[0..4].try_into().unwrap_or_default());
-    let (le, nano) = match magic {
-        0xa1b2c3d4 => (true, false),
-        0xa1b23c4d => (true, true),
-        0xd4c3b2a1 => (false, false),
-        0x4d3cb2a1 => (false, true),
-        _ => {
-            return Err(io::Error::other(
-                "not a classic pcap file (pcapng has no time line here)",
-            ))
-        }
-    };
-    let u32_at = |i: usize| {
-        let b: [u8; 4] = data[i..i + 4].try_into().unwrap_or_default();
-        if le {
-            u32::from_le_bytes(b)
-        } else {
-            u32::from_be_bytes(b)
-        }
-    };
-    let mut out = Vec::new();
-    let mut i = 24;
-    while i + 16 <= data.len() {
-        let (sec, frac, incl, orig) = (u32_at(i), u32_at(i + 4), u32_at(i + 8), u32_at(i + 12));
-        let ns = sec as u64 * 1_000_000_000 + frac as u64 * if nano { 1 } else { 1000 };
-        out.push((ns, orig));
-        i += 16 + incl as usize;
+}
+
+impl Iterator for PcapStamps {
+    type Item = (u64, u32);
+
+    /// The next record's stamp and length; a cut last record ends the stream.
+    fn next(&mut self) -> Option<(u64, u32)> {
+        let mut h = [0u8; 16];
+        self.r.read_exact(&mut h).ok()?;
+        let at = |i: usize| {
+            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
+            if self.le {
+                u32::from_le_bytes(b)
+            } else {
+                u32::from_be_bytes(b)
+            }
+        };
+        let (sec, frac, incl, orig) = (at(0), at(4), at(8), at(12));
+        self.r.seek_relative(i64::from(incl)).ok()?;
+        let ns = sec as u64 * 1_000_000_000 + frac as u64 * if self.nano { 1 } else { 1000 };
+        Some((ns, orig))
     }
-    Ok(out)
 }
 
 /// One bin of the time line.
