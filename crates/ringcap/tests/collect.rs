@@ -227,31 +227,6 @@ fn send_udp(addr: SocketAddr, datagrams: &[Vec<u8>]) {
     }
 }
 
-/// Runs a Python snippet (DuckDB and pyarrow from requirements-test.txt).
-fn python(code: &str) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "python failed (pip install -r requirements-test.txt): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// Rows of every records file in `dir`, counted by DuckDB.
-fn duckdb_rows(dir: &Path) -> u64 {
-    python(&format!(
-        "import duckdb; print(duckdb.sql(\"SELECT count(*) FROM read_parquet('{}/*.parquet')\").fetchall()[0][0])",
-        dir.display()
-    ))
-    .parse()
-    .unwrap()
-}
-
 fn stream(v: &serde_json::Value, probe: u64) -> &serde_json::Value {
     v["streams"]
         .as_array()

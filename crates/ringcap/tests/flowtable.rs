@@ -29,22 +29,11 @@ struct Counts {
     last_ts: u64,
 }
 
-/// Runs Python with DuckDB (requirements-test.txt, installed by `make deps`).
+/// Rows of a DuckDB query, tab-separated (NULL as empty).
 fn duckdb(sql: &str) -> String {
-    let code = format!(
+    python(&format!(
         "import duckdb\nfor r in duckdb.sql(\"\"\"{sql}\"\"\").fetchall(): print('\\t'.join('' if v is None else str(v) for v in r))"
-    );
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "duckdb failed (pip install -r requirements-test.txt): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    ))
 }
 
 /// The UDP flows of one flow table, read by DuckDB.

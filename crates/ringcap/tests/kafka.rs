@@ -271,23 +271,6 @@ fn json_summary(stderr: &str) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
-fn duckdb_rows(dir: &Path) -> u64 {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(format!(
-            "import duckdb; print(duckdb.sql(\"SELECT count(*) FROM read_parquet('{}/*.parquet')\").fetchall()[0][0])",
-            dir.display()
-        ))
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "duckdb (pip install -r requirements-test.txt): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-}
-
 /// Waits until the collector's stored count (its live stats on stderr are off: poll the spool via a stop)
 /// is given time: the consumer fetches with 100 ms waits, so a few seconds cover everything.
 fn settle() {

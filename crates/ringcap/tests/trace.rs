@@ -26,21 +26,6 @@ fn capinfos(path: &Path) -> (u64, u64) {
     (field("Number of packets:"), field("Data size:"))
 }
 
-/// Runs a Python snippet; DuckDB and pyarrow come from requirements-test.txt (`make deps`).
-fn python(code: &str) -> String {
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(code)
-        .output()
-        .expect("python3");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "python failed (install the test requirements: pip install -r requirements-test.txt): {err}"
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn run_ok(args: &[&str]) -> String {
     let out = Command::new(ringcap()).args(args).output().unwrap();
     assert!(

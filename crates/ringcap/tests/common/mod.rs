@@ -386,3 +386,29 @@ pub fn tcpdump_count(path: &std::path::Path) -> usize {
     );
     String::from_utf8_lossy(&out.stdout).lines().count()
 }
+
+/// Runs a Python snippet and returns its stdout without the trailing newline; DuckDB and pyarrow come from
+/// requirements-test.txt (`make deps`).
+pub fn python(code: &str) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed (install the test requirements: pip install -r requirements-test.txt): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+/// Rows of every Parquet file in `dir`, counted by DuckDB.
+pub fn duckdb_rows(dir: &std::path::Path) -> u64 {
+    python(&format!(
+        "import duckdb; print(duckdb.sql(\"SELECT count(*) FROM read_parquet('{}/*.parquet')\").fetchall()[0][0])",
+        dir.display()
+    ))
+    .parse()
+    .unwrap()
+}
