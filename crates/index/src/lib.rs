@@ -19,5 +19,5 @@ pub use file::{IndexError, IndexFile};
 pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use flows::{check_flow_table, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
-pub use query::{prepare_query, FileReport, Hit, QueryOptions};
+pub use query::{prepare_query, FileReport, Hit, Priority, QueryOptions};
 pub use scan::{index_file, Indexed};

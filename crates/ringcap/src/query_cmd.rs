@@ -59,13 +59,37 @@ pub struct QueryArgs {
     #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
     pub jobs: usize,
     /// Read at most this many bytes of the store per second (e.g. 100MB), so a query leaves the
-    /// disk to a running capture; it already runs at nice 10 and the lowest best-effort I/O level.
+    /// disk to a running capture (see also --priority).
     #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
     pub max_read_rate: Option<u64>,
+    /// CPU and I/O priority. auto: idle while a capture is writing to the store (a `.NAME.partial`
+    /// file is there), else low. low: nice 10 and the lowest best-effort I/O (an interactive query
+    /// still finishes). idle: SCHED_IDLE and idle I/O, only CPU nothing else wants: it never takes
+    /// the capture's CPU, and may wait long on a busy machine.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = QueryPriority::Auto)]
+    pub priority: QueryPriority,
     #[command(flatten)]
     pub json: crate::cli::Json,
     #[command(flatten)]
     pub quiet: crate::cli::Quiet,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum QueryPriority {
+    Auto,
+    Low,
+    Idle,
+}
+
+impl QueryPriority {
+    /// The priority for these files: `auto` looks for a capture writing to them.
+    pub fn resolve(self, files: &[std::path::PathBuf]) -> index::Priority {
+        match self {
+            QueryPriority::Auto => index::Priority::for_files(files),
+            QueryPriority::Low => index::Priority::Low,
+            QueryPriority::Idle => index::Priority::Idle,
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -135,11 +159,15 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
             "-w - writes binary pcap to a terminal: pipe it (| tcpdump -r - or | wireshark -k -i -)"
         )));
     }
+    let priority = a.priority.resolve(&files);
+    // The merging and writing thread too, not only the file workers.
+    priority.apply();
     let opts = index::QueryOptions {
         jobs: a.jobs.max(1),
         use_index: !a.no_index,
         max_read_rate: a.max_read_rate,
         deadline: None,
+        priority,
     };
     let started = Instant::now();
     let mut out = Output::new(&a)?;

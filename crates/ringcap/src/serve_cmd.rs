@@ -248,6 +248,7 @@ impl QueryService {
                 use_index: true,
                 max_read_rate: a.max_read_rate,
                 deadline: None,
+                priority: index::Priority::Low,
             },
             timeout: a.query_timeout,
             format: a.format.into(),
@@ -310,6 +311,8 @@ impl QueryService {
         let started = Instant::now();
         let options = index::QueryOptions {
             deadline: self.timeout.map(|t| started + t),
+            // Idle while a capture writes to the store, so a remote query never takes its CPU.
+            priority: index::Priority::for_files(&files),
             ..self.options.clone()
         };
         let peer = conn.peer();

@@ -153,6 +153,20 @@ pub fn idle_priority() {
     }
 }
 
+/// SCHED_IDLE and idle I/O for the calling thread (threads it starts inherit both): it runs only on
+/// CPU time no other thread wants, so it can never take a capture's CPU, and may wait long on a busy
+/// machine. For a query while a capture writes to the same store: at nice 10 a broad query still cost a
+/// top-speed capture 2-13 % of its packets on this 2-core machine (BENCHMARKS.md).
+/// Best effort: a refusal leaves the thread as it was.
+pub fn sched_idle() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain syscalls on the calling thread; `param` outlives the call.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+        libc::syscall(libc::SYS_ioprio_set, 1, 0, 3 << 13);
+    }
+}
+
 /// CPU time used by the calling thread so far, in ns.
 pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
