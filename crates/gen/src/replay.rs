@@ -13,7 +13,7 @@ use store::CaptureReader;
 use wire::LinkType;
 
 use crate::error::GenError;
-use crate::options::ReplayOptions;
+use crate::options::{ReplayOptions, LIVE_REPLAY};
 use crate::pace::{self, RateBasis};
 use crate::report::{Departures, GenReport, ReplayStats, RunSpec, ThreadReport};
 use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
@@ -36,6 +36,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
         opts.ring_frames,
         opts.batch,
         max_frame,
+        1,
     )?;
     let mut stats = ReplayStats::default();
     let stats_ref = std::sync::Mutex::new(&mut stats);
@@ -58,6 +59,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
             }
             Opened::Ring(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),
             Opened::Xdp(mut tx) => play(&mut *tx, opts, &ifc, first, t0, abort, c, &mut st),
+            Opened::Live(_) => Err(GenError::Options(LIVE_REPLAY.into())),
         };
         **stats_ref.lock().unwrap() = st;
         let mut rep = out?;

@@ -18,12 +18,13 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::GenError;
 use crate::frames::{FrameBuilder, FrameShared};
+use crate::live_tx::{generate_live, DropLedger};
 use crate::options::GenOptions;
 use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::sizes::{seeded_rng, SizeModel, SizeSampler};
 use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
-use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
+use crate::tx::{lookup_interface, Backend, MmsgTx, SendErrors, Tx};
 
 /// A source of IP packet lengths for one thread.
 pub trait SizeSource: Send {
@@ -124,9 +125,14 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 opts.ring_frames,
                 opts.batch,
                 max_frame,
+                opts.live_repeat,
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let ledger = match opts.backend {
+        Backend::XdpLive => Some(DropLedger::new(&ifc)?),
+        _ => None,
+    };
     let cpu_of = |t: usize| (!opts.cpus.is_empty()).then(|| opts.cpus[t % opts.cpus.len()]);
 
     let work = |t: usize,
@@ -200,6 +206,17 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 barrier,
                 start,
             ),
+            Opened::Live(tx) => generate_live(
+                &tx,
+                ledger.as_ref().expect("a ledger for xdp-live"),
+                &mut builder,
+                &mut sampler,
+                &job,
+                abort,
+                c,
+                barrier,
+                start,
+            ),
         }?;
         report.thread = t;
         report.cpu = cpu_of(t);
@@ -221,12 +238,12 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
 }
 
 /// What one thread has to do.
-struct Job {
-    count: Option<u64>,
-    duration_s: Option<f64>,
-    rate: Rate,
-    phase: f64,
-    burst: Option<Burst>,
+pub(crate) struct Job {
+    pub(crate) count: Option<u64>,
+    pub(crate) duration_s: Option<f64>,
+    pub(crate) rate: Rate,
+    pub(crate) phase: f64,
+    pub(crate) burst: Option<Burst>,
 }
 
 /// The sending loop of one thread.

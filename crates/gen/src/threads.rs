@@ -7,6 +7,7 @@ use std::sync::{Barrier, OnceLock};
 use std::time::Duration;
 
 use crate::error::GenError;
+use crate::live_tx::LiveTx;
 use crate::report::{Progress, ThreadReport};
 use crate::tx::{self, Backend, RingTx};
 use crate::xdp_tx::XdpTx;
@@ -44,6 +45,7 @@ pub(crate) enum Opened {
     Mmsg(OwnedFd),
     Ring(RingTx),
     Xdp(Box<XdpTx>),
+    Live(Box<LiveTx>),
 }
 
 /// Opens the socket of thread `thread` (an AF_XDP socket binds to transmit queue `thread`).
@@ -55,7 +57,16 @@ pub(crate) fn open_tx(
     ring_frames: usize,
     batch: usize,
     max_frame: usize,
+    live_repeat: u32,
 ) -> Result<Opened, GenError> {
+    if backend == Backend::XdpLive {
+        return Ok(Opened::Live(Box::new(LiveTx::new(
+            ifc,
+            thread,
+            batch,
+            live_repeat,
+        )?)));
+    }
     if backend == Backend::Xdp {
         return Ok(Opened::Xdp(Box::new(XdpTx::new(
             ifc,
@@ -71,7 +82,7 @@ pub(crate) fn open_tx(
             Opened::Mmsg(fd)
         }
         Backend::TxRing => Opened::Ring(RingTx::new(fd, ifc, ring_frames, batch, max_frame)?),
-        Backend::Xdp => unreachable!("opened above"),
+        Backend::Xdp | Backend::XdpLive => unreachable!("opened above"),
     })
 }
 
