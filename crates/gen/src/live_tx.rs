@@ -143,7 +143,7 @@ impl LiveTx {
                 let k = left.min(u64::from(u32::MAX)) as u32;
                 self.sender
                     .send(frame, k)
-                    .map_err(|e| xdp_err("the interface", e))?;
+                    .map_err(|e| GenError::Xdp(format!("--backend xdp-live: {e}")))?;
                 left -= u64::from(k);
                 ledger.check_transmits()?;
             }
@@ -158,10 +158,7 @@ impl LiveTx {
 }
 
 fn xdp_err(ifc: &str, e: xdp::XdpError) -> GenError {
-    GenError::Io {
-        context: format!("--backend xdp-live on {ifc}"),
-        source: std::io::Error::other(e.to_string()),
-    }
+    GenError::Xdp(format!("--backend xdp-live on {ifc}: {e}"))
 }
 
 /// Blocks every signal on the calling thread, so that a signal meant for the process (Ctrl-C) is handled by

@@ -16,7 +16,9 @@ use crate::error::GenError;
 use crate::options::{ReplayOptions, LIVE_REPLAY};
 use crate::pace::{self, RateBasis};
 use crate::report::{Departures, GenReport, ReplayStats, RunSpec, ThreadReport};
-use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
+use crate::threads::{
+    common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
+};
 use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
 use sys::Interface;
 
@@ -28,16 +30,14 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
     let max_frame = ifc.mtu as usize + 14 + 4;
     // Open once up front so a missing or unreadable file fails before any socket exists.
     let first = CaptureReader::open(&opts.file).map_err(GenError::Replay)?;
-    let sock = open_tx(
-        0,
-        opts.backend,
-        &ifc,
-        opts.sndbuf,
-        opts.ring_frames,
-        opts.batch,
+    let sizes = TxSizes {
+        sndbuf: opts.sndbuf,
+        ring_frames: opts.ring_frames,
+        batch: opts.batch,
         max_frame,
-        1,
-    )?;
+        live_repeat: 1,
+    };
+    let sock = open_tx(0, opts.backend, &ifc, &sizes)?;
     let mut stats = ReplayStats::default();
     let stats_ref = std::sync::Mutex::new(&mut stats);
     let reader = std::sync::Mutex::new(Some(first));

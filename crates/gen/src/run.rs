@@ -23,7 +23,9 @@ use crate::options::GenOptions;
 use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::sizes::{seeded_rng, SizeModel, SizeSampler};
-use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
+use crate::threads::{
+    common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
+};
 use crate::tx::{lookup_interface, Backend, MmsgTx, SendErrors, Tx};
 
 /// A source of IP packet lengths for one thread.
@@ -115,19 +117,15 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
     let max_ip_len = ifc.mtu.min(u16::MAX as u32) as u16;
     let shared = FrameShared::new(&opts.frame, &mut seeded_rng(opts.seed, POOL_STREAM))?;
     let max_frame = opts.frame.l2_len() + max_ip_len as usize;
+    let tx_sizes = TxSizes {
+        sndbuf: opts.sndbuf,
+        ring_frames: opts.ring_frames,
+        batch: opts.batch,
+        max_frame,
+        live_repeat: opts.live_repeat,
+    };
     let sockets = (0..opts.threads)
-        .map(|t| {
-            open_tx(
-                t,
-                opts.backend,
-                &ifc,
-                opts.sndbuf,
-                opts.ring_frames,
-                opts.batch,
-                max_frame,
-                opts.live_repeat,
-            )
-        })
+        .map(|t| open_tx(t, opts.backend, &ifc, &tx_sizes))
         .collect::<Result<Vec<_>, _>>()?;
     let ledger = match opts.backend {
         Backend::XdpLive => Some(DropLedger::new(&ifc)?),

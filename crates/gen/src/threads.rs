@@ -48,17 +48,30 @@ pub(crate) enum Opened {
     Live(Box<LiveTx>),
 }
 
+/// How the senders of a run are sized (the options each backend reads).
+#[derive(Clone, Copy)]
+pub(crate) struct TxSizes {
+    pub sndbuf: Option<usize>,
+    pub ring_frames: usize,
+    pub batch: usize,
+    pub max_frame: usize,
+    pub live_repeat: u32,
+}
+
 /// Opens the socket of thread `thread` (an AF_XDP socket binds to transmit queue `thread`).
 pub(crate) fn open_tx(
     thread: usize,
     backend: Backend,
     ifc: &Interface,
-    sndbuf: Option<usize>,
-    ring_frames: usize,
-    batch: usize,
-    max_frame: usize,
-    live_repeat: u32,
+    sizes: &TxSizes,
 ) -> Result<Opened, GenError> {
+    let TxSizes {
+        sndbuf,
+        ring_frames,
+        batch,
+        max_frame,
+        live_repeat,
+    } = *sizes;
     if backend == Backend::XdpLive {
         return Ok(Opened::Live(Box::new(LiveTx::new(
             ifc,

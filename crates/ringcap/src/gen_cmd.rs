@@ -234,7 +234,7 @@ fn gen_fatal(e: GenError) -> Fatal {
     match e {
         GenError::Options(_) => Fatal::usage(anyhow!(e)),
         GenError::Replay(_) => Fatal::usage(anyhow!(e)),
-        GenError::Io { .. } => Fatal::runtime(anyhow!(e)),
+        GenError::Io { .. } | GenError::Xdp(_) => Fatal::runtime(anyhow!(e)),
     }
 }
 
