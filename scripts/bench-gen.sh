@@ -13,7 +13,8 @@
 #
 # Environment: RUNS (3), PACKETS (5000000 per max-rate run), RATE_LEVELS ("10 50 80"), RATE_SECONDS (10),
 #   FIDELITY_PACKETS (1000000), FIDELITY_PCTS ("10 50"), SENDERS ("ringcap trafgen"; ringcap-BACKEND for
-#   `ringcap gen --backend BACKEND`, max test only), TESTS ("max rate fidelity"),
+#   `ringcap gen --backend BACKEND`, max test only), TESTS ("max rate fidelity"), RX_GRO (on when SENDERS has
+#   ringcap-xdp-live, whose XDP frames a veth takes only when its peer runs NAPI; off otherwise),
 #   BENCH_DISK_DIR (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1 for progress lines.
 # Output: bench-out/gen-YYYYmmdd-HHMMSS.csv and Markdown on stdout for BENCHMARKS.md.
 set -euo pipefail
@@ -42,7 +43,7 @@ resolve_ringcap
 gen_cmd() {
   local sender="$1" dist="$2" count="$3" pps="${4:-}"
   case "$sender" in
-    ringcap | ringcap-sendmmsg | ringcap-xdp | ringcap-tx-ring)   # ringcap: the default backend
+    ringcap | ringcap-sendmmsg | ringcap-xdp | ringcap-xdp-live | ringcap-tx-ring)   # ringcap: the default backend
       CMD=("$RINGCAP" gen -i "$TX_IF" -n "$count" --dst-mac "$DST_MAC" --src-mac "$SRC_MAC" --cpu 0)
       [ "$sender" = ringcap ] || CMD+=(--backend "${sender#ringcap-}")
       [ "$dist" = default ] || CMD+=(--dist "$dist")
@@ -55,7 +56,7 @@ gen_cmd() {
       # -P 1: one sender process, which trafgen pins to CPU0; -b: trafgen's own rate limit
       CMD=(trafgen -o "$TX_IF" -i "$cfg" -n "$count" -P 1)
       [ -z "$pps" ] || CMD+=(-b "${pps}pps") ;;
-    *) die "unknown sender $sender (known: ringcap ringcap-sendmmsg ringcap-xdp ringcap-tx-ring trafgen)" ;;
+    *) die "unknown sender $sender (known: ringcap ringcap-sendmmsg ringcap-xdp ringcap-xdp-live ringcap-tx-ring trafgen)" ;;
   esac
 }
 
@@ -81,7 +82,7 @@ for s in $SENDERS; do
   case "$s" in
     ringcap*) if ringcap_has gen; then USE+=("$s"); else say "ringcap gen not available yet ($RINGCAP gen --help failed): skipping $s"; fi ;;
     trafgen) if have trafgen; then USE+=(trafgen); else say "trafgen is not installed: skipping it (make deps installs netsniff-ng)"; fi ;;
-    *) die "unknown sender $s (known: ringcap ringcap-sendmmsg ringcap-xdp ringcap-tx-ring trafgen)" ;;
+    *) die "unknown sender $s (known: ringcap ringcap-sendmmsg ringcap-xdp ringcap-xdp-live ringcap-tx-ring trafgen)" ;;
   esac
 done
 [ "${#USE[@]}" -gt 0 ] || die "no sender to benchmark"
@@ -101,12 +102,23 @@ trap on_exit EXIT
 trap 'say "interrupted: stopping and cleaning up"; exit 130' INT
 trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 testbed_up ""   # no RPS: the receive softirq runs on the sending CPU (CPU0)
-echo "test,sender,dist,run,requested_pps,window,count,packets,seconds,pps,mean_frame,error_pct,cv,tv,status" >"$CSV"
+# xdp-live sends XDP frames, which a veth takes only when its peer runs NAPI (an XDP program or GRO on); the
+# other senders then go through the same NAPI receive path, so every sender meets the same receiver.
+RX_GRO="${RX_GRO:-$([[ " $SENDERS " == *" ringcap-xdp-live "* ]] && echo on || echo off)}"
+if [ "$RX_GRO" = on ]; then
+  have ethtool || die "ethtool is missing: run 'make deps'"
+  ip netns exec "$RX_NS" ethtool -K "$RX_IF" gro on >/dev/null
+  say "GRO on on $RX_IF (the receiving veth runs NAPI for every sender)"
+fi
+echo "test,sender,dist,run,requested_pps,window,count,packets,seconds,pps,mean_frame,error_pct,cv,tv,status,cpu0_ns_per_pkt" >"$CSV"
 declare -A SHOWN=()      # command lines used, for the Markdown
 declare -A TV_NOISE=()   # sender -> TV distance that sampling alone gives
 
 csv_row() { local IFS=,; echo "$*" >>"$CSV"; }
 fail() { KEEP_WORK=1; say "$1"; [ -z "${2:-}" ] || tail -n 5 "$2" >&2 || true; }
+
+# Busy jiffies of CPU0, the sender's CPU, which also runs the receive softirq (user nice system irq softirq steal).
+cpu0_busy_jiffies() { awk '$1 == "cpu0" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 
 # send_measured TAG SENDER DIST COUNT [PPS]: runs one sender while sampling rx_packets; leaves the samples in
 # $WORK/TAG.samples and returns non-zero if the sender failed.
@@ -118,7 +130,11 @@ send_measured() {
   spid=$!
   BG_PIDS+=("$spid")
   sleep 0.3   # the sampler's first samples are the baseline
+  local j0 j1
+  j0="$(cpu0_busy_jiffies)"
   run_waited ip netns exec "$TX_NS" taskset -c 0 "${CMD[@]}" >"$WORK/$tag.log" 2>&1 || rc=$?
+  j1="$(cpu0_busy_jiffies)"
+  echo $((j1 - j0)) >"$WORK/$tag.cpu0"
   sleep 0.3
   kill -TERM "$spid" 2>/dev/null || true
   wait "$spid" || { fail "$tag: the rx sampler failed"; return 1; }
@@ -151,7 +167,10 @@ if has_test max; then
       # A shortfall (frames dropped on the way, or a sender that does not send exactly -n) is reported, not
       # hidden: the row stays in the statistics and the table shows received / sent.
       [ "$packets" = "$PACKETS" ] || say "warning: $tag: the receiver counted $packets of $PACKETS frames"
-      csv_row "$test" "$sender" "$dist" "$run" "" "" "$PACKETS" "$packets" "$secs" "$pps" "$mean" "" "" "" ok
+      # CPU0 time per packet received (sender + its softirq + the receive softirq; whole run incl. set-up).
+      cpu_ns="$(awk -v j="$(cat "$WORK/$tag.cpu0")" -v hz="$(getconf CLK_TCK)" -v p="$packets" \
+        'BEGIN { if (p > 0) printf "%.0f", j * 1e9 / hz / p }')"
+      csv_row "$test" "$sender" "$dist" "$run" "" "" "$PACKETS" "$packets" "$secs" "$pps" "$mean" "" "" "" ok "$cpu_ns"
       progress "run $run/$RUNS $sender $dist: $pps pps, mean frame $mean bytes, received $packets of $PACKETS"
       if [ "$dist" = default ] && [ -z "$SAME_MEAN" ]; then
         rounded="$(printf '%.0f' "$mean")"
@@ -262,6 +281,8 @@ echo
 machine_md
 echo "- Senders pinned to CPU0 in the Tx namespace (\`ip netns exec \$TX_NS taskset -c 0 ...\`), nothing capturing"
 echo "  except in the fidelity test; counted at the receiving veth (rx_packets sampled every 10 ms in the Rx namespace)"
+echo "- Receiving veth: GRO $RX_GRO (RX_GRO; on: it runs NAPI, which XDP frames from xdp-live need, for every sender)"
+echo "- CPU0 ns/pkt: busy time of the sending CPU (sender and receive softirq) over the run, per packet received (10 ms jiffies)"
 echo "- Max rate: $RUNS interleaved runs × $PACKETS packets, rate over the middle 90 % of each run; rate accuracy:"
 echo "  levels $RATE_LEVELS % of each sender's median max, $RATE_SECONDS windows of 1 s after a 1 s ramp"
 for cfg in "$WORK"/trafgen-*.cfg; do

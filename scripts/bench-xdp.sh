@@ -12,7 +12,7 @@
 #
 # Environment: RUNS (3), PACKETS (3000000), TOOLS ("xdp-drop ringcap-xdp ringcap-ring tcpdump"),
 #   SINKS ("null disk"), SENDER (trafgen, or ringcap-BACKEND: `ringcap gen --backend BACKEND`), BUF_MIB (64),
-#   GEN_SENDERS ("ringcap-xdp ringcap-sendmmsg trafgen"), PARTS ("capture gen"), BENCH_DISK_DIR
+#   GEN_SENDERS ("ringcap-xdp-live ringcap-xdp ringcap-sendmmsg trafgen"), PARTS ("capture gen"), BENCH_DISK_DIR
 #   (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1 for one line per run.
 # Output: bench-out/xdp-YYYYmmdd-HHMMSS.csv, bench-gen's CSV, and Markdown on stdout for BENCHMARKS.md.
 set -euo pipefail
@@ -29,7 +29,7 @@ TOOLS="${TOOLS:-xdp-drop ringcap-xdp ringcap-ring tcpdump}"
 SINKS="${SINKS:-null disk}"
 SENDER="${SENDER:-trafgen}"
 BUF_MIB="${BUF_MIB:-64}"
-GEN_SENDERS="${GEN_SENDERS:-ringcap-xdp ringcap-sendmmsg trafgen}"
+GEN_SENDERS="${GEN_SENDERS:-ringcap-xdp-live ringcap-xdp ringcap-sendmmsg trafgen}"
 PARTS="${PARTS:-capture gen}"
 BENCH_DISK_DIR="${BENCH_DISK_DIR:-/var/tmp/ringcap-bench}"
 OUT_DIR="${OUT_DIR:-bench-out}"

@@ -173,8 +173,8 @@ def gen(path):
         print("Maximum rate (packets counted at the receiving veth, middle 90 % of each run):")
         print()
         print("| test | sender | sizes (IP bytes) | runs | pps | mean frame (bytes) | Mb/s (frames) "
-              "| received / sent (lowest) |")
-        print("|---|---|---|---|---|---|---|---|")
+              "| CPU0 ns/pkt (sender + softirqs) | received / sent (lowest) |")
+        print("|---|---|---|---|---|---|---|---|---|")
         groups = grouped(maxrows, ["test", "sender", "dist"])
         for (test, sender, dist), rs in groups.items():
             pps = [num(r["pps"]) for r in rs]
@@ -184,7 +184,9 @@ def gen(path):
             worst = min(rs, key=lambda r: (num(r["packets"]) or 0) / (num(r["count"]) or 1))
             print(f"| {label} | {sender} | {dist} | {len(rs)} | {spread(pps, lambda v: f'{v / 1e6:.3f} M')} "
                   f"| {spread([num(r['mean_frame']) for r in rs], lambda v: f'{v:.1f}')} "
-                  f"| {spread(mbps, lambda v: f'{v:.0f}')} | {worst['packets']} / {worst['count']} |")
+                  f"| {spread(mbps, lambda v: f'{v:.0f}')} "
+                  f"| {spread([num(r.get('cpu0_ns_per_pkt') or '') for r in rs], lambda v: f'{v:.0f}')} "
+                  f"| {worst['packets']} / {worst['count']} |")
         print()
         by = {k: median_of(v, "pps") for k, v in groups.items()}
         rc = by.get(("max", "ringcap", "fixed:46"))
@@ -194,13 +196,15 @@ def gen(path):
                   f"{'met' if rc / tg >= 1.2 else 'NOT met'})")
         elif ("max", "ringcap", "fixed:46") in groups:
             print("- ringcap gen / trafgen: not measured")
-        xdp = by.get(("max", "ringcap-xdp", "fixed:46"))
-        if xdp:   # issue 15
-            for other in ("trafgen", "ringcap-sendmmsg", "ringcap"):
+        for backend in ("xdp", "xdp-live"):   # issue 15
+            xdp = by.get(("max", f"ringcap-{backend}", "fixed:46"))
+            if not xdp:
+                continue
+            for other in ("trafgen", "ringcap-sendmmsg", "ringcap", "ringcap-xdp"):
                 o = by.get(("max", other, "fixed:46"))
-                if o:
+                if o and other != f"ringcap-{backend}":
                     goal = f" (target ≥ 1.50: {'met' if xdp / o >= 1.5 else 'NOT met'})" if other == "trafgen" else ""
-                    print(f"- 60-byte frames, ringcap gen --backend xdp / {other} = {xdp / o:.2f} ×{goal}")
+                    print(f"- 60-byte frames, ringcap gen --backend {backend} / {other} = {xdp / o:.2f} ×{goal}")
         d = by.get(("dist", "ringcap", "default"))
         same = [(k[2], v) for k, v in by.items() if k[0] == "dist" and k[2] != "default"]
         if d and same and same[0][1]:

@@ -15,6 +15,9 @@ pub enum GenError {
         #[source]
         source: std::io::Error,
     },
+    /// The kernel refused an XDP step (the message says why and what to do).
+    #[error("{0}")]
+    Xdp(String),
     /// The capture file to replay could not be read.
     #[error("replay: {0}")]
     Replay(#[from] store::StoreError),

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod frames;
+mod live_tx;
 pub mod options;
 pub mod pace;
 pub mod replay;

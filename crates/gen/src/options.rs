@@ -29,6 +29,8 @@ pub struct GenOptions {
     pub batch: usize,
     /// TX_RING frames per thread.
     pub ring_frames: usize,
+    /// `xdp-live`: copies of one frame per BPF_PROG_TEST_RUN call at top speed (paced runs send fewer).
+    pub live_repeat: u32,
     /// Socket send buffer (bytes); `None`: the system default.
     pub sndbuf: Option<usize>,
     /// Packets per second (total).
@@ -60,6 +62,7 @@ impl Default for GenOptions {
             cpus: Vec::new(),
             batch: DEFAULT_BATCH,
             ring_frames: DEFAULT_RING_FRAMES,
+            live_repeat: DEFAULT_LIVE_REPEAT,
             sndbuf: None,
             pps: None,
             mbps: None,
@@ -77,6 +80,14 @@ impl Default for GenOptions {
 pub const DEFAULT_BATCH: usize = 64;
 /// Default TX_RING frames.
 pub const DEFAULT_RING_FRAMES: usize = 1024;
+/// Default `xdp-live` frames per call: large enough that the kernel's ~20 ms per call (swapping the program
+/// into its XDP dispatcher) is amortised, small enough that a stop request is seen within a fraction of a
+/// second.
+pub const DEFAULT_LIVE_REPEAT: u32 = 1 << 20;
+/// Why replay has no `xdp-live`.
+pub(crate) const LIVE_REPLAY: &str =
+    "--backend xdp-live repeats one frame per kernel call, and a replay sends every frame once: use \
+     --backend xdp or sendmmsg";
 
 fn positive(name: &str, v: Option<f64>) -> Result<(), GenError> {
     match v {
@@ -102,6 +113,12 @@ impl GenOptions {
         }
         if self.backend == Backend::TxRing && self.ring_frames < self.batch {
             return bad("ring_frames must be at least batch");
+        }
+        if self.backend == Backend::XdpLive && self.batch > xdp::LIVE_MAX_BATCH as usize {
+            return bad("--backend xdp-live takes batch 1-256 (the kernel's largest batch)");
+        }
+        if self.live_repeat == 0 {
+            return bad("live_repeat must be at least 1");
         }
         let rates = [
             self.pps.is_some(),
@@ -206,6 +223,9 @@ impl ReplayOptions {
         }
         if self.backend == Backend::TxRing && self.ring_frames < self.batch {
             return bad("ring_frames must be at least batch");
+        }
+        if self.backend == Backend::XdpLive {
+            return bad(LIVE_REPLAY);
         }
         Ok(())
     }

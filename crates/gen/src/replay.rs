@@ -13,10 +13,12 @@ use store::CaptureReader;
 use wire::LinkType;
 
 use crate::error::GenError;
-use crate::options::ReplayOptions;
+use crate::options::{ReplayOptions, LIVE_REPLAY};
 use crate::pace::{self, RateBasis};
 use crate::report::{Departures, GenReport, ReplayStats, RunSpec, ThreadReport};
-use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
+use crate::threads::{
+    common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
+};
 use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
 use sys::Interface;
 
@@ -28,15 +30,14 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
     let max_frame = ifc.mtu as usize + 14 + 4;
     // Open once up front so a missing or unreadable file fails before any socket exists.
     let first = CaptureReader::open(&opts.file).map_err(GenError::Replay)?;
-    let sock = open_tx(
-        0,
-        opts.backend,
-        &ifc,
-        opts.sndbuf,
-        opts.ring_frames,
-        opts.batch,
+    let sizes = TxSizes {
+        sndbuf: opts.sndbuf,
+        ring_frames: opts.ring_frames,
+        batch: opts.batch,
         max_frame,
-    )?;
+        live_repeat: 1,
+    };
+    let sock = open_tx(0, opts.backend, &ifc, &sizes)?;
     let mut stats = ReplayStats::default();
     let stats_ref = std::sync::Mutex::new(&mut stats);
     let reader = std::sync::Mutex::new(Some(first));
@@ -58,6 +59,7 @@ pub fn replay(opts: &ReplayOptions, ctl: &Control) -> Result<GenReport, GenError
             }
             Opened::Ring(mut tx) => play(&mut tx, opts, &ifc, first, t0, abort, c, &mut st),
             Opened::Xdp(mut tx) => play(&mut *tx, opts, &ifc, first, t0, abort, c, &mut st),
+            Opened::Live(_) => Err(GenError::Options(LIVE_REPLAY.into())),
         };
         **stats_ref.lock().unwrap() = st;
         let mut rep = out?;

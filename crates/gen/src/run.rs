@@ -18,12 +18,15 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::GenError;
 use crate::frames::{FrameBuilder, FrameShared};
+use crate::live_tx::{generate_live, DropLedger};
 use crate::options::GenOptions;
 use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::sizes::{seeded_rng, SizeModel, SizeSampler};
-use crate::threads::{common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened};
-use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
+use crate::threads::{
+    common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
+};
+use crate::tx::{lookup_interface, Backend, MmsgTx, SendErrors, Tx};
 
 /// A source of IP packet lengths for one thread.
 pub trait SizeSource: Send {
@@ -114,19 +117,20 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
     let max_ip_len = ifc.mtu.min(u16::MAX as u32) as u16;
     let shared = FrameShared::new(&opts.frame, &mut seeded_rng(opts.seed, POOL_STREAM))?;
     let max_frame = opts.frame.l2_len() + max_ip_len as usize;
+    let tx_sizes = TxSizes {
+        sndbuf: opts.sndbuf,
+        ring_frames: opts.ring_frames,
+        batch: opts.batch,
+        max_frame,
+        live_repeat: opts.live_repeat,
+    };
     let sockets = (0..opts.threads)
-        .map(|t| {
-            open_tx(
-                t,
-                opts.backend,
-                &ifc,
-                opts.sndbuf,
-                opts.ring_frames,
-                opts.batch,
-                max_frame,
-            )
-        })
+        .map(|t| open_tx(t, opts.backend, &ifc, &tx_sizes))
         .collect::<Result<Vec<_>, _>>()?;
+    let ledger = match opts.backend {
+        Backend::XdpLive => Some(DropLedger::new(&ifc)?),
+        _ => None,
+    };
     let cpu_of = |t: usize| (!opts.cpus.is_empty()).then(|| opts.cpus[t % opts.cpus.len()]);
 
     let work = |t: usize,
@@ -200,6 +204,17 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 barrier,
                 start,
             ),
+            Opened::Live(tx) => generate_live(
+                &tx,
+                ledger.as_ref().expect("a ledger for xdp-live"),
+                &mut builder,
+                &mut sampler,
+                &job,
+                abort,
+                c,
+                barrier,
+                start,
+            ),
         }?;
         report.thread = t;
         report.cpu = cpu_of(t);
@@ -221,12 +236,12 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
 }
 
 /// What one thread has to do.
-struct Job {
-    count: Option<u64>,
-    duration_s: Option<f64>,
-    rate: Rate,
-    phase: f64,
-    burst: Option<Burst>,
+pub(crate) struct Job {
+    pub(crate) count: Option<u64>,
+    pub(crate) duration_s: Option<f64>,
+    pub(crate) rate: Rate,
+    pub(crate) phase: f64,
+    pub(crate) burst: Option<Burst>,
 }
 
 /// The sending loop of one thread.

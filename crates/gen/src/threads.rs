@@ -7,6 +7,7 @@ use std::sync::{Barrier, OnceLock};
 use std::time::Duration;
 
 use crate::error::GenError;
+use crate::live_tx::LiveTx;
 use crate::report::{Progress, ThreadReport};
 use crate::tx::{self, Backend, RingTx};
 use crate::xdp_tx::XdpTx;
@@ -44,6 +45,17 @@ pub(crate) enum Opened {
     Mmsg(OwnedFd),
     Ring(RingTx),
     Xdp(Box<XdpTx>),
+    Live(Box<LiveTx>),
+}
+
+/// How the senders of a run are sized (the options each backend reads).
+#[derive(Clone, Copy)]
+pub(crate) struct TxSizes {
+    pub sndbuf: Option<usize>,
+    pub ring_frames: usize,
+    pub batch: usize,
+    pub max_frame: usize,
+    pub live_repeat: u32,
 }
 
 /// Opens the socket of thread `thread` (an AF_XDP socket binds to transmit queue `thread`).
@@ -51,11 +63,23 @@ pub(crate) fn open_tx(
     thread: usize,
     backend: Backend,
     ifc: &Interface,
-    sndbuf: Option<usize>,
-    ring_frames: usize,
-    batch: usize,
-    max_frame: usize,
+    sizes: &TxSizes,
 ) -> Result<Opened, GenError> {
+    let TxSizes {
+        sndbuf,
+        ring_frames,
+        batch,
+        max_frame,
+        live_repeat,
+    } = *sizes;
+    if backend == Backend::XdpLive {
+        return Ok(Opened::Live(Box::new(LiveTx::new(
+            ifc,
+            thread,
+            batch,
+            live_repeat,
+        )?)));
+    }
     if backend == Backend::Xdp {
         return Ok(Opened::Xdp(Box::new(XdpTx::new(
             ifc,
@@ -71,7 +95,7 @@ pub(crate) fn open_tx(
             Opened::Mmsg(fd)
         }
         Backend::TxRing => Opened::Ring(RingTx::new(fd, ifc, ring_frames, batch, max_frame)?),
-        Backend::Xdp => unreachable!("opened above"),
+        Backend::Xdp | Backend::XdpLive => unreachable!("opened above"),
     })
 }
 

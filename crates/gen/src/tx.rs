@@ -30,6 +30,8 @@ pub enum Backend {
     TxRing,
     /// AF_XDP, one socket per thread on transmit queue = thread, frames built once in its UMEM.
     Xdp,
+    /// BPF_PROG_TEST_RUN in live-frames mode: the kernel sends `live_repeat` copies of a frame per call.
+    XdpLive,
 }
 
 impl fmt::Display for Backend {
@@ -38,6 +40,7 @@ impl fmt::Display for Backend {
             Backend::Sendmmsg => "sendmmsg",
             Backend::TxRing => "tx-ring",
             Backend::Xdp => "xdp",
+            Backend::XdpLive => "xdp-live",
         })
     }
 }
@@ -49,7 +52,10 @@ impl FromStr for Backend {
             "sendmmsg" | "mmsg" => Ok(Backend::Sendmmsg),
             "tx-ring" | "txring" | "ring" => Ok(Backend::TxRing),
             "xdp" | "af-xdp" => Ok(Backend::Xdp),
-            _ => Err(format!("bad backend {s:?}: use sendmmsg, tx-ring or xdp")),
+            "xdp-live" => Ok(Backend::XdpLive),
+            _ => Err(format!(
+                "bad backend {s:?}: use sendmmsg, tx-ring, xdp or xdp-live"
+            )),
         }
     }
 }

@@ -59,20 +59,29 @@ pub struct GenArgs {
     /// Seed of every random choice (sizes, addresses, ports, payloads): same seed, same traffic.
     #[arg(long = "seed", default_value_t = 1)]
     pub seed: u64,
-    /// Sender: sendmmsg (default), tx-ring (AF_PACKET TX_RING) or xdp (an AF_XDP socket per thread on
-    /// transmit queue = thread number, frames built once in its memory; frames up to 4096 bytes).
+    /// Sender: sendmmsg (default), tx-ring (AF_PACKET TX_RING), xdp (an AF_XDP socket per thread on
+    /// transmit queue = thread number, frames built once in its memory; frames up to 4096 bytes) or xdp-live
+    /// (the kernel sends from inside by BPF_PROG_TEST_RUN in live-frames mode, Linux ≥ 5.18: each call sends
+    /// --live-repeat copies of one frame, so sizes, addresses and ports change per call, not per packet; a
+    /// paced rate is approached, not followed per frame: a call of more than one frame costs the kernel ~20 ms,
+    /// so the frames due by then go in bursts of about 20 ms of traffic (one frame per call below ~50 calls/s); the
+    /// count is exact where the driver counts refused frames in tx_dropped, as veth does; on veth the
+    /// receiving end needs an XDP program or GRO on, or veth refuses every frame).
     #[arg(
         long = "backend",
-        value_name = "sendmmsg|tx-ring|xdp",
+        value_name = "sendmmsg|tx-ring|xdp|xdp-live",
         default_value = "sendmmsg"
     )]
     pub backend: Backend,
+    /// xdp-live: copies of one frame per kernel call at top speed (fewer: less time per call, more calls).
+    #[arg(long = "live-repeat", value_name = "N", default_value_t = gen::options::DEFAULT_LIVE_REPEAT)]
+    pub live_repeat: u32,
     /// Sending threads, each with its own socket and flows.
     #[arg(long = "threads", default_value_t = 1)]
     pub threads: usize,
     #[command(flatten)]
     pub cpus: crate::cli::Cpus,
-    /// Frames per send call.
+    /// Frames per send call (xdp-live: per kernel batch, 1-256).
     #[arg(long = "batch", default_value_t = gen::options::DEFAULT_BATCH)]
     pub batch: usize,
     /// Source MAC (the default passes the thesis filter of seed 000, Fig. 6.5).
@@ -136,7 +145,7 @@ pub struct ReplayArgs {
     /// Times to play the file (0: until interrupted).
     #[arg(long = "loop", default_value_t = 1)]
     pub loops: u64,
-    /// Sender: sendmmsg, tx-ring or xdp (AF_XDP, queue 0).
+    /// Sender: sendmmsg, tx-ring or xdp (AF_XDP, queue 0); not xdp-live, which repeats one frame per call.
     #[arg(long = "backend", default_value = "sendmmsg")]
     pub backend: Backend,
     /// CPU to pin the sender to.
@@ -160,6 +169,7 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
         threads: a.threads,
         cpus: a.cpus.list.clone(),
         batch: a.batch,
+        live_repeat: a.live_repeat,
         pps: a.pps,
         mbps: a.mbps,
         gap_ns: a.gap,
@@ -224,7 +234,7 @@ fn gen_fatal(e: GenError) -> Fatal {
     match e {
         GenError::Options(_) => Fatal::usage(anyhow!(e)),
         GenError::Replay(_) => Fatal::usage(anyhow!(e)),
-        GenError::Io { .. } => Fatal::runtime(anyhow!(e)),
+        GenError::Io { .. } | GenError::Xdp(_) => Fatal::runtime(anyhow!(e)),
     }
 }
 

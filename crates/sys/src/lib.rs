@@ -123,6 +123,49 @@ pub fn interface_names() -> Vec<String> {
     names
 }
 
+/// Transmit counters of an interface: 32-bit, so callers take differences with `wrapping_sub`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxCounters {
+    /// `tx_packets`.
+    pub packets: u32,
+    /// `tx_dropped`.
+    pub dropped: u32,
+}
+
+/// The transmit counters of interface `name` (`rtnl_link_stats` through getifaddrs, so in the caller's
+/// network namespace).
+pub fn interface_tx_counters(name: &str) -> io::Result<TxCounters> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = None;
+    let mut p = list;
+    // SAFETY: a linked list from getifaddrs; for AF_PACKET entries ifa_data is a `rtnl_link_stats`, whose
+    // second u32 is tx_packets and eighth tx_dropped.
+    unsafe {
+        while !p.is_null() {
+            let a = &*p;
+            if !a.ifa_addr.is_null()
+                && i32::from((*a.ifa_addr).sa_family) == libc::AF_PACKET
+                && !a.ifa_data.is_null()
+                && CStr::from_ptr(a.ifa_name).to_bytes() == name.as_bytes()
+            {
+                let stats = a.ifa_data as *const u32;
+                found = Some(TxCounters {
+                    packets: *stats.add(1),
+                    dropped: *stats.add(7),
+                });
+                break;
+            }
+            p = a.ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    found.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+}
+
 /// Pins the calling thread to one CPU (sched_setaffinity). Allocates nothing, so a child may call it
 /// between fork and exec.
 pub fn pin_thread(cpu: usize) -> io::Result<()> {

@@ -57,4 +57,13 @@ int ringcap_drop(struct xdp_md *ctx)
 	return XDP_DROP;
 }
 
+// gen --backend xdp-live: run by BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, never attached. The test
+// run turns XDP_TX into a redirect to the context's ingress_ifindex, which ringcap sets to the interface to
+// send on, so every run transmits the frame as given (gen builds it; nothing is rewritten here).
+SEC("xdp")
+int ringcap_tx(struct xdp_md *ctx)
+{
+	return XDP_TX;
+}
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

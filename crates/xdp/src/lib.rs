@@ -5,14 +5,18 @@
 //!   process, however it ends.
 //! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its own UMEM, for receiving
 //!   (`capture --source xdp`) or sending (`gen --backend xdp`).
+//! * [`LiveSender`]: `ringcap_tx` run by BPF_PROG_TEST_RUN in live-frames mode, sending from inside the kernel
+//!   (`gen --backend xdp-live`).
 //!
 //! The packet sources built on these live in `capture`; this crate knows nothing of batches or sinks.
 
 mod error;
+mod live;
 mod program;
 mod xsk;
 
 pub use error::XdpError;
+pub use live::{LiveSender, LIVE_MAX_BATCH};
 pub use program::{Mode, Program, Seen};
 pub use xsk::{Bind, XskConfig, XskSocket, XskStats};
 

@@ -14,7 +14,8 @@ use aya::{Ebpf, EbpfLoader};
 
 use crate::error::XdpError;
 
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ringcap.bpf.o"));
+pub(crate) static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ringcap.bpf.o"));
 
 /// Where the kernel runs the program (`--xdp-mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -161,7 +162,7 @@ fn errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
     None
 }
 
-fn load_error(interface: &str, e: &(dyn std::error::Error + 'static)) -> XdpError {
+pub(crate) fn load_error(interface: &str, e: &(dyn std::error::Error + 'static)) -> XdpError {
     match errno(e) {
         Some(libc::EPERM) | Some(libc::EACCES) => XdpError::Privileges(format!(
             "loading an XDP program for {interface} was refused: it needs root (CAP_BPF and CAP_NET_ADMIN)"
