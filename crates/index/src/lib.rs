@@ -10,6 +10,7 @@ pub mod files;
 pub mod flows;
 pub mod key;
 pub mod live;
+pub mod priority;
 pub mod query;
 pub mod scan;
 
