@@ -1,6 +1,5 @@
 //! Page-aligned output buffers (O_DIRECT needs aligned addresses, sizes and file offsets).
 
-use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 
 /// Alignment of every buffer: a page, which covers 512-byte and 4 KiB logical blocks.
@@ -49,16 +48,45 @@ pub struct OutBuf {
 unsafe impl Send for OutBuf {}
 
 impl OutBuf {
-    /// Allocates `cap` bytes (a multiple of [`ALIGN`]) and touches every page now, so the capture
-    /// thread never takes a page fault in the hot path.
+    /// Maps `cap` bytes (a multiple of [`ALIGN`]) and faults every page in now, so the capture
+    /// thread never takes a page fault while it fills the buffer.
+    ///
+    /// An anonymous mapping, not the allocator: `alloc_zeroed` with page alignment zeroes the
+    /// memory a second time in user space on top of the kernel's zeroing, and asks for 4 KiB
+    /// pages. Here the kernel zeroes once, with 2 MiB pages where it has them (`MADV_HUGEPAGE`;
+    /// mappings of whole 2 MiB multiples are aligned for it): one fault per 2 MiB instead of 512.
+    /// Measured at start-up (idle capture, 4 × 4 MiB buffers): see BENCHMARKS.md, "Where
+    /// ringcap's capture CPU goes".
     pub fn new(cap: usize) -> OutBuf {
         assert!(cap > 0 && cap.is_multiple_of(ALIGN));
-        let layout = Layout::from_size_align(cap, ALIGN).expect("buffer layout");
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        // SAFETY: ptr is valid for cap bytes; writing zeros faults the pages in.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, cap) };
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                cap,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            let layout = std::alloc::Layout::from_size_align(cap, ALIGN).expect("buffer layout");
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: advice on our own mapping only; failure leaves 4 KiB pages, which still work.
+        let populated = unsafe {
+            libc::madvise(raw, cap, libc::MADV_HUGEPAGE);
+            libc::madvise(raw, cap, libc::MADV_POPULATE_WRITE) == 0
+        };
+        if !populated {
+            // Kernels before 5.14 have no MADV_POPULATE_WRITE: touch one byte per page.
+            for off in (0..cap).step_by(ALIGN) {
+                // SAFETY: off < cap, inside the mapping.
+                unsafe { (raw as *mut u8).add(off).write_volatile(0) };
+            }
+        }
+        let ptr = NonNull::new(raw as *mut u8).expect("mmap returned a non-null address");
         OutBuf {
             ptr,
             cap,
@@ -102,7 +130,7 @@ impl OutBuf {
     /// The first `len` bytes, whatever `len` says is filled (the writer's staging buffer).
     pub(crate) fn filled_to(&self, len: usize) -> &[u8] {
         assert!(len <= self.cap);
-        // SAFETY: ptr is valid for cap bytes, all initialised at allocation.
+        // SAFETY: ptr is valid for cap bytes, all initialised (zero-filled by the kernel).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
     }
 
@@ -148,9 +176,8 @@ impl OutBuf {
 
 impl Drop for OutBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.cap, ALIGN).expect("buffer layout");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        // SAFETY: mapped in `new` with this length; no borrow of it outlives the buffer.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.cap) };
     }
 }
 

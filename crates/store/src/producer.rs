@@ -41,6 +41,10 @@ impl Shared {
 pub(crate) struct Hand {
     pub filled_tx: Option<Sender<OutBuf>>,
     pub empty_rx: Receiver<OutBuf>,
+    /// Buffers of the pool not mapped yet: a producer that finds no empty buffer maps one.
+    pub unmapped: usize,
+    /// Size of every buffer of the pool.
+    pub buffer_size: usize,
     /// Producers created so far; with more than one, buffers are self-contained.
     pub producers: usize,
     /// Sequence number of the next buffer handed on.
@@ -452,17 +456,18 @@ impl Producer {
             self.dead = true;
             return None;
         }
-        let buf = if wait {
-            h.empty_rx.recv().ok()
-        } else {
-            match h.empty_rx.try_recv() {
-                Ok(b) => Some(b),
-                Err(TryRecvError::Empty) => None,
-                Err(TryRecvError::Disconnected) => {
-                    self.dead = true;
-                    None
-                }
+        let buf = match h.empty_rx.try_recv() {
+            Ok(b) => Some(b),
+            Err(TryRecvError::Disconnected) => {
+                self.dead = true;
+                None
             }
+            Err(TryRecvError::Empty) if h.unmapped > 0 => {
+                h.unmapped -= 1;
+                Some(OutBuf::new(h.buffer_size))
+            }
+            Err(TryRecvError::Empty) if wait => h.empty_rx.recv().ok(),
+            Err(TryRecvError::Empty) => None,
         };
         if buf.is_some() {
             self.active_since = Instant::now(); // once per buffer, not per packet

@@ -30,6 +30,8 @@ use wire::Vlan;
 
 /// Smallest buffer accepted: must hold several maximal records so each buffer has a record boundary.
 pub const MIN_BUFFER_SIZE: usize = 1 << 20;
+/// Buffers mapped when the writer starts; the others of `WriterOptions::buffers` on demand.
+const EAGER_BUFFERS: usize = 2;
 
 /// How a [`CaptureWriter`] formats and buffers its output.
 #[derive(Clone, Debug)]
@@ -149,10 +151,8 @@ impl CaptureWriter {
         let mut sink = FileSink::new(plan.clone(), opts.format, opts.direct_io, counters.clone())?;
         sink.set_header(shared.header.clone());
         if let Some(make) = &plan.indexer {
-            // The indexer holds up to IN_FLIGHT buffers: the pool gets that many more.
-            for _ in 0..IN_FLIGHT {
-                let _ = empty_tx.send(OutBuf::new(opts.buffer_size));
-            }
+            // The indexer holds up to IN_FLIGHT buffers: the pool may grow by that many more.
+            shared.lock().unmapped += IN_FLIGHT;
             sink.attach_indexer(make(), empty_tx.clone())
                 .map_err(|e| StoreError::Config(format!("cannot start the indexer thread: {e}")))?;
         }
@@ -339,7 +339,10 @@ fn prepare(
     counters.buffers_total.store(opts.buffers as u64, Relaxed);
     let (filled_tx, filled_rx) = mpsc::channel::<OutBuf>();
     let (empty_tx, empty_rx) = mpsc::channel::<OutBuf>();
-    for _ in 0..opts.buffers {
+    // Two buffers now (one filling, one being written); the rest only when a producer finds the
+    // pool empty, so a capture that keeps up never maps (and faults in) memory it does not use.
+    let eager = opts.buffers.min(EAGER_BUFFERS);
+    for _ in 0..eager {
         empty_tx
             .send(OutBuf::new(opts.buffer_size))
             .expect("receiver alive");
@@ -350,6 +353,8 @@ fn prepare(
     let mut hand = Hand {
         filled_tx: Some(filled_tx),
         empty_rx,
+        unmapped: opts.buffers - eager,
+        buffer_size: opts.buffer_size,
         producers: 0,
         next_seq: 0,
         stream_end: 0,
