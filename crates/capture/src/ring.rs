@@ -51,6 +51,8 @@ impl Default for RingConfig {
     }
 }
 
+/// Blocks a ring has at least, when its size allows (see [`RingConfig::geometry`]).
+const MIN_BLOCKS: usize = 8;
 /// V3 frame size: only sets tp_frame_nr (the kernel bounds a V3 frame by the block, not by this).
 const FRAME_SIZE: usize = 2048;
 /// struct tpacket_block_desc: version, offset_to_priv, then tpacket_hdr_v1 (40 bytes).
@@ -70,7 +72,9 @@ impl RingConfig {
                 "ring block size {block} must be a power of two between {page} and 1 GiB"
             )));
         }
-        while block > page && self.buffer_bytes < 2 * block {
+        // A small ring gets smaller blocks: with two, one late hand-back (a throttled or
+        // descheduled reader) fills the ring; eight leave the kernel room while one is read.
+        while block > page && self.buffer_bytes < MIN_BLOCKS * block {
             block /= 2;
         }
         let count = self.buffer_bytes / block;
@@ -540,9 +544,12 @@ mod tests {
             cfg(1 << 20, (64 << 20) + 5).geometry().unwrap(),
             (1 << 20, 64)
         );
-        // tcpdump's default -B 2048 KiB: two 1 MiB blocks; 1 MiB total: two 512 KiB blocks.
-        assert_eq!(cfg(1 << 20, 2 << 20).geometry().unwrap(), (1 << 20, 2));
-        assert_eq!(cfg(1 << 20, 1 << 20).geometry().unwrap(), (512 << 10, 2));
+        // tcpdump's default -B 2048 KiB: eight 256 KiB blocks; 1 MiB total: eight of 128 KiB.
+        assert_eq!(cfg(1 << 20, 2 << 20).geometry().unwrap(), (256 << 10, 8));
+        assert_eq!(cfg(1 << 20, 1 << 20).geometry().unwrap(), (128 << 10, 8));
+        assert_eq!(cfg(1 << 20, 8 << 20).geometry().unwrap(), (1 << 20, 8));
+        // Fewer than eight pages: as many page-sized blocks as fit.
+        assert_eq!(cfg(1 << 20, 16 << 10).geometry().unwrap(), (4096, 4));
         assert!(cfg(3 << 20, 64 << 20).geometry().is_err());
         assert!(cfg(1 << 20, 4096).geometry().is_err());
     }
