@@ -233,6 +233,13 @@ impl IndexFile {
         let name = index.display().to_string();
         let bytes = std::fs::read(index).map_err(|e| IndexError::Io(name.clone(), e))?;
         let ix = IndexFile::parse(bytes, &name)?;
+        // A capture file now shorter than what was indexed changed (and cannot be read that far).
+        let size = std::fs::metadata(capture)
+            .map_err(|e| IndexError::Io(capture.display().to_string(), e))?
+            .len();
+        if size < ix.header.covered {
+            return Err(IndexError::Stale(name));
+        }
         let now = Identity::of(capture, ix.header.covered)
             .map_err(|e| IndexError::Io(capture.display().to_string(), e))?;
         let id = ix.header.identity;

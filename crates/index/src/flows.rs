@@ -351,6 +351,13 @@ pub fn check_flow_table(capture: &Path) -> Result<u64, FlowTableError> {
     if rows != expected_rows {
         return Err(FlowTableError::Damaged(name, "row count".into()));
     }
+    // A capture file of another size changed (and a shorter one cannot even be read up to `covered`).
+    let capture_size = std::fs::metadata(capture)
+        .map_err(|e| FlowTableError::Io(capture.display().to_string(), e))?
+        .len();
+    if capture_size != size {
+        return Err(FlowTableError::Stale(name));
+    }
     let now = Identity::of(capture, covered.min(size))
         .map_err(|e| FlowTableError::Io(capture.display().to_string(), e))?;
     if now.size != size || u64::from(now.head_crc) != head || u64::from(now.tail_crc) != tail {

@@ -279,6 +279,40 @@ fn flow_tables_equal_tshark_conversations() {
             "{out}"
         );
         assert_eq!(table_flows(cut), before, "the rebuilt table differs");
+
+        // A capture file replaced under its name (another file's packets): its table and index are
+        // stale, found so and rebuilt; check_store then holds the new table against tshark.
+        assert!(files.len() >= 4, "{name}: only {} files", files.len());
+        let (replaced, donor) = (&files[2], &files[3]);
+        let old_flows = table_flows(replaced);
+        std::fs::copy(donor, replaced).unwrap();
+        let checked = index::check_flow_table(replaced);
+        let opened = index::IndexFile::open(&index::index_path(replaced), replaced);
+        assert!(
+            matches!(opened, Err(index::IndexError::Stale(_))),
+            "a replaced capture file's index is not stale: {:?}",
+            opened.err()
+        );
+        assert!(
+            matches!(checked, Err(index::FlowTableError::Stale(_))),
+            "a replaced capture file's table is not stale: {checked:?}"
+        );
+        let out = ringcap_index(&store);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&*replaced.to_string_lossy()))
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(line.contains("flow table"), "not rebuilt: {line}");
+        assert_eq!(
+            table_flows(replaced),
+            table_flows(donor),
+            "rebuilt from what?"
+        );
+        assert_ne!(
+            table_flows(replaced),
+            old_flows,
+            "the replacement changed nothing"
+        );
         check_store(&store);
     }
     let _ = std::fs::remove_dir_all(&work);
