@@ -5,6 +5,7 @@ pub mod frames;
 mod live_tx;
 pub mod options;
 pub mod pace;
+pub mod phases;
 pub mod replay;
 pub mod report;
 pub mod run;

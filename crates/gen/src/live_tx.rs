@@ -32,7 +32,7 @@ use xdp::LiveSender;
 
 use crate::error::GenError;
 use crate::frames::FrameBuilder;
-use crate::pace::{self, Pacer, RateBasis};
+use crate::pace::{self, RateBasis};
 use crate::report::{Departures, ThreadReport};
 use crate::run::{Job, SizeSource};
 use crate::threads::{common_start, Counters};
@@ -195,7 +195,7 @@ pub(crate) fn generate_live<S: SizeSource>(
     let mut last_len = 0;
 
     let t0 = common_start(barrier, start);
-    let mut pacer = Pacer::new(t0, job.rate, job.phase, job.burst);
+    let mut pacer = job.pacer(t0);
     let end = job.duration_s.map(|d| t0 + (d * 1e9) as u64);
     let past_end = |t: u64| end.is_some_and(|e| t >= e);
     loop {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::GenError;
 use crate::frames::FrameOptions;
 use crate::pace::{Burst, Rate, RateBasis};
+use crate::phases::PhaseRate;
 use crate::tx::Backend;
 
 /// Options of a generator run.
@@ -132,9 +133,15 @@ impl GenOptions {
         positive("mbps", self.mbps)?;
         positive("gap_ns", self.gap_ns)?;
         positive("duration", self.duration_s)?;
-        if let Some(b) = self.burst {
+        if let Some(b) = &self.burst {
             if !(b.on_s > 0.0 && b.off_s >= 0.0 && b.on_s.is_finite() && b.off_s.is_finite()) {
                 return bad("burst needs on > 0 and off >= 0 seconds");
+            }
+            if !b.phases.is_empty() && self.backend == Backend::XdpLive {
+                return bad(
+                    "burst phases change sizes and rates per on-period, and --backend xdp-live sends one \
+                     frame per kernel call: use --backend sendmmsg, tx-ring or xdp",
+                );
             }
         }
         self.frame.validate()
@@ -142,12 +149,39 @@ impl GenOptions {
 
     /// The rate of one thread of `threads`, and the phase of thread `t` so threads interleave.
     pub(crate) fn thread_rate(&self, t: usize) -> (Rate, f64) {
+        self.split_rate(self.pps, self.mbps, self.gap_ns, t)
+    }
+
+    /// Per burst phase (with phases): thread `t`'s rate and offset; a phase without a rate has the run's.
+    pub(crate) fn thread_phase_rates(&self, t: usize) -> Vec<(Rate, f64)> {
+        let phases = self.burst.as_ref().map_or(&[][..], |b| &b.phases[..]);
+        phases
+            .iter()
+            .map(|p| match p.rate {
+                None => self.thread_rate(t),
+                Some(PhaseRate::Max) => (Rate::Top, 0.0),
+                Some(PhaseRate::Pps(v)) => self.split_rate(Some(v), None, None, t),
+                Some(PhaseRate::Mbps(v)) => self.split_rate(None, Some(v), None, t),
+                Some(PhaseRate::Gap(v)) => self.split_rate(None, None, Some(v), t),
+            })
+            .collect()
+    }
+
+    /// A total rate (at most one of pps, mbps and gap) split over the threads: thread `t`'s share and
+    /// offset.
+    fn split_rate(
+        &self,
+        pps: Option<f64>,
+        mbps: Option<f64>,
+        gap_ns: Option<f64>,
+        t: usize,
+    ) -> (Rate, f64) {
         let n = self.threads as f64;
-        let interval = self.pps.map(|p| 1e9 / p).or(self.gap_ns);
+        let interval = pps.map(|p| 1e9 / p).or(gap_ns);
         if let Some(ns) = interval {
             return (Rate::Interval { ns: ns * n }, ns * t as f64);
         }
-        if let Some(m) = self.mbps {
+        if let Some(m) = mbps {
             return (
                 Rate::Bits {
                     ns_per_byte: 8e3 / m * n,

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::phases::{format_phases, parse_phases, Phase};
+
 /// Bytes a frame occupies on an Ethernet wire beyond its captured bytes: preamble + SFD 8, FCS 4, gap 12.
 pub const L1_OVERHEAD: u64 = 24;
 /// Shortest Ethernet frame without FCS; shorter frames are padded to it on a real wire.
@@ -49,18 +51,26 @@ impl FromStr for RateBasis {
     }
 }
 
-/// An on/off schedule (seed 002's burst test: `on=10s,off=10s`).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// An on/off schedule (seed 002's burst test: `on=10s,off=10s`), optionally with its own traffic per
+/// on-period (`phases`, used in turn: period k sends phase k mod n).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Burst {
     /// Seconds of sending per period.
     pub on_s: f64,
     /// Seconds of silence per period.
     pub off_s: f64,
+    /// Traffic of the on-periods in turn; empty: every on-period sends the run's traffic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
 }
 
 impl fmt::Display for Burst {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "on={}s,off={}s", self.on_s, self.off_s)
+        write!(f, "on={}s,off={}s", self.on_s, self.off_s)?;
+        if !self.phases.is_empty() {
+            write!(f, ",phases={}", format_phases(&self.phases))?;
+        }
+        Ok(())
     }
 }
 
@@ -88,17 +98,33 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
 
 impl FromStr for Burst {
     type Err = String;
+    /// `on=T,off=T[,phases=P;P;...]`: phases come last and take the rest of the text (size specs such as
+    /// `mix:50,186,1500` contain commas).
     fn from_str(s: &str) -> Result<Self, String> {
+        let usage =
+            || format!("bad burst schedule {s:?}: write on=10s,off=10s[,phases=DIST@RATE;...]");
+        let (times, phases) = match s.find("phases=") {
+            Some(i) => {
+                let head = s[..i].trim_end();
+                let head = head.strip_suffix(',').ok_or_else(usage)?;
+                (head, parse_phases(&s[i + "phases=".len()..])?)
+            }
+            None => (s, Vec::new()),
+        };
         let (mut on, mut off) = (None, None);
-        for part in s.split(',') {
-            match part.split_once('=') {
+        for part in times.split(',') {
+            match part.trim().split_once('=') {
                 Some(("on", v)) => on = Some(parse_seconds(v)?),
                 Some(("off", v)) => off = Some(parse_seconds(v)?),
-                _ => return Err(format!("bad burst schedule {s:?}: write on=10s,off=10s")),
+                _ => return Err(usage()),
             }
         }
         match (on, off) {
-            (Some(on_s), Some(off_s)) if on_s > 0.0 => Ok(Burst { on_s, off_s }),
+            (Some(on_s), Some(off_s)) if on_s > 0.0 => Ok(Burst {
+                on_s,
+                off_s,
+                phases,
+            }),
             _ => Err(format!(
                 "bad burst schedule {s:?}: write on=10s,off=10s with on > 0"
             )),
@@ -177,13 +203,18 @@ pub struct Pacer {
     rate: Rate,
     /// (on, off) in ns.
     burst: Option<(u64, u64)>,
+    /// Departures so far (with phases: since the current period began).
     packets: u64,
     bytes: u64,
+    /// With phases: (rate, offset of this thread's first departure) of each on-period in turn.
+    phases: Vec<(Rate, f64)>,
+    /// With phases: the period being sent (`rate` and `phase_ns` are its phase's).
+    period: u64,
 }
 
 impl Pacer {
     /// Starts at `start` (CLOCK_MONOTONIC ns).
-    pub fn new(start: u64, rate: Rate, phase_ns: f64, burst: Option<Burst>) -> Self {
+    pub fn new(start: u64, rate: Rate, phase_ns: f64, burst: Option<&Burst>) -> Self {
         let burst = burst.map(|b| ((b.on_s * 1e9) as u64, (b.off_s * 1e9) as u64));
         Pacer {
             start,
@@ -192,7 +223,20 @@ impl Pacer {
             burst,
             packets: 0,
             bytes: 0,
+            phases: Vec::new(),
+            period: 0,
         }
+    }
+
+    /// A pacer whose on-periods take their rate from `phases` in turn ((rate, this thread's offset) each):
+    /// deadlines restart at every period's beginning, and a period's deadlines end with its on time.
+    pub fn phased(start: u64, burst: &Burst, phases: Vec<(Rate, f64)>) -> Self {
+        assert!(!phases.is_empty(), "a phased pacer needs phases");
+        let (rate, phase_ns) = phases[0];
+        let mut p = Pacer::new(start, rate, phase_ns, Some(burst));
+        p.phases = phases;
+        p.settle();
+        p
     }
 
     /// True when departures follow deadlines.
@@ -205,15 +249,33 @@ impl Pacer {
         self.start
     }
 
+    /// With phases: which phase is being sent (0 without phases).
+    pub fn phase(&self) -> usize {
+        if self.phases.is_empty() {
+            0
+        } else {
+            (self.period % self.phases.len() as u64) as usize
+        }
+    }
+
+    /// Offset of the next departure in sending ("on") time.
+    #[inline]
+    fn next_active(&self) -> Option<f64> {
+        match self.rate {
+            Rate::Top => None,
+            Rate::Interval { ns } => Some(self.phase_ns + self.packets as f64 * ns),
+            Rate::Bits { ns_per_byte, .. } => Some(self.phase_ns + self.bytes as f64 * ns_per_byte),
+        }
+    }
+
     /// Deadline of the next departure (None at top speed).
     #[inline]
     pub fn next_deadline(&self) -> Option<u64> {
-        let active = match self.rate {
-            Rate::Top => return None,
-            Rate::Interval { ns } => self.phase_ns + self.packets as f64 * ns,
-            Rate::Bits { ns_per_byte, .. } => self.phase_ns + self.bytes as f64 * ns_per_byte,
-        };
-        Some(self.start + self.to_wall(active as u64))
+        let active = self.next_active()? as u64;
+        match (self.phases.is_empty(), self.burst) {
+            (false, Some((on, off))) => Some(self.start + self.period * (on + off) + active),
+            _ => Some(self.start + self.to_wall(active)),
+        }
     }
 
     /// Records one departure of a frame of `frame_len` bytes.
@@ -223,9 +285,47 @@ impl Pacer {
         if let Rate::Bits { basis, .. } = self.rate {
             self.bytes += basis.bytes(frame_len);
         }
+        if !self.phases.is_empty() {
+            self.settle();
+        }
     }
 
-    /// Maps time spent sending ("on" time) to time since start, skipping the off periods.
+    /// With phases: moves on to the next period while the current one has no departure left in its on time
+    /// (at most one round of phases: a phase too slow for even one departure is skipped).
+    fn settle(&mut self) {
+        let Some((on, _)) = self.burst else { return };
+        for _ in 0..=self.phases.len() {
+            match self.next_active() {
+                Some(a) if a as u64 >= on => self.enter_period(self.period + 1),
+                _ => return,
+            }
+        }
+    }
+
+    fn enter_period(&mut self, period: u64) {
+        self.period = period;
+        (self.rate, self.phase_ns) = self.phases[self.phase()];
+        self.packets = 0;
+        self.bytes = 0;
+    }
+
+    /// With phases: when `now` is past the on time of the period being sent (a top-speed phase ended, or a
+    /// paced sender could not keep its phase's rate), the rest of that period is dropped and the sender moves
+    /// on to the next period it can still send in, so the off time stays silent.
+    pub fn catch_up(&mut self, now: u64) {
+        let Some((on, off)) = self.burst.filter(|_| !self.phases.is_empty()) else {
+            return;
+        };
+        let t = now.saturating_sub(self.start);
+        let (current, into) = (t / (on + off), t % (on + off));
+        let next = if into >= on { current + 1 } else { current };
+        if next > self.period {
+            self.enter_period(next);
+            self.settle();
+        }
+    }
+
+    /// Maps time spent sending ("on") time to time since start, skipping the off periods.
     #[inline]
     fn to_wall(&self, active: u64) -> u64 {
         match self.burst {
@@ -234,11 +334,20 @@ impl Pacer {
         }
     }
 
-    /// At top speed with a burst schedule: the end of the off period `now` falls in, if it does.
+    /// At top speed with a burst schedule: when sending may resume if `now` is outside the on time (the end
+    /// of the off period `now` falls in; with phases also the beginning of the period to be sent next).
     pub fn off_until(&self, now: u64) -> Option<u64> {
         let (on, off) = self.burst?;
-        let t = now.saturating_sub(self.start);
         let period = on + off;
+        if !self.phases.is_empty() {
+            let begins = self.start + self.period * period;
+            return if now < begins {
+                Some(begins)
+            } else {
+                (now - begins >= on).then_some(begins + period)
+            };
+        }
+        let t = now.saturating_sub(self.start);
         (t % period >= on).then(|| self.start + (t / period + 1) * period)
     }
 }
@@ -259,8 +368,9 @@ mod tests {
         let b = Burst {
             on_s: 1.0,
             off_s: 2.0,
+            phases: Vec::new(),
         };
-        let mut p = Pacer::new(0, Rate::Interval { ns: 250e6 }, 0.0, Some(b));
+        let mut p = Pacer::new(0, Rate::Interval { ns: 250e6 }, 0.0, Some(&b));
         let mut d = vec![];
         for _ in 0..6 {
             d.push(p.next_deadline().unwrap());
@@ -270,6 +380,54 @@ mod tests {
         assert_eq!(d, [0, 250 * ms, 500 * ms, 750 * ms, 3000 * ms, 3250 * ms]);
         assert_eq!(p.off_until(1500 * ms), Some(3000 * ms));
         assert_eq!(p.off_until(3500 * ms), None);
+    }
+
+    #[test]
+    fn phases_restart_deadlines_every_period_and_take_turns() {
+        // on 100 ms, off 100 ms; phase 0 at 40 ms intervals (3 departures fit), phase 1 at top speed,
+        // phase 2 at 60 ms (2 fit); this thread's first departure 10 ms into each paced period.
+        let ms = 1_000_000u64;
+        let b: Burst = "on=100ms,off=100ms,phases=fixed:50@gap=4e7;fixed:1500@max;imix@gap=6e7"
+            .parse()
+            .unwrap();
+        let phases = vec![
+            (Rate::Interval { ns: 40e6 }, 10e6),
+            (Rate::Top, 0.0),
+            (Rate::Interval { ns: 60e6 }, 10e6),
+        ];
+        let mut p = Pacer::phased(0, &b, phases);
+        let mut d = vec![];
+        for _ in 0..3 {
+            assert_eq!(p.phase(), 0);
+            d.push(p.next_deadline().unwrap());
+            p.advance(64);
+        }
+        assert_eq!(d, [10 * ms, 50 * ms, 90 * ms]);
+        // Phase 0's on time is used up: the pacer is in period 1, top speed, which begins at 200 ms.
+        assert_eq!((p.phase(), p.next_deadline()), (1, None));
+        assert_eq!(p.off_until(120 * ms), Some(200 * ms));
+        assert_eq!(p.off_until(250 * ms), None);
+        // Top speed ends with the on time; the clock moves the pacer on to period 2 (paced again).
+        assert_eq!(p.off_until(310 * ms), Some(400 * ms));
+        p.catch_up(400 * ms);
+        assert_eq!(p.phase(), 2);
+        let mut d = vec![];
+        for _ in 0..2 {
+            d.push(p.next_deadline().unwrap());
+            p.advance(64);
+        }
+        assert_eq!(d, [410 * ms, 470 * ms]);
+        // Then phase 0 again in period 3.
+        assert_eq!((p.phase(), p.next_deadline()), (0, Some(610 * ms)));
+        // A sender still in period 3's on time stays; one past it (a rate it cannot hold) skips the rest.
+        p.catch_up(690 * ms);
+        assert_eq!(p.phase(), 0);
+        p.catch_up(705 * ms);
+        assert_eq!((p.phase(), p.next_deadline()), (1, None));
+        assert_eq!(p.off_until(705 * ms), Some(800 * ms));
+        // A sender a whole period late skips to the period the clock is in (period 5: phase 2).
+        p.catch_up(1_050 * ms);
+        assert_eq!((p.phase(), p.next_deadline()), (2, Some(1_010 * ms)));
     }
 
     #[test]
@@ -307,18 +465,36 @@ mod tests {
             "on=10s,off=10s".parse::<Burst>().unwrap(),
             Burst {
                 on_s: 10.0,
-                off_s: 10.0
+                off_s: 10.0,
+                phases: Vec::new()
             }
         );
         assert_eq!(
             "on=250ms,off=1".parse::<Burst>().unwrap(),
             Burst {
                 on_s: 0.25,
-                off_s: 1.0
+                off_s: 1.0,
+                phases: Vec::new()
             }
         );
         assert!("on=0s,off=1s".parse::<Burst>().is_err());
         assert!("10s/10s".parse::<Burst>().is_err());
+        // Phases come last and keep their commas; printing gives back what was parsed.
+        let b: Burst = "on=1s,off=2s,phases=fixed:1500@max;mix:50,186,562,754,1010,1500@pps=360000"
+            .parse()
+            .unwrap();
+        assert_eq!(b.phases.len(), 2);
+        assert_eq!(b.phases[1].dist, "mix:50,186,562,754,1010,1500");
+        assert_eq!(b.to_string().parse::<Burst>().unwrap(), b);
+        let e = "phases=fixed:50,on=1s,off=1s".parse::<Burst>().unwrap_err();
+        assert!(e.contains("bad burst schedule"), "{e}");
+        let e = "on=1s,off=1s,phases=fixed:50;bogus"
+            .parse::<Burst>()
+            .unwrap_err();
+        assert!(
+            e.contains("phase 2") && e.contains("unknown distribution"),
+            "{e}"
+        );
         assert!((parse_seconds("100us").unwrap() - 100e-6).abs() < 1e-15);
     }
 

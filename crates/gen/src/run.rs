@@ -21,8 +21,9 @@ use crate::frames::{FrameBuilder, FrameShared};
 use crate::live_tx::{generate_live, DropLedger};
 use crate::options::GenOptions;
 use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
+use crate::phases::PhasedSizes;
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
-use crate::sizes::{seeded_rng, SizeModel, SizeSampler};
+use crate::sizes::{seeded_rng, Distribution, Mode, Params, SizeModel, SizeSampler};
 use crate::threads::{
     common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
 };
@@ -32,6 +33,9 @@ use crate::tx::{lookup_interface, Backend, MmsgTx, SendErrors, Tx};
 pub trait SizeSource: Send {
     /// The next IP packet length.
     fn next_size(&mut self) -> u16;
+    /// With burst phases: the phase whose sizes come next (sources without phases ignore it).
+    #[inline]
+    fn set_phase(&mut self, _phase: usize) {}
 }
 
 /// A size model: makes one [`SizeSource`] per thread from the seed and the thread's stream.
@@ -94,6 +98,12 @@ pub enum Stream {
     Payload = 2,
 }
 
+/// The ChaCha stream of burst phase `phase`'s sizes in thread `thread`: above every per-thread stream
+/// (threads ≤ 256, so those are below 2^11), one block of 2^32 per phase.
+pub fn phase_stream_id(thread: usize, phase: usize) -> u64 {
+    ((phase as u64 + 1) << 32) + stream_id(thread, Stream::Sizes)
+}
+
 /// The stream that fills the shared random payload pool.
 const POOL_STREAM: u64 = u64::MAX;
 
@@ -132,6 +142,19 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
         _ => None,
     };
     let cpu_of = |t: usize| (!opts.cpus.is_empty()).then(|| opts.cpus[t % opts.cpus.len()]);
+    // Burst phases' size models, built once and shared (exact sampling; an RFC 6985 genome or a mix is
+    // replayed in order).
+    let phase_models = opts
+        .burst
+        .iter()
+        .flat_map(|b| &b.phases)
+        .enumerate()
+        .map(|(i, p)| {
+            let bad = |e: String| GenError::Options(format!("burst phase {}: {e}", i + 1));
+            let dist = Distribution::from_spec(&p.dist).map_err(|e| bad(e.to_string()))?;
+            SizeModel::build(&dist, Mode::Exact, Params::default()).map_err(|e| bad(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
 
     let work = |t: usize,
                 sock: Opened,
@@ -149,7 +172,15 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
                 thread_rng(opts.seed, t, Stream::Fields),
                 thread_rng(opts.seed, t, Stream::Payload),
             )?;
-            let sampler = sizes.sampler(opts.seed, stream_id(t, Stream::Sizes));
+            let phases = phase_models
+                .iter()
+                .enumerate()
+                .map(|(p, m)| m.sampler_stream(opts.seed, phase_stream_id(t, p)))
+                .collect();
+            let sampler = PhasedSizes::new(
+                sizes.sampler(opts.seed, stream_id(t, Stream::Sizes)),
+                phases,
+            );
             Ok((builder, sampler))
         };
         // Every thread reaches the barrier, even after a failed setup, so none waits forever.
@@ -168,7 +199,8 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
             duration_s: opts.duration_s,
             rate,
             phase,
-            burst: opts.burst,
+            burst: opts.burst.clone(),
+            phase_rates: opts.thread_phase_rates(t),
         };
         let mut report = match sock {
             Opened::Mmsg(fd) => {
@@ -242,6 +274,24 @@ pub(crate) struct Job {
     pub(crate) rate: Rate,
     pub(crate) phase: f64,
     pub(crate) burst: Option<Burst>,
+    /// With burst phases: this thread's (rate, offset) per phase.
+    pub(crate) phase_rates: Vec<(Rate, f64)>,
+}
+
+impl Job {
+    /// The thread's pacer, starting at `t0`.
+    pub(crate) fn pacer(&self, t0: u64) -> Pacer {
+        match &self.burst {
+            Some(b) if !self.phase_rates.is_empty() => {
+                Pacer::phased(t0, b, self.phase_rates.clone())
+            }
+            b => Pacer::new(t0, self.rate, self.phase, b.as_ref()),
+        }
+    }
+
+    fn phased(&self) -> bool {
+        !self.phase_rates.is_empty()
+    }
 }
 
 /// The sending loop of one thread.
@@ -264,12 +314,16 @@ fn generate<T: Tx, S: SizeSource>(
     let (mut packets, mut bytes, mut l1) = (0u64, 0u64, 0u64);
 
     let t0 = common_start(barrier, start);
-    let mut pacer = Pacer::new(t0, job.rate, job.phase, job.burst);
+    let mut pacer = job.pacer(t0);
     let end = job.duration_s.map(|d| t0 + (d * 1e9) as u64);
     let past_end = |t: u64| end.is_some_and(|e| t >= e);
+    let phased = job.phased();
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if phased {
+            pacer.catch_up(sys::monotonic_ns());
         }
         let remaining = job.count.map_or(u64::MAX, |c| c - packets);
         if remaining == 0 {
@@ -301,6 +355,7 @@ fn generate<T: Tx, S: SizeSource>(
                 now
             }
         };
+        sizes.set_phase(pacer.phase());
         // Every frame that is due goes in this batch (all of them at top speed): a late sender catches up
         // with larger batches, an early one sends single frames on their deadlines.
         let max_k = (cap as u64).min(remaining) as usize;

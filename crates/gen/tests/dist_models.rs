@@ -76,6 +76,9 @@ fn bad_specs_say_what_is_accepted() {
         ("rfc6985:az,z=40", "below the Ethernet minimum"),
         ("bogus", "internet, imix"),
         ("file:", "give a path"),
+        ("mix:", "not a size"),
+        ("mix:50,,1500", "with commas"),
+        ("mix:50,0", "out of range"),
     ] {
         let e = Distribution::from_spec(spec).unwrap_err().to_string();
         assert!(e.contains(what), "{spec}: {e}");
@@ -153,6 +156,18 @@ fn genome_is_replayed_in_order() {
         got,
         vec![46, 46, 46, 1262, 1500, 46, 46, 46, 1262, 1500, 46, 46]
     );
+    assert_eq!(m.tv_distance(), 0.0);
+}
+
+#[test]
+fn mix_sends_its_sizes_in_turn_in_equal_shares() {
+    // Seed 002's mixed burst phase: frames of 64, 200, 576, 768, 1024 and 1514 bytes (IP = frame − 14).
+    let d = Distribution::from_spec("mix:50,186,562,754,1010,1500").unwrap();
+    assert_eq!(d.histogram.distinct(), 6);
+    assert!((d.histogram.mean() - 4062.0 / 6.0).abs() < 1e-9);
+    let m = exact("mix:50,186,562,754,1010,1500");
+    let got: Vec<u16> = m.sampler(3).take(8).collect();
+    assert_eq!(got, vec![50, 186, 562, 754, 1010, 1500, 50, 186]);
     assert_eq!(m.tv_distance(), 0.0);
 }
 

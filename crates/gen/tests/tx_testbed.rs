@@ -362,6 +362,7 @@ fn bit_rate_counts_line_bytes_and_bursts_follow_the_schedule() {
     o.burst = Some(Burst {
         on_s: 0.1,
         off_s: 0.1,
+        phases: Vec::new(),
     });
     let before = tb.rx_packets();
     let r = send(&tb, &o, &FixedSize(46));

@@ -22,7 +22,7 @@ use session::Stop;
     after_help = "Sizes are IP packet lengths: --dist fixed:46 sends 60-byte Ethernet frames (64 with the FCS).\n\
 --mbps counts line rate by default (frame padded to 60 bytes + FCS 4 + preamble 8 + gap 12), so 1000 Mb/s of \
 60-byte frames is 1.488 Mpps; --rate-basis frame counts frame bytes only.\n\
-Examples:\n  ringcap gen -i eth0 -n 1000000                       # default internet mix, top speed\n  ringcap gen -i eth0 --dist imix --pps 100000 --duration 10s\n  ringcap gen -i eth0 --dist fixed:46 --mbps 500 --burst on=10s,off=10s --duration 60s\n  ringcap gen -i eth0 --src-ip 10.0.0.1-10.0.0.254 --src-ip-order random --payload half"
+Examples:\n  ringcap gen -i eth0 -n 1000000                       # default internet mix, top speed\n  ringcap gen -i eth0 --dist imix --pps 100000 --duration 10s\n  ringcap gen -i eth0 --dist fixed:46 --mbps 500 --burst on=10s,off=10s --duration 60s\n  ringcap gen -i eth0 --duration 60s --burst 'on=10s,off=10s,phases=fixed:1500@max;fixed:50@max;mix:50,186,562,754,1010,1500@pps=360000'\n  ringcap gen -i eth0 --src-ip 10.0.0.1-10.0.0.254 --src-ip-order random --payload half"
 )]
 pub struct GenArgs {
     /// Interface to send on.
@@ -34,8 +34,8 @@ pub struct GenArgs {
     /// Stop after this long (e.g. 10s, 2m).
     #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
-    /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B, file:PATH,
-    /// trace:PCAP (sizes are IP lengths).
+    /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B,
+    /// mix:A,B,... (these sizes in turn, equal shares), file:PATH, trace:PCAP (sizes are IP lengths).
     #[arg(long = "dist", value_name = "SPEC", default_value = sizes::DEFAULT_SPEC)]
     pub dist: String,
     /// Draw sizes with the thesis's two-stage createDist model instead of exact alias sampling.
@@ -53,8 +53,11 @@ pub struct GenArgs {
     /// What --mbps counts: l1 (line rate, default) or frame (frame bytes).
     #[arg(long = "rate-basis", value_name = "l1|frame", default_value = "l1")]
     pub rate_basis: RateBasis,
-    /// On/off schedule, e.g. on=10s,off=10s (seed 002's burst test).
-    #[arg(long = "burst", value_name = "on=T,off=T")]
+    /// On/off schedule, e.g. on=10s,off=10s (seed 002's burst test). With ,phases=DIST[@RATE];... last,
+    /// on-period k sends phase k mod n: DIST a --dist spec, RATE max, pps=N, mbps=N or gap=NS (totals over
+    /// the threads, as --pps/--mbps/--gap; without one the run's rate). Seed 002's three phases:
+    /// on=10s,off=10s,phases=fixed:1500@max;fixed:50@max;mix:50,186,562,754,1010,1500@pps=360000
+    #[arg(long = "burst", value_name = "on=T,off=T[,phases=P;P...]")]
     pub burst: Option<Burst>,
     /// Seed of every random choice (sizes, addresses, ports, payloads): same seed, same traffic.
     #[arg(long = "seed", default_value_t = 1)]
@@ -174,7 +177,7 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
         mbps: a.mbps,
         gap_ns: a.gap,
         rate_basis: a.rate_basis,
-        burst: a.burst,
+        burst: a.burst.clone(),
         seed: a.seed,
         frame: FrameOptions {
             src_mac: a.src_mac,
@@ -193,6 +196,11 @@ pub fn run_gen(a: GenArgs) -> Result<(), Fatal> {
         ..GenOptions::default()
     };
     opts.validate().map_err(Fatal::usage)?;
+    if a.createdist && a.burst.as_ref().is_some_and(|b| !b.phases.is_empty()) {
+        return Err(Fatal::usage(anyhow!(
+            "--createdist applies to --dist, and burst phases draw their sizes exactly: drop one of them"
+        )));
+    }
     let dist = Distribution::from_spec(&a.dist).map_err(Fatal::usage)?;
     let mode = if a.createdist {
         Mode::CreateDist

@@ -28,6 +28,10 @@ pub const SPECS: &[(&str, &str)] = &[
         "RFC 6985 IMIX genome, letters a–g (frame sizes incl. FCS), replayed in order",
     ),
     ("fixed:N", "every packet N IP bytes"),
+    (
+        "mix:A,B,...",
+        "the listed IP sizes in turn: equal shares (seed 002's mixed burst phase)",
+    ),
     ("uniform:A-B", "IP sizes A..=B, equally likely"),
     ("file:PATH | dist:PATH", "a `<size> <count>` file"),
     ("sizes:PATH", "a file of one size per line"),
@@ -97,6 +101,7 @@ impl Distribution {
                 Ok(Distribution::uniform(lo, hi))
             }
             ("rfc6985", Some(a)) => rfc6985(a).map_err(bad),
+            ("mix", Some(a)) => mix(a).map_err(bad),
             ("file" | "dist", Some(_)) => file(InputKind::Dist),
             ("sizes", Some(_)) => file(InputKind::Sizes),
             ("trace", Some(_)) => file(InputKind::Trace),
@@ -237,6 +242,25 @@ impl Distribution {
             sequence: Some(seq),
         })
     }
+}
+
+/// Parses the argument of `mix:`: IP sizes separated by commas, sent in that order over and over, so every
+/// listed size gets an equal share (seed 002's mixed phase: one generator per size, all at the same rate).
+fn mix(arg: &str) -> std::result::Result<Distribution, String> {
+    let seq = arg
+        .split(',')
+        .map(parse_ip_size)
+        .collect::<std::result::Result<Vec<u16>, String>>()
+        .map_err(|e| format!("{e}; write the IP sizes with commas, e.g. mix:50,186,1500"))?;
+    let mut histogram = Histogram::new();
+    for &s in &seq {
+        histogram.add_one(s);
+    }
+    Ok(Distribution {
+        name: format!("mix:{arg}"),
+        histogram,
+        sequence: Some(seq),
+    })
 }
 
 /// IP length of an untagged Ethernet frame of `frame` bytes including FCS.

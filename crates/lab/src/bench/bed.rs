@@ -34,6 +34,8 @@ pub struct Counters {
 pub struct Sent {
     pub packets: Option<u64>,
     pub duration_s: f64,
+    /// Burst runs: the wall-clock time (ns) the generator was started on.
+    pub start_ns: Option<u64>,
 }
 
 impl Bed {
@@ -167,7 +169,15 @@ impl Bed {
                 let mut c = Command::new("sh");
                 c.arg("-c").arg(
                     expand(&s.generator, ringcap, packets, rate, dist, gen_cpu)
-                        .replace("{extra}", &extra.join(" ")),
+                        // Quoted: a burst's phases hold `;`, which sh would take as a command separator.
+                        .replace(
+                            "{extra}",
+                            &extra
+                                .iter()
+                                .map(|a| super::methods::sh_quote(a))
+                                .collect::<Vec<_>>()
+                                .join(" "),
+                        ),
                 );
                 c
             }
@@ -235,10 +245,12 @@ pub fn read_sent(log: &Path, started: Instant) -> Sent {
         Some(v) if v["packets"].is_u64() => Sent {
             packets: v["packets"].as_u64(),
             duration_s: v["duration_s"].as_f64().unwrap_or(0.0),
+            start_ns: None,
         },
         _ => Sent {
             packets: None,
             duration_s: started.elapsed().as_secs_f64(),
+            start_ns: None,
         },
     }
 }

@@ -58,7 +58,8 @@ fn generate(
     measured: bool,
 ) -> Result<Result<Sent, String>, Interrupted> {
     let s = &run.setup;
-    let burst = s.burst.filter(|_| measured);
+    let burst = s.burst.as_ref().filter(|_| measured);
+    let mut start_ns = None;
     let mut extra = Vec::new();
     let mut packets = packets;
     if let (Some(sp), true) = (env.plan.sampling, measured) {
@@ -77,11 +78,13 @@ fn generate(
             "--duration".to_string(),
             format!("{}ms", period_ms * b.cycles as u64),
         ];
-        // Start on a wall-clock multiple of the period (seed 002: generators started on a boundary), at
-        // least 100 ms ahead, so every time stamp's phase is its wall-clock time modulo the period.
-        let period = period_ms * 1_000_000;
+        // Start on a wall-clock multiple of the fold (seed 002: generators started on a boundary), at
+        // least 100 ms ahead, so every time stamp's place in the cycle (and with phases, which phase) is its
+        // wall-clock time modulo the fold.
+        let fold = (b.fold_s() * 1e9).round() as u64;
         let now = timeline::now_ns();
-        let start = (now + 100_000_000).div_ceil(period) * period;
+        let start = (now + 100_000_000).div_ceil(fold) * fold;
+        start_ns = Some(start);
         nap(Duration::from_nanos(start - now), env.stop)?;
     }
     let c = bed.generator(
@@ -103,7 +106,10 @@ fn generate(
             break e;
         }
     };
-    let sent = bed::read_sent(log, started);
+    let sent = Sent {
+        start_ns,
+        ..bed::read_sent(log, started)
+    };
     match (exit.code, bed, sent.packets) {
         (0, Bed::Testbed(_), Some(_)) | (0, Bed::Interface(_), _) => Ok(Ok(sent)),
         (code, _, _) => Ok(Err(format!(
@@ -368,7 +374,7 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     let mut samples: Vec<timeline::Sample> = Vec::new();
     let mut boundaries: Vec<timeline::Sample> = Vec::new();
     let sent = std::thread::scope(|scope| {
-        let sampler = s.burst.map(|_| {
+        let sampler = s.burst.as_ref().map(|_| {
             scope.spawn(|| {
                 let mut out = Vec::new();
                 while !sampling.load(Ordering::Relaxed) {
@@ -556,15 +562,21 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             ..base.clone()
         });
     }
-    if let (Some(b), Some(path)) = (s.burst, outs.paths.first()) {
+    if let (Some(b), Some(path)) = (&s.burst, outs.paths.first()) {
         // Captured per bin from the first app's file (needs pcap on disk); offered from the counters.
         let stamps = if s.output == Output::Disk {
             timeline::pcap_stamps(path).unwrap_or_default()
         } else {
             Vec::new()
         };
-        let period_ns = (b.period_s() * 1e9).round() as u64;
-        let bins = timeline::bins(&samples, &stamps, period_ns);
+        let fold_ns = (b.fold_s() * 1e9).round() as u64;
+        // From the generator's start: the counters read while waiting for the wall-clock boundary are not
+        // part of any cycle, and folded in they would pull down whatever phase of the cycle that wait
+        // happened to cover.
+        if let Some(start) = sent.start_ns {
+            samples.retain(|s| s.0 >= start);
+        }
+        let bins = timeline::bins(&samples, &stamps, fold_ns);
         let _ = timeline::write(
             &env.out_dir
                 .join("timeline")

@@ -33,7 +33,7 @@ impl Plan {
                 if let Some(sp) = &self.sampling {
                     return RUN_OVERHEAD_S + sp.send_s();
                 }
-                let send = match r.setup.burst {
+                let send = match &r.setup.burst {
                     // A burst run lasts its cycles (or ends earlier at `packets`).
                     Some(b) => (b.cycles as f64 * b.period_s() + b.period_s())
                         .min(self.packets as f64 / r.setup.pps_estimate() * b.period_s() / b.on_s),

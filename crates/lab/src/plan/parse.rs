@@ -147,7 +147,7 @@ fn example_levels(factor: &str) -> &'static str {
         "dist" => "\"fixed:46\", \"imix\"",
         "output" => "\"disk\", \"null\"",
         "cpu_limit" => "\"none\", 50, 10",
-        "burst" => "\"none\", \"on=2s,off=2s,cycles=5\"",
+        "burst" => "\"none\", \"on=2s,off=2s,cycles=5\", \"on=1s,off=1s,cycles=3,phases=fixed:1500@max;fixed:50@max\"",
         _ => "...",
     }
 }

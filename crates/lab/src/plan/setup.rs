@@ -17,22 +17,34 @@ pub enum Rate {
 }
 
 /// An on/off schedule of the generator (seed 002 §5.2, driverdump's burst test): `on_s` sending at the
-/// run's rate, `off_s` idle, for `cycles` periods. The generator starts on a wall-clock multiple of the
-/// period, so a time stamp's phase in the cycle is its wall-clock time modulo the period.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// run's rate, `off_s` idle, for `cycles` periods; with `phases` (`ringcap gen --burst`'s
+/// `DIST[@RATE]`), on-period k sends phase k mod n instead of the run's traffic. The generator starts on a
+/// wall-clock multiple of the fold (the period times the number of phases), so a time stamp's place in the
+/// cycle is its wall-clock time modulo the fold.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Burst {
     pub on_s: f64,
     pub off_s: f64,
     pub cycles: u32,
+    /// Traffic of the on-periods in turn (empty: the run's dist and rate).
+    pub phases: Vec<String>,
 }
 
 impl Burst {
     pub fn period_s(&self) -> f64 {
         self.on_s + self.off_s
     }
+    /// The stretch the time lines are folded over and aligned to: one period per phase.
+    pub fn fold_s(&self) -> f64 {
+        self.period_s() * self.phases.len().max(1) as f64
+    }
     /// `ringcap gen --burst` of this schedule.
     pub fn gen_arg(&self) -> String {
-        format!("on={}ms,off={}ms", ms(self.on_s), ms(self.off_s))
+        let mut arg = format!("on={}ms,off={}ms", ms(self.on_s), ms(self.off_s));
+        if !self.phases.is_empty() {
+            arg += &format!(",phases={}", self.phases.join(";"));
+        }
+        arg
     }
 }
 
@@ -40,13 +52,29 @@ fn ms(s: f64) -> u64 {
     (s * 1000.0).round() as u64
 }
 
-/// `on=2s,off=2s,cycles=5` (cycles default 5; times in s or ms).
+/// `on=2s,off=2s,cycles=5[,phases=DIST@RATE;...]` (cycles default 5; times in s or ms; phases last, checked
+/// by `ringcap gen`, which names the phase that is wrong).
 fn parse_burst(level: &str) -> Result<Option<Burst>, String> {
     if level == "none" {
         return Ok(None);
     }
     let usage = || {
-        format!("burst = `{level}`: expected \"none\" or \"on=T,off=T[,cycles=N]\" with T like 2s or 500ms")
+        format!("burst = `{level}`: expected \"none\" or \"on=T,off=T[,cycles=N][,phases=DIST@RATE;...]\" with T like 2s or 500ms")
+    };
+    // Phases come last and keep their commas (`mix:50,186,1500`).
+    let (level, phases) = match level.find("phases=") {
+        Some(i) => {
+            let head = level[..i].trim_end().strip_suffix(',').ok_or_else(usage)?;
+            let phases: Vec<String> = level[i + "phases=".len()..]
+                .split(';')
+                .map(|p| p.trim().to_string())
+                .collect();
+            if phases.iter().any(String::is_empty) {
+                return Err(format!("{}: a phase is empty", usage()));
+            }
+            (head, phases)
+        }
+        None => (level, Vec::new()),
     };
     let secs = |v: &str| -> Option<f64> {
         let (n, scale) = match v.strip_suffix("ms") {
@@ -81,6 +109,7 @@ fn parse_burst(level: &str) -> Result<Option<Burst>, String> {
             on_s: ms(on) as f64 / 1000.0,
             off_s: ms(off) as f64 / 1000.0,
             cycles,
+            phases,
         })),
         _ => Err(usage()),
     }

@@ -214,19 +214,33 @@ fn burst_levels() {
             .unwrap();
     let runs = p.expand();
     assert_eq!(runs[0].setup.burst, None);
-    let b = runs[1].setup.burst.unwrap();
+    let b = runs[1].setup.burst.clone().unwrap();
     assert_eq!(
-        (b.on_s, b.off_s, b.cycles, b.period_s()),
-        (2.0, 0.5, 5, 2.5)
+        (b.on_s, b.off_s, b.cycles, b.period_s(), b.fold_s()),
+        (2.0, 0.5, 5, 2.5, 2.5)
     );
     assert_eq!(b.gen_arg(), "on=2000ms,off=500ms");
-    assert_eq!(runs[2].setup.burst.unwrap().cycles, 3);
+    assert_eq!(runs[2].setup.burst.clone().unwrap().cycles, 3);
+    // Phases (seed 002's three on-periods) come last, keep their commas and reach gen as written; the
+    // time lines fold over one period per phase.
+    let p = parse(
+        "[factors]\nburst = [\"on=1s,off=1s,cycles=6,phases=fixed:1500@max;fixed:50@max;mix:50,186,562,754,1010,1500@pps=360000\"]\n",
+    )
+    .unwrap();
+    let b = p.expand()[0].setup.burst.clone().unwrap();
+    assert_eq!((b.cycles, b.phases.len(), b.fold_s()), (6, 3, 6.0));
+    assert_eq!(
+        b.gen_arg(),
+        "on=1000ms,off=1000ms,phases=fixed:1500@max;fixed:50@max;mix:50,186,562,754,1010,1500@pps=360000"
+    );
     for bad in [
         "on=2s",
         "on=2,off=1s",
         "on=0s,off=1s",
         "on=1s,off=1s,cycles=0",
         "fast",
+        "phases=fixed:50,on=1s,off=1s",
+        "on=1s,off=1s,phases=fixed:50;;imix",
     ] {
         let e = err(&format!("[factors]\nburst = [\"{bad}\"]\n"));
         assert!(e.contains("on=T,off=T"), "{bad}: {e}");

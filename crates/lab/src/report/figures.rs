@@ -753,7 +753,8 @@ pub fn burst_figures(
         };
         let caption = "Seed 002 Figure 4: every run's time line (offered from the receiving interface's \
                        counters, captured from the capture file's time stamps, 100 ms bins) folded over the \
-                       on/off cycle; points: average over all cycles and reruns, bars: min and max."
+                       on/off cycle (with phases, over one period per phase, in the order given); points: \
+                       average over all cycles and reruns, bars: min and max."
             .to_string();
         push(
             &mut out,
