@@ -95,7 +95,9 @@ impl fmt::Display for Rule {
             (CLASS_ICMP, "icmp"),
             (CLASS_SCTP, "sctp"),
         ];
-        if protos != CLASS_IP && !(protos == CLASS_PORTS && !self.ports.is_empty()) {
+        // `port` alone already implies tcp, udp or sctp: no need to name them.
+        let implied = protos == CLASS_IP || (protos == CLASS_PORTS && !self.ports.is_empty());
+        if !implied {
             let some: Vec<&str> = names
                 .iter()
                 .filter(|(bit, _)| protos & bit != 0)

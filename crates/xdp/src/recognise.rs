@@ -151,7 +151,7 @@ impl<'a> Parser<'a> {
                 if self.qualifier_follows() {
                     let r = self.qualified()?;
                     // Under a transport protocol only `port` is ours.
-                    (!r.ports.is_empty()).then(|| Rule { protos, ..r })
+                    (!r.ports.is_empty()).then_some(Rule { protos, ..r })
                 } else {
                     Some(bare(protos))
                 }
