@@ -257,11 +257,11 @@ pub struct CaptureArgs {
 
     /// Let the kernel ask for a wake-up only when it needs one (XDP_USE_NEED_WAKEUP; --source xdp): saves a
     /// system call per batch while it keeps up.
-    #[arg(long = "xdp-need-wakeup", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long = "xdp-need-wakeup", value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub xdp_need_wakeup: bool,
 
     /// The XDP prefilter for filters in its subset (--source xdp; off only to measure what it saves).
-    #[arg(long = "xdp-prefilter", value_name = "on|off", default_value = "on", value_parser = parse_on_off, hide = true)]
+    #[arg(long = "xdp-prefilter", value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, hide = true)]
     pub xdp_prefilter: bool,
 
     /// Capture threads, each with its own ring in one PACKET_FANOUT group (--source xdp: one per receive
@@ -281,7 +281,7 @@ pub struct CaptureArgs {
     pub cpus: Cpus,
 
     /// Write output with O_DIRECT where the filesystem allows it (default: yes). "off" uses the page cache.
-    #[arg(long = "direct-io", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long = "direct-io", value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub direct_io: bool,
 
     /// Print the compiled filter program (as tcpdump -d) and exit.

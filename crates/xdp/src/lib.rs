@@ -14,6 +14,7 @@
 mod error;
 mod live;
 mod prefilter;
+mod prefilter_probe;
 mod program;
 mod recognise;
 mod xsk;
@@ -21,6 +22,7 @@ mod xsk;
 pub use error::XdpError;
 pub use live::{LiveSender, LIVE_MAX_BATCH};
 pub use prefilter::{AddrTest, Direction, PortTest, Prefilter, Rule, VlanTest};
+pub use prefilter_probe::PrefilterProbe;
 pub use program::{Mode, Program, Seen};
 pub use xsk::{Bind, XskConfig, XskSocket, XskStats};
 
