@@ -20,7 +20,7 @@
 #   SINKS ("null disk"), SENDER (trafgen, or ringcap-BACKEND: `ringcap gen --backend BACKEND`), BUF_MIB (64),
 #   GEN_SENDERS ("ringcap-xdp-live ringcap-xdp ringcap-sendmmsg trafgen"), PARTS ("capture gen"), BENCH_DISK_DIR
 #   (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1 for one line per run.
-# Output: bench-out/xdp-YYYYmmdd-HHMMSS.csv, bench-gen's CSV, and Markdown on stdout for BENCHMARKS.md.
+# Output: bench-out/xdp-YYYYmmdd-HHMMSS.csv (PARTS=filter: xdp-filter-YYYYmmdd-HHMMSS.csv), bench-gen's CSV, and Markdown on stdout for BENCHMARKS.md.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

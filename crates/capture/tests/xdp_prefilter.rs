@@ -74,7 +74,7 @@ fn frame(r: &mut Lcg) -> Vec<u8> {
         }
         _ => f.resize(f.len() + 46, 0xab),
     }
-    if r.next() % 6 == 0 {
+    if r.next().is_multiple_of(6) {
         let keep = 14 + r.next() as usize % (f.len() - 13);
         f.truncate(keep);
     }

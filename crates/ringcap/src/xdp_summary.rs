@@ -38,7 +38,7 @@ impl XdpSummary {
         );
         line += &match &x.prefilter {
             Some((rules, left)) => format!(
-                "; XDP prefilter on ({rules}): {} not matching, left to the stack",
+                "; XDP prefilter on, rules {rules}: {} not matching, left to the stack",
                 left.map_or("?".to_string(), |n| n.to_string())
             ),
             None => "; XDP prefilter off (every frame to user space)".to_string(),
