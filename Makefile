@@ -15,7 +15,7 @@ APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark netsniff-ng tcprepla
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install install-files demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-xdp soak fmt clippy clean
+.PHONY: all deps build install install-files demo test bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-xdp bench-xdp-filter soak fmt clippy clean
 
 all: build
 
@@ -113,6 +113,10 @@ bench-query: build
 # AF_XDP capture and generator against ring, tcpdump and trafgen, with the XDP drop rate as the ceiling (issue 15).
 bench-xdp: build
 	RINGCAP=$(BIN) scripts/bench-xdp.sh
+
+# A narrow filter with --source xdp: user space only vs the XDP prefilter vs tcpdump (issue 15).
+bench-xdp-filter: build
+	RINGCAP=$(BIN) PARTS=filter scripts/bench-xdp.sh
 
 # The quick thesis baseline (ringcap bench, issue 5): results, plots and report in bench-out/baseline.
 # --resume: an interrupted run continues; remove bench-out/baseline to measure again from scratch.

@@ -10,11 +10,17 @@
 # draining, the same at set-up, and the background load of an idle second before each run (the machine may
 # be shared). gen: scripts/bench-gen.sh's max-rate test with the senders in GEN_SENDERS, pinned to CPU0.
 #
+# filter (`make bench-xdp-filter`: PARTS=filter): the cost of a narrow filter with --source xdp. The sender cycles
+# the UDP destination port over 9000..9099, FILTER keeps ~1 % (`udp and dst port 9000`); ringcap xdp with the
+# filter in user space only (the hidden --xdp-prefilter off) vs with the XDP prefilter (frames that cannot match
+# go on to the stack: XDP_PASS) vs tcpdump with the same filter on its ring; same pinning and CPU accounting.
+#
 # Environment: RUNS (3), PACKETS (3000000), TOOLS ("xdp-drop ringcap-xdp ringcap-ring tcpdump"),
+#   FILTER ("udp and dst port 9000"), FILTER_TOOLS ("ringcap-xdp-user ringcap-xdp-pre tcpdump-filter"),
 #   SINKS ("null disk"), SENDER (trafgen, or ringcap-BACKEND: `ringcap gen --backend BACKEND`), BUF_MIB (64),
 #   GEN_SENDERS ("ringcap-xdp-live ringcap-xdp ringcap-sendmmsg trafgen"), PARTS ("capture gen"), BENCH_DISK_DIR
 #   (/var/tmp/ringcap-bench), OUT_DIR (bench-out), RINGCAP, PROGRESS=1 for one line per run.
-# Output: bench-out/xdp-YYYYmmdd-HHMMSS.csv, bench-gen's CSV, and Markdown on stdout for BENCHMARKS.md.
+# Output: bench-out/xdp-YYYYmmdd-HHMMSS.csv (PARTS=filter: xdp-filter-YYYYmmdd-HHMMSS.csv), bench-gen's CSV, and Markdown on stdout for BENCHMARKS.md.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -30,6 +36,8 @@ SINKS="${SINKS:-null disk}"
 SENDER="${SENDER:-trafgen}"
 BUF_MIB="${BUF_MIB:-64}"
 GEN_SENDERS="${GEN_SENDERS:-ringcap-xdp-live ringcap-xdp ringcap-sendmmsg trafgen}"
+FILTER="${FILTER:-udp and dst port 9000}"
+FILTER_TOOLS="${FILTER_TOOLS:-ringcap-xdp-user ringcap-xdp-pre tcpdump-filter}"
 PARTS="${PARTS:-capture gen}"
 BENCH_DISK_DIR="${BENCH_DISK_DIR:-/var/tmp/ringcap-bench}"
 OUT_DIR="${OUT_DIR:-bench-out}"
@@ -44,7 +52,12 @@ capture_cmd() {
     ringcap-xdp) CMD=("$RINGCAP" capture -i "$RX_IF" --source xdp -B "$kib" -w "$out" --cpus "$cpu" -q); READY="listening on"; SOCKET=0 ;;
     ringcap-ring) CMD=("$RINGCAP" capture -i "$RX_IF" --source ring -B "$kib" -w "$out" --cpus "$cpu" -q); READY="listening on" ;;
     tcpdump) CMD=(tcpdump -B "$kib" -i "$RX_IF" -w "$out"); READY="listening on" ;;
-    *) die "unknown tool $tool (known: xdp-drop ringcap-xdp ringcap-ring tcpdump)" ;;
+    ringcap-xdp-user | ringcap-xdp-pre)
+      local pre=on; [ "$tool" = ringcap-xdp-user ] && pre=off
+      CMD=("$RINGCAP" capture -i "$RX_IF" --source xdp -B "$kib" -w "$out" --cpus "$cpu" -q --xdp-prefilter "$pre" "$FILTER")
+      READY="listening on"; SOCKET=0 ;;
+    tcpdump-filter) CMD=(tcpdump -B "$kib" -i "$RX_IF" -w "$out" "$FILTER"); READY="listening on" ;;
+    *) die "unknown tool $tool (known: xdp-drop ringcap-xdp ringcap-ring tcpdump $FILTER_TOOLS)" ;;
   esac
 }
 file_ext() { echo pcap; }
@@ -108,6 +121,38 @@ if [[ " $PARTS " == *" capture "* ]]; then
   echo "- Raw data: \`$CSV\`"
   echo
   "$PY" "$BENCH_LIB/report.py" xdp "$CSV"
+fi
+
+if [[ " $PARTS " == *" filter "* ]]; then
+  echo "### A narrow filter with --source xdp: user space only vs the XDP prefilter vs tcpdump"
+  echo
+  testbed_up ""
+  # Destination ports 9000..9099 in turn: FILTER's port 9000 is 1 frame in 100.
+  trafgen_cfg "$WORK/trafgen.cfg" "$FRAME_LEN"
+  sed -i 's/udp(sp=9, dp=9)/udp(sp=9, dp=dinc(9000, 9099))/' "$WORK/trafgen.cfg"
+  grep -q 'dinc(9000, 9099)' "$WORK/trafgen.cfg" || die "trafgen config: the port counter was not set"
+  TG_CMD=(trafgen -o "$TX_IF" -i "$WORK/trafgen.cfg" -n "$PACKETS" -P 1)
+  FILTER_CSV="$OUT_DIR/xdp-filter-$(date +%Y%m%d-%H%M%S).csv"
+  echo "$CAPTURE_CSV_HEADER" >"$FILTER_CSV"
+  CSV_SAVED="$CSV"; CSV="$FILTER_CSV"
+  for ((run = 1; run <= RUNS; run++)); do
+    for tool in $FILTER_TOOLS; do run_one "$tool" null dual "$run"; done
+  done
+  CSV="$CSV_SAVED"
+  testbed_down
+  echo "- Command: \`$(show_cmd RUNS="$RUNS" PACKETS="$PACKETS" FILTER="$FILTER" make bench-xdp-filter)\`"
+  # shellcheck disable=SC2016  # $TX_NS is shown literally
+  echo "- Sender: \`$(show_cmd ip netns exec '$TX_NS' taskset -c 0 "${TG_CMD[@]}")\` with \`$(grep -o 'udp([^)]*))' "$WORK/trafgen.cfg")\`"
+  echo "  ($FRAME_LEN-byte frames, top speed, to a MAC that is not the receiver's: what the stack gets, it drops)"
+  echo "- $RUNS runs × $PACKETS packets per tool, interleaved; capturers on CPU1 (\`taskset -c 1\`), to /dev/null"
+  echo "- Capturers:"
+  for tool in $FILTER_TOOLS; do
+    capture_cmd "$tool" /dev/null CPU
+    echo "  - $tool: \`$(show_cmd "${CMD[@]}")\`"
+  done
+  echo "- Raw data: \`$FILTER_CSV\`"
+  echo
+  "$PY" "$BENCH_LIB/report.py" xdp-filter "$FILTER_CSV"
 fi
 
 if [[ " $PARTS " == *" gen "* ]]; then

@@ -191,7 +191,7 @@ parse_summary() {
              gsub(/, */, ";", x) }
            END { if (det != "") d = sum; if (x != "") det = det ";" x
              printf "%s %s %s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), (det == "" ? "kernel=" d : det) }' "$log" ;;
-    tcpdump)
+    tcpdump | tcpdump-*)
       awk '/packets captured/ { c = $1 } /dropped by kernel/ { d = $1 }
            END { printf "%s %s kernel=%s\n", (c == "" ? "-" : c), (d == "" ? "-" : d), d }' "$log" ;;
     netsniff-ng)

@@ -4,6 +4,7 @@
 usage: report.py capture CSV    # rows of scripts/bench-capture.sh
        report.py gen CSV        # rows of scripts/bench-gen.sh
        report.py xdp CSV        # capture rows of scripts/bench-xdp.sh (bench-capture's columns)
+       report.py xdp-filter CSV # the filter rows of scripts/bench-xdp.sh (PARTS=filter)
 Medians with min…max over runs; failed runs are counted, never averaged in.
 """
 import csv
@@ -100,6 +101,38 @@ def capture(path):
               f"({'met' if lost == 0 else 'NOT met'})")
     else:
         print("- ringcap ring loss: not measured")
+
+
+# ---- xdp filter (issue 15) ------------------------------------------------------------------------------------
+def xdp_filter(path):
+    rows = list(csv.DictReader(open(path)))
+    print("| tool | runs | offered pps | kept (median; 1 % of offered) | drops reported | capturer CPU ns/pkt offered "
+          "| system CPU ns/pkt offered (both CPUs) | net of background | background busy % |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    med = {}
+    for (tool,), rs in grouped(rows, ["tool"]).items():
+        good = [r for r in rs if r["status"] == "ok"]
+        failed = len(rs) - len(good)
+        kept = [int(r["captured"]) for r in good if r["captured"].isdigit()]
+        share = [int(r["offered"]) / 100 for r in good]
+        med[tool] = (median_of(good, "sys_ns_per_pkt"), median_of(good, "sys_net_ns_per_pkt"), median_of(good, "ns_per_pkt"))
+        print(f"| {tool} | {len(good)}{f' (+{failed} failed)' if failed else ''} "
+              f"| {spread([num(r['offered_pps']) for r in good], lambda v: f'{v / 1e6:.3f} M')} "
+              f"| {f'{statistics.median(kept):.0f}; {statistics.median(share):.0f}' if kept else '–'} "
+              f"| {spread([num(r['drops']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['ns_per_pkt']) for r in good], lambda v: f'{v:.1f}')} "
+              f"| {spread([num(r['sys_ns_per_pkt']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['sys_net_ns_per_pkt']) for r in good], lambda v: f'{v:.0f}')} "
+              f"| {spread([num(r['bg_busy_pct']) for r in good], lambda v: f'{v:.0f}')} |")
+    print()
+    pre, user, tcpd = med.get("ringcap-xdp-pre"), med.get("ringcap-xdp-user"), med.get("tcpdump-filter")
+    for other, name in ((user, "user space only"), (tcpd, "tcpdump")):
+        if pre and other and pre[0] and other[0]:
+            print(f"- prefilter / {name} (medians): system CPU {pre[0]:.0f} / {other[0]:.0f} ns = {pre[0] / other[0]:.2f} ×; "
+                  f"capturer CPU {pre[2]:.1f} / {other[2]:.1f} ns = {pre[2] / other[2]:.2f} ×")
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        print(f"- {len(failed)} run(s) failed: " + "; ".join(f"{r['tool']} run {r['run']}: {r['status']}" for r in failed))
 
 
 # ---- xdp (issue 15) -------------------------------------------------------------------------------------------
@@ -256,7 +289,7 @@ def gen(path):
 
 
 def main():
-    reports = {"capture": capture, "gen": gen, "xdp": xdp}
+    reports = {"capture": capture, "gen": gen, "xdp": xdp, "xdp-filter": xdp_filter}
     if len(sys.argv) != 3 or sys.argv[1] not in reports:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2

@@ -33,7 +33,10 @@ mod sys;
 mod tstamp;
 mod xdp;
 
-pub use ::xdp::{Bind as XdpBind, Mode as XdpMode, Program as XdpProgram, XdpError, XskConfig};
+pub use ::xdp::{
+    Bind as XdpBind, Mode as XdpMode, Prefilter as XdpPrefilter, Program as XdpProgram, XdpError,
+    XskConfig,
+};
 pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
 pub use copy::{CopyConfig, CopySource};
 pub use counters::{CounterSnapshot, Counters, KernelStats};

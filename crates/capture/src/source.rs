@@ -144,6 +144,9 @@ pub struct SourceConfig {
     pub xdp_mode: xdp::Mode,
     /// UMEM and ring sizes, copy or zero copy (xdp source).
     pub xsk: xdp::XskConfig,
+    /// The XDP prefilter for `filter` when it is in the 5-tuple subset (xdp source): frames that cannot
+    /// match stay with the stack. `filter` still runs on every frame the sockets get.
+    pub prefilter: Option<xdp::Prefilter>,
 }
 
 impl SourceConfig {
@@ -161,6 +164,7 @@ impl SourceConfig {
             timestamps: TimestampType::Host,
             xdp_mode: xdp::Mode::default(),
             xsk: xdp::XskConfig::default(),
+            prefilter: None,
         }
     }
 

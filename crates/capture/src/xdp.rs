@@ -6,7 +6,10 @@
 //!   socket receives, it does not watch). That is what a tap or span port wants; on an interface that carries
 //!   this host's own traffic, use the ring source.
 //! * The tcpdump filter runs here, in user space, on each frame (libpcap's `bpf_filter`, the same program the
-//!   ring source gives the kernel); what it rejects is counted (`filtered_out`), not silently lost.
+//!   ring source gives the kernel); what it rejects is counted (`filtered_out`), not silently lost. When the
+//!   expression is in the 5-tuple subset, the XDP program also tests a prefilter (`xdp::Prefilter`) and
+//!   leaves the frames that cannot match to the stack, so they cost neither a copy nor a wake-up here; the
+//!   full filter still runs on what arrives, so the capture is exactly tcpdump's either way.
 //! * Time stamps: the program writes CLOCK_MONOTONIC at XDP entry into 8 bytes of metadata in front of the
 //!   frame; each batch converts them to wall-clock time with one offset read when the batch is taken.
 //! * Drop stages come from the socket's XDP_STATISTICS: rx ring full (we fell behind), fill ring empty (no
@@ -66,7 +69,8 @@ impl XdpSource {
         let (interface, mode, xsk, snaplen) = (&cfg.interface, cfg.xdp_mode, &cfg.xsk, cfg.snaplen);
         let filter = cfg.program();
         let mut program =
-            Program::redirect_to_sockets(interface, mode, queues).map_err(xdp_error)?;
+            Program::redirect_to_sockets(interface, mode, queues, cfg.prefilter.as_ref())
+                .map_err(xdp_error)?;
         let mut sockets = Vec::with_capacity(queues as usize);
         for q in 0..queues {
             let s = XskSocket::rx(ifindex, q, xsk).map_err(xdp_error)?;

@@ -9,6 +9,8 @@ use capture::Counters;
 use session::{Report, SinkReport};
 use store::{Level, WriterCounters, WriterStats};
 
+pub use crate::xdp_summary::XdpSummary;
+
 /// Prints one stats line per interval on stderr.
 /// The stats line's settings that a reload (SIGHUP with --config) may change while the capture runs.
 #[derive(Debug)]
@@ -240,18 +242,6 @@ fn current_level(w: &WriterStats) -> Option<String> {
 }
 
 /// End-of-capture numbers: tcpdump's three lines, then one line per stage.
-/// `--source xdp`: how the sockets ran and what the XDP program saw.
-#[derive(Clone, Debug)]
-pub struct XdpSummary {
-    pub mode: &'static str,
-    pub zero_copy: bool,
-    pub queues: usize,
-    /// Packets the program saw on the interface (every queue), if its map could be read.
-    pub seen: Option<u64>,
-    /// Each receive queue's socket, queue 0 upwards: packets taken from it and its kernel counters.
-    pub per_queue: Vec<(u64, capture::KernelStats)>,
-}
-
 pub struct Summary {
     xdp: Option<XdpSummary>,
     filtered_out: u64,
@@ -421,40 +411,6 @@ impl Summary {
         format!("timestamps: {counts} ({name}{note})")
     }
 
-    /// "xdp: native, copy, 2 queues; program saw N; drops by stage: ...": the AF_XDP side of the summary.
-    fn xdp_line(&self, x: &XdpSummary) -> String {
-        let seen = x.seen.map_or(String::new(), |n| {
-            format!("; the XDP program saw {n} packets")
-        });
-        format!(
-            "xdp: {} mode, {} sockets on {} queue{}{seen}; AF_XDP drops by stage: socket ring full {}, no free \
-             frame {}, other {}; filtered out in user space {}",
-            x.mode,
-            if x.zero_copy { "zero-copy" } else { "copy" },
-            x.queues,
-            if x.queues == 1 { "" } else { "s" },
-            self.kernel.xsk_ring_full,
-            self.kernel.xsk_fill_empty,
-            self.kernel.xsk_other,
-            self.filtered_out,
-        ) + &if x.per_queue.len() > 1 {
-            let each: Vec<String> = x
-                .per_queue
-                .iter()
-                .enumerate()
-                .map(|(q, (packets, k))| {
-                    format!(
-                        "{q}: {packets} (ring full {}, no free frame {}, other {})",
-                        k.xsk_ring_full, k.xsk_fill_empty, k.xsk_other
-                    )
-                })
-                .collect();
-            format!("; per queue {}", each.join(", "))
-        } else {
-            String::new()
-        }
-    }
-
     /// Hardware stamps were asked for but some packets came without: the NIC or kernel ignored it.
     fn timestamps_warning(&self) -> Option<String> {
         let not_hw = self.ts[0] + self.ts[2];
@@ -521,27 +477,7 @@ impl Summary {
                 v["out_of_order"] = self.out_of_order.into();
             }
             if let Some(x) = &self.xdp {
-                v["xdp"] = serde_json::json!({
-                    "mode": x.mode,
-                    "zero_copy": x.zero_copy,
-                    "queues": x.queues,
-                    "program_seen": x.seen,
-                    "filtered_out": self.filtered_out,
-                    "drops": {
-                        "socket_ring_full": self.kernel.xsk_ring_full,
-                        "fill_ring_empty": self.kernel.xsk_fill_empty,
-                        "other": self.kernel.xsk_other,
-                    },
-                    "per_queue": x.per_queue.iter().enumerate().map(|(q, (packets, k))| {
-                        serde_json::json!({
-                            "queue": q,
-                            "packets": packets,
-                            "socket_ring_full": k.xsk_ring_full,
-                            "fill_ring_empty": k.xsk_fill_empty,
-                            "other": k.xsk_other,
-                        })
-                    }).collect::<Vec<_>>(),
-                });
+                v["xdp"] = x.json(&self.kernel, self.filtered_out);
             }
             if let Some(r) = &self.records {
                 v["drops"]["queue"] = r.queue_drops.into();
@@ -608,7 +544,7 @@ impl Summary {
             self.storage_drops,
         );
         match &self.xdp {
-            Some(x) => eprintln!("ringcap: {}", self.xdp_line(x)),
+            Some(x) => eprintln!("ringcap: {}", x.line(&self.kernel, self.filtered_out)),
             None => eprintln!(
                 "ringcap: ring: {} blocks ({} closed by timeout, {} while losing), {} ring-full freezes",
                 self.blocks, self.blocks_timed_out, self.blocks_losing, self.kernel.freeze_q_cnt

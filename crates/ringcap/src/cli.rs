@@ -258,8 +258,12 @@ pub struct CaptureArgs {
 
     /// Let the kernel ask for a wake-up only when it needs one (XDP_USE_NEED_WAKEUP; --source xdp): saves a
     /// system call per batch while it keeps up.
-    #[arg(long = "xdp-need-wakeup", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long = "xdp-need-wakeup", value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub xdp_need_wakeup: bool,
+
+    /// The XDP prefilter for filters in its subset (--source xdp; off only to measure what it saves).
+    #[arg(long = "xdp-prefilter", value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, hide = true)]
+    pub xdp_prefilter: bool,
 
     /// Capture threads, each with its own ring in one PACKET_FANOUT group (--source xdp: one per receive
     /// queue, so N must be the interface's queue count).
@@ -278,7 +282,7 @@ pub struct CaptureArgs {
     pub cpus: Cpus,
 
     /// Write output with O_DIRECT where the filesystem allows it (default: yes). "off" uses the page cache.
-    #[arg(long = "direct-io", value_name = "on|off", default_value = "on", value_parser = parse_on_off)]
+    #[arg(long = "direct-io", value_name = "on|off", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub direct_io: bool,
 
     /// Print the compiled filter program (as tcpdump -d) and exit.
@@ -437,7 +441,11 @@ pub struct CaptureArgs {
     #[arg(long = "ack-timeout", value_name = "MS", default_value_t = 2000)]
     pub ack_timeout_ms: u64,
 
-    /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap and run in the kernel.
+    /// Filter expression in tcpdump (pcap-filter) syntax, compiled by libpcap: run in the kernel (ring, copy)
+    /// or in user space on every AF_XDP frame (xdp). With --source xdp, an and/or of tcp, udp, sctp, icmp,
+    /// ip, [src|dst] host/net (IPv4) and [src|dst] port terms, optionally after a leading `vlan [N] and`, is
+    /// also tested in the XDP program (the prefilter): frames that cannot match stay with the network stack
+    /// instead of being copied to ringcap. The summary says whether the prefilter was on.
     #[arg(
         value_name = "EXPR",
         trailing_var_arg = true,

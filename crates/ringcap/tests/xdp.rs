@@ -146,6 +146,139 @@ fn a_filter_keeps_what_tcpdump_keeps_from_the_same_packets() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A UDP/IPv6 frame (no extension header) to `dst_port`, to the same non-local MAC as [`frame`].
+fn ipv6_frame(seq: u32, dst_port: u16) -> Vec<u8> {
+    let mut f = frame(seq, 1000, dst_port, 70);
+    let udp: Vec<u8> = f[34..42].to_vec();
+    let mut v6 = f[..12].to_vec();
+    v6.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 16, 17, 64]);
+    v6.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    v6.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    v6.extend_from_slice(&udp[..4]);
+    v6.extend_from_slice(&[0, 16, 0, 0]);
+    v6.extend_from_slice(&seq.to_be_bytes());
+    v6.extend_from_slice(&[0; 4]);
+    f = v6;
+    f
+}
+
+/// Traffic for `udp and dst port 9000`: matching UDP/IPv4, UDP/IPv4 to other ports and from port 9000,
+/// frames that are not IP at all, and UDP/IPv6 to 9000 (which the prefilter never judges), interleaved.
+fn prefilter_traffic() -> Vec<Vec<u8>> {
+    (0..4000u32)
+        .map(|i| match i % 8 {
+            0 | 1 => frame(i, 1000 + (i % 50) as u16, 9000, 60 + (i as usize % 200)),
+            2..=4 => frame(i, 1000, 9001 + (i % 3) as u16, 60),
+            5 => frame(i, 9000, 9005, 80),
+            6 => {
+                let mut f = frame(i, 1, 2, 60);
+                f[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
+                f
+            }
+            _ => ipv6_frame(i, 9000),
+        })
+        .collect()
+}
+
+/// `udp and dst port 9000` is in the prefilter's subset: the capture is still tcpdump's reading of all
+/// frames sent, and what could not match never reached ringcap: the program counted it as left to the
+/// stack, and a packet socket on the same interface (tcpdump) got exactly those frames.
+#[test]
+fn the_prefilter_leaves_what_cannot_match_to_the_stack_and_the_capture_is_tcpdumps() {
+    if !have("tcpdump") {
+        return;
+    }
+    let tb = testbed();
+    let dir = temp_dir("xdp-prefilter");
+    let ours = dir.join("ours.pcap");
+    let stack = dir.join("stack.pcap");
+    let reference = dir.join("sent.pcap");
+    let expr = "udp and dst port 9000";
+    // tcpdump first: the helpers keep the stderr of the child started last, which must be ringcap.
+    let mut cmd = tb.command(Side::Rx, "tcpdump");
+    cmd.args([
+        "-i",
+        &tb.rx_if,
+        "-B",
+        "65536",
+        "--immediate-mode",
+        "-U",
+        "-n",
+        "-w",
+    ])
+    .arg(&stack);
+    let watcher = spawn_listening(cmd);
+    let child = capture_to_file(&tb, &ours, &["--source", "xdp", "--json", expr]);
+    let sent = prefilter_traffic();
+    send(&tb, &sent);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = stop(child, libc::SIGINT);
+    stop(watcher, libc::SIGINT);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    write_pcap(&reference, &sent);
+    let want = tcpdump_hex(&reference, expr);
+    let got = tcpdump_hex(&ours, "");
+    assert!(!want.is_empty() && want.len() < sent.len() / 2);
+    assert_eq!(got.len(), want.len(), "{}", stderr_text(&out));
+    assert!(got == want, "the packets kept differ from tcpdump's");
+    // Every IPv6 frame sent matches, so what tcpdump rejects is all IPv4 or not IP: the prefilter's share.
+    let rejected = tcpdump_hex(&reference, &format!("not ({expr})"));
+    assert!(tcpdump_hex(&reference, &format!("ip6 and not ({expr})")).is_empty());
+    let s = summary_json(&out);
+    assert_eq!(s["xdp"]["prefilter"]["active"], true, "{s}");
+    assert_eq!(
+        s["xdp"]["prefilter"]["left_to_stack"],
+        rejected.len() as u64,
+        "{s}"
+    );
+    assert!(stderr_text(&out).contains("XDP prefilter on: (udp and dst port 9000)"));
+    // The stack got them (tcpdump's packet socket sees what XDP passed, and nothing it redirected).
+    let on_stack = tcpdump_hex(&stack, "not ip6");
+    assert!(
+        on_stack == rejected,
+        "the stack saw {} frames, not the {} that cannot match",
+        on_stack.len(),
+        rejected.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An expression outside the subset (a byte test, a length) leaves the prefilter off: every frame goes to
+/// user space, and the capture is still tcpdump's.
+#[test]
+fn outside_the_subset_the_prefilter_is_off_and_the_capture_is_tcpdumps() {
+    if !have("tcpdump") {
+        return;
+    }
+    let tb = testbed();
+    let dir = temp_dir("xdp-no-prefilter");
+    let ours = dir.join("ours.pcap");
+    let reference = dir.join("sent.pcap");
+    let expr = "udp[8] = 0 and len > 100";
+    let child = capture_to_file(&tb, &ours, &["--source", "xdp", "--json", expr]);
+    let sent = prefilter_traffic();
+    send(&tb, &sent);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = stop(child, libc::SIGINT);
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    write_pcap(&reference, &sent);
+    let want = tcpdump_hex(&reference, expr);
+    assert!(!want.is_empty() && want.len() < sent.len() / 2);
+    assert!(
+        tcpdump_hex(&ours, "") == want,
+        "the packets kept differ from tcpdump's"
+    );
+    let s = summary_json(&out);
+    assert_eq!(s["xdp"]["prefilter"]["active"], false, "{s}");
+    assert_eq!(
+        s["xdp"]["prefilter"]["left_to_stack"],
+        serde_json::Value::Null
+    );
+    assert_eq!(s["xdp"]["filtered_out"], (sent.len() - want.len()) as u64);
+    assert!(stderr_text(&out).contains("XDP prefilter off"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// 802.1Q-tagged frames: XDP sees the frame before the stack takes the tag off, so the file holds the tag
 /// in place (as a tap delivers it), and a `vlan N` filter keeps what tcpdump keeps from the frames sent.
 #[test]
@@ -192,6 +325,14 @@ fn vlan_tagged_frames_keep_their_tag_and_filter_as_tcpdump() {
     assert!(
         tcpdump_hex(&some, "") == want,
         "the tagged packets kept differ from tcpdump's"
+    );
+    // A leading `vlan N` is in the prefilter's subset: the other tags and ports never left the driver.
+    let s = summary_json(&out);
+    assert_eq!(s["xdp"]["prefilter"]["active"], true, "{s}");
+    assert_eq!(
+        s["xdp"]["prefilter"]["left_to_stack"],
+        (sent.len() - want.len()) as u64,
+        "{s}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

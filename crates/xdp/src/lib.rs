@@ -1,6 +1,7 @@
 //! ringcap below the network stack: its XDP programs and AF_XDP sockets.
 //!
-//! * [`Program`]: `ringcap_xsk` (stamp each frame, redirect it to the AF_XDP socket of its receive queue) or
+//! * [`Program`]: `ringcap_xsk` (stamp each frame, redirect it to the AF_XDP socket of its receive queue, unless
+//!   the [`Prefilter`] says it cannot match the capture filter: then the stack gets it) or
 //!   `ringcap_drop` (count and drop in the driver), attached through a BPF link that disappears with the
 //!   process, however it ends.
 //! * [`XskSocket`]: one AF_XDP socket per (interface, queue) with its own UMEM, for receiving
@@ -12,11 +13,16 @@
 
 mod error;
 mod live;
+mod prefilter;
+mod prefilter_probe;
 mod program;
+mod recognise;
 mod xsk;
 
 pub use error::XdpError;
 pub use live::{LiveSender, LIVE_MAX_BATCH};
+pub use prefilter::{AddrTest, Direction, PortTest, Prefilter, Rule, VlanTest};
+pub use prefilter_probe::PrefilterProbe;
 pub use program::{Mode, Program, Seen};
 pub use xsk::{Bind, XskConfig, XskSocket, XskStats};
 

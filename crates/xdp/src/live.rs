@@ -14,7 +14,7 @@ use crate::error::XdpError;
 use crate::program::{load_error, OBJECT};
 
 /// `bpf(2)` command number of BPF_PROG_TEST_RUN (uapi `enum bpf_cmd`).
-const BPF_PROG_TEST_RUN: libc::c_long = 10;
+pub(crate) const BPF_PROG_TEST_RUN: libc::c_long = 10;
 /// uapi `BPF_F_TEST_XDP_LIVE_FRAMES`.
 const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// The kernel's largest batch (`TEST_XDP_MAX_BATCH`).
@@ -23,37 +23,37 @@ pub const LIVE_MAX_BATCH: u32 = 256;
 /// `union bpf_attr`'s `test` member, laid out as in the uapi header (the kernel zero-checks the rest).
 #[repr(C, align(8))]
 #[derive(Default)]
-struct TestRunAttr {
-    prog_fd: u32,
-    retval: u32,
-    data_size_in: u32,
-    data_size_out: u32,
-    data_in: u64,
-    data_out: u64,
-    repeat: u32,
-    duration: u32,
-    ctx_size_in: u32,
-    ctx_size_out: u32,
-    ctx_in: u64,
-    ctx_out: u64,
-    flags: u32,
-    cpu: u32,
-    batch_size: u32,
+pub(crate) struct TestRunAttr {
+    pub(crate) prog_fd: u32,
+    pub(crate) retval: u32,
+    pub(crate) data_size_in: u32,
+    pub(crate) data_size_out: u32,
+    pub(crate) data_in: u64,
+    pub(crate) data_out: u64,
+    pub(crate) repeat: u32,
+    pub(crate) duration: u32,
+    pub(crate) ctx_size_in: u32,
+    pub(crate) ctx_size_out: u32,
+    pub(crate) ctx_in: u64,
+    pub(crate) ctx_out: u64,
+    pub(crate) flags: u32,
+    pub(crate) cpu: u32,
+    pub(crate) batch_size: u32,
     /// Explicit, so it is zero: the kernel refuses (EINVAL) an attr with non-zero bytes past the last field.
-    _pad: u32,
+    pub(crate) _pad: u32,
 }
 
 /// uapi `struct xdp_md`, the context given to the run: where the frame "arrived", which is where XDP_TX
 /// sends it.
 #[repr(C)]
 #[derive(Default)]
-struct XdpMd {
-    data: u32,
-    data_end: u32,
-    data_meta: u32,
-    ingress_ifindex: u32,
-    rx_queue_index: u32,
-    egress_ifindex: u32,
+pub(crate) struct XdpMd {
+    pub(crate) data: u32,
+    pub(crate) data_end: u32,
+    pub(crate) data_meta: u32,
+    pub(crate) ingress_ifindex: u32,
+    pub(crate) rx_queue_index: u32,
+    pub(crate) egress_ifindex: u32,
 }
 
 /// `ringcap_tx`, loaded for test runs that send on one interface.

@@ -8,11 +8,12 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::str::FromStr;
 
-use aya::maps::{PerCpuArray, XskMap};
+use aya::maps::{Array, PerCpuArray, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 
 use crate::error::XdpError;
+use crate::prefilter::{Prefilter, PrefilterMap};
 
 pub(crate) static OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ringcap.bpf.o"));
@@ -67,29 +68,55 @@ pub struct Program {
     ebpf: Ebpf,
     interface: String,
     mode: Mode,
+    prefilter: Option<Prefilter>,
 }
 
 impl Program {
     /// `ringcap_xsk`: every packet is stamped and redirected to the AF_XDP socket of its receive queue
-    /// (see [`Program::set_socket`]); queues without a socket pass packets on to the stack.
+    /// (see [`Program::set_socket`]); queues without a socket pass packets on to the stack. With a
+    /// `prefilter`, packets that cannot match it are passed on to the stack instead (and counted).
     pub fn redirect_to_sockets(
         interface: &str,
         mode: Mode,
         queues: u32,
+        prefilter: Option<&Prefilter>,
     ) -> Result<Program, XdpError> {
-        Program::attach("ringcap_xsk", interface, mode, queues.max(1))
+        let value = prefilter
+            .map(Prefilter::map_value)
+            .transpose()
+            .map_err(XdpError::Config)?;
+        let mut p = Program::attach("ringcap_xsk", interface, mode, queues.max(1), value)?;
+        p.prefilter = prefilter.cloned();
+        Ok(p)
     }
 
     /// `ringcap_drop`: count every packet and drop it in the driver.
     pub fn count_and_drop(interface: &str, mode: Mode) -> Result<Program, XdpError> {
-        Program::attach("ringcap_drop", interface, mode, 1)
+        Program::attach("ringcap_drop", interface, mode, 1, None)
     }
 
-    fn attach(name: &str, interface: &str, mode: Mode, queues: u32) -> Result<Program, XdpError> {
+    fn attach(
+        name: &str,
+        interface: &str,
+        mode: Mode,
+        queues: u32,
+        prefilter: Option<PrefilterMap>,
+    ) -> Result<Program, XdpError> {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("xsks", queues)
             .load(OBJECT)
             .map_err(|e| load_error(interface, &e))?;
+        // Before attaching, so the first packet already meets it.
+        if let Some(value) = prefilter {
+            let map = ebpf
+                .map_mut("prefilter")
+                .ok_or_else(|| XdpError::Load("map prefilter missing from the object".into()))?;
+            let mut array: Array<_, PrefilterMap> =
+                Array::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+            array
+                .set(0, value, 0)
+                .map_err(|e| XdpError::Load(format!("cannot write the XDP prefilter: {e}")))?;
+        }
         let prog: &mut Xdp = ebpf
             .program_mut(name)
             .ok_or_else(|| XdpError::Load(format!("program {name} missing from the object")))?
@@ -102,6 +129,7 @@ impl Program {
             ebpf,
             interface: interface.to_string(),
             mode,
+            prefilter: None,
         })
     }
 
@@ -129,6 +157,25 @@ impl Program {
                 self.interface
             ))
         })
+    }
+
+    /// The prefilter the program tests, if any.
+    pub fn prefilter(&self) -> Option<&Prefilter> {
+        self.prefilter.as_ref()
+    }
+
+    /// Packets the prefilter passed on to the stack (could not match the filter), summed over CPUs.
+    pub fn left_to_stack(&self) -> Result<u64, XdpError> {
+        let map = self
+            .ebpf
+            .map("left_to_stack")
+            .ok_or_else(|| XdpError::Load("map left_to_stack missing from the object".into()))?;
+        let counts: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+        let v = counts
+            .get(&0, 0)
+            .map_err(|e| XdpError::Load(e.to_string()))?;
+        Ok(v.iter().sum())
     }
 
     /// What the program saw so far, summed over CPUs.

@@ -85,7 +85,18 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         interface_of.extend(std::iter::repeat_n(i as u32, group.len()));
         sources.extend(group);
     }
-    // The compiled program now lives in the kernel.
+    if let Some(program) = sources.first().and_then(|s| s.xdp_program()) {
+        match program.prefilter() {
+            Some(p) => {
+                log::info!("XDP prefilter on: {p}; frames that cannot match stay with the stack")
+            }
+            None if cfg.filter.is_some() => {
+                log::info!("XDP prefilter off: the filter runs in user space on every frame")
+            }
+            None => {}
+        }
+    }
+    // The compiled program now lives in the kernel (or in the xdp sources).
     cfg.filter = None;
     // Nothing after this point needs privileges, and no other thread exists yet (capabilities are per
     // thread): give them up before files are opened and packets parsed.
@@ -215,6 +226,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             zero_copy,
             queues,
             seen: program.seen().ok().map(|s| s.packets),
+            prefilter: program
+                .prefilter()
+                .map(|p| (p.to_string(), program.left_to_stack().ok())),
             // One source per queue, opened queue 0 upwards.
             per_queue: counters
                 .iter()

@@ -61,6 +61,13 @@ pub(super) fn source_config(
         let prog = capture::compile_filter(&expr, linktype, cfg.snaplen)
             .map_err(|e| Fatal::usage(anyhow!(e)))?;
         cfg.filter = Some(prog);
+        // The prefilter tests Ethernet frames; libpcap's program stays the judge of every frame delivered.
+        if cfg.kind == capture::SourceKind::Xdp
+            && a.xdp_prefilter
+            && linktype == wire::LinkType::Ethernet
+        {
+            cfg.prefilter = capture::XdpPrefilter::recognise(&expr);
+        }
     }
     Ok(cfg)
 }
