@@ -232,10 +232,14 @@ impl Chart {
             ..Chart::new(title, "minutes", y_label)
         };
         for (name, values) in lines {
-            c = c.with(Series::line(
-                name,
-                minutes.iter().copied().zip(values.iter().copied()),
-            ));
+            let points = minutes.iter().copied().zip(values.iter().copied());
+            // A trace shorter than two minutes has one value per line: a line through one point
+            // draws nothing, so it gets a marker.
+            c = c.with(if minutes.len() == 1 {
+                Series::new(name, points.map(|(x, y)| ErrorPoint::new(x, y)).collect())
+            } else {
+                Series::line(name, points)
+            });
         }
         let top = lines
             .iter()

@@ -78,6 +78,14 @@ fn histogram_time_series_and_cdf_ranges() {
     assert_eq!(xs, [0.0, 1.0]);
     assert_eq!(t.x.range, Some(0.0..2.0));
     assert_eq!(t.y.range, Some(0.0..11.0));
+    // One minute (a short trace): a marker, not a line through one point, which draws nothing.
+    let one = Chart::time_series("t", "packets/s", &[60_000_000_000], &[("avg", vec![5.0])]);
+    let empty = Chart {
+        series: vec![],
+        ..one.clone()
+    };
+    let markers = |c: &Chart| count(&chart_svg(c).unwrap(), "circle");
+    assert!(markers(&one) > markers(&empty), "one minute draws nothing");
 
     assert_eq!(
         cdf_steps(&[0.0, 0.5, 0.0, 0.5], 6.0),
