@@ -217,25 +217,35 @@ impl Chart {
         c
     }
 
-    /// Per-minute values against minutes since the first minute: `start_ns[i]` is the start of minute i
-    /// and each line has a value per minute. y from 0; 1000 × 350 pixels.
+    /// Binned values against time since the first bin: `start_ns[i]` is the start of bin i, each
+    /// `bin_ns` long, and each line has a value per bin. x in minutes for bins of a minute or more,
+    /// else in seconds. y from 0; 1000 × 350 pixels.
     pub fn time_series(
         title: &str,
         y_label: &str,
         start_ns: &[u64],
+        bin_ns: u64,
         lines: &[(&str, Vec<f64>)],
     ) -> Chart {
+        let (unit_ns, unit) = if bin_ns >= 60_000_000_000 {
+            (60e9, "minutes")
+        } else {
+            (1e9, "seconds")
+        };
         let t0 = start_ns.first().copied().unwrap_or(0);
-        let minutes: Vec<f64> = start_ns.iter().map(|&t| (t - t0) as f64 / 60e9).collect();
+        let xs: Vec<f64> = start_ns
+            .iter()
+            .map(|&t| (t - t0) as f64 / unit_ns)
+            .collect();
         let mut c = Chart {
             size: (1000, 350),
-            ..Chart::new(title, "minutes", y_label)
+            ..Chart::new(title, unit, y_label)
         };
         for (name, values) in lines {
-            let points = minutes.iter().copied().zip(values.iter().copied());
-            // A trace shorter than two minutes has one value per line: a line through one point
-            // draws nothing, so it gets a marker.
-            c = c.with(if minutes.len() == 1 {
+            let points = xs.iter().copied().zip(values.iter().copied());
+            // A trace of one bin has one value per line: a line through one point draws nothing,
+            // so it gets a marker.
+            c = c.with(if xs.len() == 1 {
                 Series::new(name, points.map(|(x, y)| ErrorPoint::new(x, y)).collect())
             } else {
                 Series::line(name, points)
@@ -245,7 +255,8 @@ impl Chart {
             .iter()
             .flat_map(|(_, v)| v)
             .fold(1e-3, |a: f64, &b| a.max(b));
-        c.x.range = Some(0.0..minutes.last().map_or(1.0, |m| m + 1.0));
+        let bin = bin_ns as f64 / unit_ns;
+        c.x.range = Some(0.0..xs.last().map_or(bin, |m| m + bin));
         c.y.range = Some(0.0..top * 1.1);
         c
     }

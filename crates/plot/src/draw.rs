@@ -67,7 +67,37 @@ pub fn stack_svg(title: Option<&str>, charts: &[Chart]) -> Result<String, PlotEr
             .to_string(),
         error: e.to_string(),
     })?;
+    // Say in the document how much data it draws, so a test can fail on a plot that has axes
+    // and a legend but nothing in them, whichever report it belongs to.
+    let marks: usize = charts.iter().map(data_marks).sum();
+    if let Some(end) = svg
+        .find("<svg")
+        .and_then(|at| svg[at..].find('>').map(|e| at + e + 1))
+    {
+        svg.insert_str(end, &format!("\n<desc>{DATA_MARKS} {marks}</desc>"));
+    }
     Ok(svg)
+}
+
+/// The words before the count in a plot's `<desc>`.
+const DATA_MARKS: &str = "data marks drawn:";
+
+/// Marks that show data: a marker per point, a segment per pair of points of a line (a line
+/// through one point draws nothing). Reference and labelled lines are not data.
+fn data_marks(c: &Chart) -> usize {
+    c.series
+        .iter()
+        .map(|s| match s.mark {
+            Mark::Line => s.points.len().saturating_sub(1),
+            Mark::Points | Mark::LinePoints => s.points.len(),
+        })
+        .sum()
+}
+
+/// The data marks an SVG made by [`stack_svg`] or [`chart_svg`] draws; `None` for other SVGs.
+pub fn drawn_data_marks(svg: &str) -> Option<usize> {
+    let at = svg.find(DATA_MARKS)? + DATA_MARKS.len();
+    svg[at..].split('<').next()?.trim().parse().ok()
 }
 
 /// The chart's x and y ranges, after checking that its points can be drawn.

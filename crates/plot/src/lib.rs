@@ -18,7 +18,7 @@ use std::process::Command;
 
 pub use axis::{bounds, pad, tick, Axis};
 pub use chart::{cdf_steps, min_avg_max, Chart, ErrorPoint, HLine, Legend, Mark, RefLine, Series};
-pub use draw::{chart_svg, stack_svg};
+pub use draw::{chart_svg, drawn_data_marks, stack_svg};
 
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]

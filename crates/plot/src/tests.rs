@@ -72,6 +72,7 @@ fn histogram_time_series_and_cdf_ranges() {
         "t",
         "packets/s",
         &[60_000_000_000, 120_000_000_000],
+        60_000_000_000,
         &[("avg", vec![5.0, 10.0])],
     );
     let xs: Vec<f64> = t.series[0].points.iter().map(|q| q.x).collect();
@@ -79,13 +80,41 @@ fn histogram_time_series_and_cdf_ranges() {
     assert_eq!(t.x.range, Some(0.0..2.0));
     assert_eq!(t.y.range, Some(0.0..11.0));
     // One minute (a short trace): a marker, not a line through one point, which draws nothing.
-    let one = Chart::time_series("t", "packets/s", &[60_000_000_000], &[("avg", vec![5.0])]);
+    let one = Chart::time_series(
+        "t",
+        "packets/s",
+        &[60_000_000_000],
+        60_000_000_000,
+        &[("avg", vec![5.0])],
+    );
     let empty = Chart {
         series: vec![],
         ..one.clone()
     };
     let markers = |c: &Chart| count(&chart_svg(c).unwrap(), "circle");
     assert!(markers(&one) > markers(&empty), "one minute draws nothing");
+    // The document says so: a report test can fail on any plot without data.
+    assert_eq!(drawn_data_marks(&chart_svg(&one).unwrap()), Some(1));
+    assert_eq!(drawn_data_marks(&chart_svg(&empty).unwrap()), Some(0));
+    let one_line = Chart {
+        series: vec![Series::line("l", [(0.0, 1.0)])],
+        ..empty.clone()
+    };
+    assert_eq!(drawn_data_marks(&chart_svg(&one_line).unwrap()), Some(0));
+    assert_eq!(drawn_data_marks("<svg></svg>"), None);
+    // 100 ms bins (a short trace): x in seconds, the range one bin past the last start.
+    let short = Chart::time_series(
+        "t",
+        "packets/s",
+        &[5_000_000_000, 5_100_000_000, 5_200_000_000],
+        100_000_000,
+        &[("avg", vec![1.0, 2.0, 3.0])],
+    );
+    let xs: Vec<f64> = short.series[0].points.iter().map(|q| q.x).collect();
+    assert_eq!(xs, [0.0, 0.1, 0.2]);
+    assert_eq!(short.x.label, "seconds");
+    let r = short.x.range.clone().unwrap();
+    assert!(r.start == 0.0 && (r.end - 0.3).abs() < 1e-9, "{r:?}");
 
     assert_eq!(
         cdf_steps(&[0.0, 0.5, 0.0, 0.5], 6.0),
@@ -257,12 +286,14 @@ fn stacked_time_series_draw_a_line_per_series() {
         "(a) packets per second",
         "packets/s",
         &t,
+        60_000_000_000,
         &[("max", vec![3.0, 5.0, 4.0]), ("min", vec![1.0, 2.0, 1.0])],
     );
     let mbps = Chart::time_series(
         "(b) megabits per second",
         "Mb/s",
         &t,
+        60_000_000_000,
         &[("", vec![1.0, 2.0, 1.5])],
     );
     let svg = stack_svg(Some("a day"), &[pps.clone(), mbps.clone()]).unwrap();

@@ -184,6 +184,17 @@ rate_pps = [40000, 80000]
     }
     assert!(out.join("results.parquet").exists());
     assert!(out.join("cpusage/0.txt").exists());
+    // Every plot of the report draws data, not only axes and a legend.
+    let mut plots = 0;
+    for e in fs::read_dir(out.join("plots")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "svg") {
+            let marks = plot::drawn_data_marks(&fs::read_to_string(&p).unwrap());
+            assert!(marks.is_some_and(|n| n > 0), "{}: {marks:?}", p.display());
+            plots += 1;
+        }
+    }
+    assert!(plots >= 3, "only {plots} plots");
     let meta: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
     assert!(meta["finished"].is_string(), "{meta}");

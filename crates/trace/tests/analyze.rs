@@ -66,8 +66,8 @@ fn rates_bursts_sizes_mix_and_flows() {
     assert_eq!(a.timeline[1].packets, 6000 + 4);
     assert_eq!(a.timeline[0].start_ns, T0);
     // Second 30 holds 100 UDP + 50 TCP; a second holds at least 100 UDP.
-    assert_eq!(a.timeline[0].max_pps_1s, 150.0);
-    assert_eq!(a.timeline[1].min_pps_1s, 100.0);
+    assert_eq!(a.timeline[0].max_pps, 150.0);
+    assert_eq!(a.timeline[1].min_pps, 100.0);
     assert_eq!(a.hours.len(), 1);
     assert_eq!(a.hours[0].minutes, 2);
 
@@ -122,6 +122,7 @@ fn rates_bursts_sizes_mix_and_flows() {
     }
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
     assert!(html.contains("burstiness.svg") && html.contains("IPv4/UDP"));
+    every_plot_draws_data(&report);
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["packets"], 12_060);
@@ -180,4 +181,57 @@ fn a_single_file_and_errors() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("no column"), "{e}");
+}
+
+/// Every plot of a report draws data, not only axes and a legend.
+fn every_plot_draws_data(report: &Path) {
+    for e in std::fs::read_dir(report).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "svg") {
+            let svg = std::fs::read_to_string(&p).unwrap();
+            let marks = plot::drawn_data_marks(&svg);
+            assert!(
+                marks.is_some_and(|n| n > 0),
+                "{}: {marks:?} data marks",
+                p.display()
+            );
+        }
+    }
+}
+
+/// A 1.5 s trace (issue 14 item 6: a 2 s trace drew empty per-minute timelines): the timeline is in
+/// 100 ms bins of 100 packets each (one packet a millisecond), min and max over 10 ms sub-windows.
+#[test]
+fn a_short_trace_gets_a_timeline_in_100_ms_bins() {
+    let dir = tempdir();
+    let pk: Vec<Pkt> = (0..1500u64)
+        .map(|i| {
+            Pkt::new(
+                T0 + i * 1_000_000,
+                udp4([10, 0, 0, 1], [10, 0, 0, 2], 4000, 53, 72, None),
+            )
+        })
+        .collect();
+    let (bytes, _) = pcap_bytes(&pk, 1);
+    let input = write(dir.path(), "short.pcap", &bytes);
+    let set = dir.path().join("set");
+    convert(&[input], &ConvertOptions::new(&set), &Progress::default()).unwrap();
+    let report = dir.path().join("report");
+    let a = analyze(&set, &report, &AnalyzeOptions::default()).unwrap();
+    assert_eq!(a.timeline.len(), 15);
+    for (i, b) in a.timeline.iter().enumerate() {
+        assert_eq!(b.start_ns, T0 + i as u64 * SEC / 10);
+        assert_eq!((b.width_ns, b.sub_ns), (SEC / 10, SEC / 100));
+        assert_eq!(b.packets, 100);
+        assert_eq!((b.pps, b.min_pps, b.max_pps), (1000.0, 1000.0, 1000.0));
+    }
+    // The hourly table stays over minutes: one minute with all of it.
+    assert_eq!(a.hours.len(), 1);
+    assert_eq!(a.hours[0].minutes, 1);
+    let svg = std::fs::read_to_string(report.join("timeline.svg")).unwrap();
+    assert!(
+        svg.contains("per 100 ms") && svg.contains("seconds"),
+        "{svg}"
+    );
+    every_plot_draws_data(&report);
 }

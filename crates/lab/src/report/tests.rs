@@ -137,12 +137,18 @@ fn multi_app_is_worst_avg_best_per_run_first() {
     check(&one.metrics["capture_rate_worst"], 2, 0.95, 0.9, 1.0, 0.95);
 }
 
-/// Every plot must be well-formed XML with an <svg> root and say what its axes are.
+/// Every plot must be well-formed XML with an <svg> root and draw data, not only axes and a legend.
 fn parse_svg(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap();
     let doc = roxmltree::Document::parse(&text)
         .unwrap_or_else(|e| panic!("{} is not XML: {e}", path.display()));
     assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let marks = plot::drawn_data_marks(&text);
+    assert!(
+        marks.is_some_and(|n| n > 0),
+        "{}: {marks:?} data marks",
+        path.display()
+    );
     text
 }
 

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::columns::col;
 use crate::error::TraceError;
-use rates::{Burstiness, Hour, Minute, Run, RunBuilder};
+use rates::{Bin, Burstiness, Hour, Run, RunBuilder};
 use traffic::{FlowKey, Mix, Sizes, Traffic};
 
 /// Largest size written to the generator `dist` file (gen's default maximum, an Ethernet MTU).
@@ -72,7 +72,8 @@ pub struct Analysis {
     pub first_ns: u64,
     pub last_ns: u64,
     pub duration_s: f64,
-    pub timeline: Vec<Minute>,
+    /// Rate timeline in bins that suit the trace's length (see [`rates::bin_for`]).
+    pub timeline: Vec<Bin>,
     pub hours: Vec<Hour>,
     pub burstiness: Vec<Burstiness>,
     pub sizes: Sizes,
@@ -301,8 +302,9 @@ pub fn analyze(
     let rows: u64 = parts.iter().map(|p| p.1).sum();
     let base = RunBuilder::merge(parts.into_iter().map(|p| p.0).collect());
     let burstiness = rates::burstiness(&base);
-    let timeline = rates::timeline(&base);
-    let hours = rates::hours(&timeline);
+    let (width, sub) = rates::bin_for(&base);
+    let timeline = rates::timeline(&base, width, sub);
+    let hours = rates::hours(&rates::timeline(&base, rates::MIN, rates::SEC));
     let rates_s = t1.elapsed().as_secs_f64();
 
     // Pass 2: sizes and flows.

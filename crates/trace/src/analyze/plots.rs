@@ -2,30 +2,52 @@
 
 use plot::{chart_svg, stack_svg, Chart, ErrorPoint, PlotError, Series};
 
-use super::rates::{Burstiness, Minute};
+use super::rates::{Bin, Burstiness};
 
-/// Per-minute packet and bit rates (seed 002 Figure 1), minutes since the first one on x.
-pub fn timeline_svg(minutes: &[Minute]) -> Result<String, PlotError> {
-    let starts: Vec<u64> = minutes.iter().map(|m| m.start_ns).collect();
-    let values = |f: fn(&Minute) -> f64| minutes.iter().map(f).collect::<Vec<f64>>();
+/// Packet and bit rates per bin (seed 002 Figure 1: per minute; shorter traces get finer bins),
+/// time since the first bin on x.
+pub fn timeline_svg(bins: &[Bin]) -> Result<String, PlotError> {
+    let starts: Vec<u64> = bins.iter().map(|b| b.start_ns).collect();
+    let values = |f: fn(&Bin) -> f64| bins.iter().map(f).collect::<Vec<f64>>();
+    let (width, sub) = bins
+        .first()
+        .map_or((60_000_000_000, 1_000_000_000), |b| (b.width_ns, b.sub_ns));
+    let (per, average) = (span_name(width), format!("{} average", span_name(width)));
     let pps = Chart::time_series(
-        "(a) packets per second, per minute",
+        &format!("(a) packets per second, per {per}"),
         "packets/s",
         &starts,
+        width,
         &[
-            ("max over 1 s", values(|m| m.max_pps_1s)),
-            ("minute average", values(|m| m.pps)),
-            ("min over 1 s", values(|m| m.min_pps_1s)),
+            (
+                &format!("max over {}", span_name(sub)),
+                values(|b| b.max_pps),
+            ),
+            (&average, values(|b| b.pps)),
+            (
+                &format!("min over {}", span_name(sub)),
+                values(|b| b.min_pps),
+            ),
         ],
     );
     let mbps = Chart::time_series(
-        "(b) megabits per second, per minute",
+        &format!("(b) megabits per second, per {per}"),
         "Mb/s",
         &starts,
-        // Named like (a)'s average, so both legends are as wide and the minutes line up.
-        &[("minute average", values(|m| m.mbps))],
+        width,
+        // Named like (a)'s average, so both legends are as wide and the bins line up.
+        &[(&average, values(|b| b.mbps))],
     );
     stack_svg(None, &[pps, mbps])
+}
+
+/// "minute", "second", "100 ms", "10 ms": how the timeline names a bin or sub-window.
+pub fn span_name(ns: u64) -> String {
+    match ns {
+        60_000_000_000 => "minute".into(),
+        n if n >= 1_000_000_000 => format!("{} s", n / 1_000_000_000),
+        n => format!("{} ms", n / 1_000_000),
+    }
 }
 
 /// Rate percentiles against window size (seed 002 Figure 2), packets/s on a log axis.

@@ -1,4 +1,4 @@
-//! Packet and bit rates over time: the per-minute timeline with hourly min/avg/max (seed 002
+//! Packet and bit rates over time: the timeline (per minute, or finer for short traces) with hourly min/avg/max (seed 002
 //! Figure 1) and burstiness, the distribution of rates over windows from 100 µs to 1 s (Figure 2).
 //!
 //! One pass keeps, per 100 µs window that saw traffic, the packets and bytes in it ("runs"; rows
@@ -162,23 +162,27 @@ pub fn burstiness(base: &[Run]) -> Vec<Burstiness> {
         .collect()
 }
 
-/// One minute of the timeline.
+/// One bin of the rate timeline: a minute for traces over a minute long (seed 002 Figure 1), a
+/// second or 100 ms for shorter ones, so a short trace still draws a line.
 #[derive(Clone, Debug, Serialize)]
-pub struct Minute {
-    /// Start of the minute, ns since the epoch.
+pub struct Bin {
+    /// Start of the bin, ns since the epoch.
     pub start_ns: u64,
-    /// Packets in the minute.
+    /// Length of the bin, ns.
+    pub width_ns: u64,
+    /// Packets in the bin.
     pub packets: u64,
-    /// Bytes (wire lengths) in the minute.
+    /// Bytes (wire lengths) in the bin.
     pub bytes: u64,
-    /// Average packets per second over the minute.
+    /// Average packets per second over the bin.
     pub pps: f64,
-    /// Average megabits per second over the minute.
+    /// Average megabits per second over the bin.
     pub mbps: f64,
-    /// Lowest and highest 1-second packet rate in the minute (seconds before the first or after
-    /// the last packet of the trace are not counted).
-    pub min_pps_1s: f64,
-    pub max_pps_1s: f64,
+    /// Lowest and highest packet rate over the bin's sub-windows of `sub_ns` (1 s in a minute;
+    /// sub-windows before the first or after the last packet of the trace are not counted).
+    pub min_pps: f64,
+    pub max_pps: f64,
+    pub sub_ns: u64,
 }
 
 /// Min/avg/max of the per-minute rates in one hour.
@@ -196,27 +200,46 @@ pub struct Hour {
     pub max_mbps: f64,
 }
 
-const SEC: u64 = 1_000_000_000 / BASE_NS;
-const MIN: u64 = 60 * SEC;
+/// A second and a minute in base windows.
+pub const SEC: u64 = 1_000_000_000 / BASE_NS;
+pub const MIN: u64 = 60 * SEC;
 const HOUR: u64 = 60 * MIN;
 
-/// Per-minute samples from merged base runs. A minute's average is over the part of the minute
-/// inside the trace, so a trace that starts or ends mid-minute is not diluted.
-pub fn timeline(base: &[Run]) -> Vec<Minute> {
+/// Bin and sub-window (in base windows) that suit a trace: minutes of seconds when it lasts over a
+/// minute, seconds of 100 ms over 2 s, else 100 ms of 10 ms.
+pub fn bin_for(base: &[Run]) -> (u64, u64) {
+    let span = match (base.first(), base.last()) {
+        (Some(f), Some(l)) => l.window - f.window,
+        _ => 0,
+    };
+    if span > MIN {
+        (MIN, SEC)
+    } else if span > 2 * SEC {
+        (SEC, SEC / 10)
+    } else {
+        (SEC / 10, SEC / 100)
+    }
+}
+
+/// The timeline in bins of `width` base windows, each with the min and max rate over its
+/// sub-windows of `sub` (`width` a multiple of `sub`). A bin's average is over the part of the bin
+/// inside the trace, so a trace that starts or ends mid-bin is not diluted.
+pub fn timeline(base: &[Run], width: u64, sub: u64) -> Vec<Bin> {
     let (Some(first), Some(last)) = (base.first(), base.last()) else {
         return Vec::new();
     };
-    let (t0, t1) = (first.window / SEC, last.window / SEC); // first and last second
-    let secs = coalesce(base.to_vec(), SEC);
-    let mut out: Vec<Minute> = Vec::new();
+    let per_bin = width / sub;
+    let (t0, t1) = (first.window / sub, last.window / sub); // first and last sub-window
+    let subs = coalesce(base.to_vec(), sub);
+    let sub_s = sub as f64 * BASE_NS as f64 / 1e9;
+    let mut out: Vec<Bin> = Vec::new();
     let mut i = 0;
-    let (m0, m1) = (t0 / 60, t1 / 60);
-    for m in m0..=m1 {
-        let (s_lo, s_hi) = ((m * 60).max(t0), (m * 60 + 59).min(t1));
-        let span = (s_hi - s_lo + 1) as f64;
+    for m in t0 / per_bin..=t1 / per_bin {
+        let (s_lo, s_hi) = ((m * per_bin).max(t0), (m * per_bin + per_bin - 1).min(t1));
+        let span_s = (s_hi - s_lo + 1) as f64 * sub_s;
         let (mut p, mut b, mut lo, mut hi, mut seen) = (0u64, 0u64, u64::MAX, 0u64, 0u64);
-        while i < secs.len() && secs[i].window <= s_hi {
-            let r = secs[i];
+        while i < subs.len() && subs[i].window <= s_hi {
+            let r = subs[i];
             p += r.packets;
             b += r.bytes;
             lo = lo.min(r.packets);
@@ -225,32 +248,34 @@ pub fn timeline(base: &[Run]) -> Vec<Minute> {
             i += 1;
         }
         if seen < (s_hi - s_lo + 1) {
-            lo = 0; // a second without packets
+            lo = 0; // a sub-window without packets
         }
         if p == 0 {
             continue;
         }
-        out.push(Minute {
-            start_ns: m * MIN * BASE_NS,
+        out.push(Bin {
+            start_ns: m * width * BASE_NS,
+            width_ns: width * BASE_NS,
             packets: p,
             bytes: b,
-            pps: p as f64 / span,
-            mbps: b as f64 * 8.0 / span / 1e6,
-            min_pps_1s: lo as f64,
-            max_pps_1s: hi as f64,
+            pps: p as f64 / span_s,
+            mbps: b as f64 * 8.0 / span_s / 1e6,
+            min_pps: lo as f64 / sub_s,
+            max_pps: hi as f64 / sub_s,
+            sub_ns: sub * BASE_NS,
         });
     }
     out
 }
 
-/// Hourly min/avg/max of the minute rates.
-pub fn hours(minutes: &[Minute]) -> Vec<Hour> {
+/// Hourly min/avg/max of the minute rates (`minutes`: a timeline in bins of a minute).
+pub fn hours(minutes: &[Bin]) -> Vec<Hour> {
     let mut out: Vec<Hour> = Vec::new();
     for chunk in
         minutes.chunk_by(|a, b| a.start_ns / (HOUR * BASE_NS) == b.start_ns / (HOUR * BASE_NS))
     {
         let n = chunk.len() as f64;
-        let fold = |f: fn(&Minute) -> f64| {
+        let fold = |f: fn(&Bin) -> f64| {
             let v: Vec<f64> = chunk.iter().map(f).collect();
             (
                 v.iter().copied().fold(f64::INFINITY, f64::min),
