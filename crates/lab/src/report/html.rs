@@ -38,7 +38,7 @@ figcaption{color:#444;font-size:.93em;margin-top:.3em}
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
 table{border-collapse:collapse;margin:.6em 0;font-size:.92em}
 th,td{border:1px solid #d5dae0;padding:4px 8px;text-align:right;vertical-align:top}
-th{background:#eef1f4}td.l,th.l{text-align:left}
+th{background:#eef1f4}td.l,th.l{text-align:left}td:not(.l){white-space:nowrap}
 tr.sig td{font-weight:600}tr.bad td{background:#fdecea}
 .sub{display:block;color:#5d6874;font-size:.85em;white-space:nowrap}
 pre{background:#f6f8fa;border:1px solid #e3e6ea;padding:10px;overflow:auto;font-size:.88em}

@@ -9,7 +9,7 @@ use super::Analysis;
 use crate::time::ns_to_utc;
 
 const CSS: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}\
-                   td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}th{background:#eee}";
+                   td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}td{white-space:nowrap}th{background:#eee}";
 
 fn share_table(out: &mut String, title: &str, rows: &[Share]) {
     let _ = write!(
