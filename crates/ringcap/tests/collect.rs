@@ -604,6 +604,18 @@ fn records_read_back_like_convert_of_the_same_packets_and_dedup_merges_two_probe
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Runs `ringcap collect --listen LISTEN -o OUT --key KEY` to its end (for the usage errors, which exit
+/// before listening).
+fn collect_output(listen: &str, out: &Path, key: &Path) -> Output {
+    Command::new(ringcap())
+        .args(["collect", "--listen", listen, "-o"])
+        .arg(out)
+        .arg("--key")
+        .arg(key)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let dir = temp_dir("collect-usage");
@@ -617,44 +629,21 @@ fn usage_errors_exit_2() {
     let open = dir.join("open-key");
     std::fs::write(&open, KEY).unwrap();
     std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
-    let o = Command::new(ringcap())
-        .args(["collect", "--listen", "tcp://127.0.0.1:0", "-o"])
-        .arg(dir.join("o"))
-        .arg("--key")
-        .arg(&open)
-        .output()
-        .unwrap();
+    let o = collect_output("tcp://127.0.0.1:0", &dir.join("o"), &open);
     assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
     assert!(
         stderr_text(&o).contains(&format!("chmod 600 {}", open.display())),
         "{}",
         stderr_text(&o)
     );
-    let o = Command::new(ringcap())
-        .args(["collect", "--listen", "tcp://127.0.0.1:0", "-o"])
-        .arg(dir.join("o"))
-        .arg("--key")
-        .arg(dir.join("short"))
-        .output()
-        .unwrap();
+    let o = collect_output("tcp://127.0.0.1:0", &dir.join("o"), &dir.join("short"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
     assert!(
         stderr_text(&o).contains("at least 16"),
         "{}",
         stderr_text(&o)
     );
-    let o = Command::new(ringcap())
-        .args([
-            "collect",
-            "--listen",
-            "sctp://127.0.0.1:1",
-            "-o",
-            "x",
-            "--key",
-            "k",
-        ])
-        .output()
-        .unwrap();
+    let o = collect_output("sctp://127.0.0.1:1", Path::new("x"), Path::new("k"));
     assert_eq!(o.status.code(), Some(2));
     let o = Command::new(ringcap())
         .args(["dedup", dir.to_str().unwrap(), "-o"])
