@@ -21,7 +21,7 @@ mod xsk;
 
 pub use error::XdpError;
 pub use live::{LiveSender, LIVE_MAX_BATCH};
-pub use prefilter::{AddrTest, Direction, PortTest, Prefilter, Rule, VlanTest};
+pub use prefilter::{AddrTest, Direction, PortTest, Prefilter, PrefilterMap, Rule, VlanTest};
 pub use prefilter_probe::PrefilterProbe;
 pub use program::{Mode, Program, Seen};
 pub use xsk::{Bind, XskConfig, XskSocket, XskStats};

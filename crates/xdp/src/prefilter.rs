@@ -170,7 +170,7 @@ pub(crate) struct RuleMap {
 /// `struct prefilter` of bpf/ringcap.c, field for field.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-pub(crate) struct PrefilterMap {
+pub struct PrefilterMap {
     active: u32,
     vlan: u32,
     vid: u32,
@@ -184,7 +184,7 @@ unsafe impl aya::Pod for PrefilterMap {}
 impl Prefilter {
     /// The map value the program reads. Rules and tests beyond the program's room are never built by the
     /// recogniser; should one get here, it is an error rather than a silently narrower filter.
-    pub(crate) fn map_value(&self) -> Result<PrefilterMap, String> {
+    pub fn map_value(&self) -> Result<PrefilterMap, String> {
         if self.rules.len() > PREFILTER_RULES {
             return Err(format!(
                 "{} prefilter rules, the program has room for {PREFILTER_RULES}",
