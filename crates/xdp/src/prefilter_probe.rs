@@ -4,14 +4,14 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use aya::maps::{Array, PerCpuArray};
+use aya::maps::Array;
 use aya::programs::Xdp;
 use aya::{Ebpf, EbpfLoader};
 
 use crate::error::XdpError;
 use crate::live::{TestRunAttr, XdpMd, BPF_PROG_TEST_RUN};
 use crate::prefilter::{Prefilter, PrefilterMap};
-use crate::program::{load_error, OBJECT};
+use crate::program::{left_to_stack, load_error, OBJECT};
 
 /// `ringcap_xsk` loaded with a prefilter, for test runs.
 pub struct PrefilterProbe {
@@ -53,16 +53,7 @@ impl PrefilterProbe {
     }
 
     fn left_to_stack(&self) -> Result<u64, XdpError> {
-        let map = self
-            .ebpf
-            .map("left_to_stack")
-            .ok_or_else(|| XdpError::Load("map left_to_stack missing".into()))?;
-        let counts: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
-        let v = counts
-            .get(&0, 0)
-            .map_err(|e| XdpError::Load(e.to_string()))?;
-        Ok(v.iter().sum())
+        left_to_stack(&self.ebpf)
     }
 
     /// Whether the program would hand `frame` (at least 14 bytes) to the socket rather than to the stack.

@@ -166,16 +166,7 @@ impl Program {
 
     /// Packets the prefilter passed on to the stack (could not match the filter), summed over CPUs.
     pub fn left_to_stack(&self) -> Result<u64, XdpError> {
-        let map = self
-            .ebpf
-            .map("left_to_stack")
-            .ok_or_else(|| XdpError::Load("map left_to_stack missing from the object".into()))?;
-        let counts: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
-        let v = counts
-            .get(&0, 0)
-            .map_err(|e| XdpError::Load(e.to_string()))?;
-        Ok(v.iter().sum())
+        left_to_stack(&self.ebpf)
     }
 
     /// What the program saw so far, summed over CPUs.
@@ -256,4 +247,17 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = err.source();
     }
     s
+}
+
+/// The prefilter's per-CPU count of frames left to the stack, summed, from a loaded object.
+pub(crate) fn left_to_stack(ebpf: &Ebpf) -> Result<u64, XdpError> {
+    let map = ebpf
+        .map("left_to_stack")
+        .ok_or_else(|| XdpError::Load("map left_to_stack missing from the object".into()))?;
+    let counts: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(map).map_err(|e| XdpError::Load(e.to_string()))?;
+    let v = counts
+        .get(&0, 0)
+        .map_err(|e| XdpError::Load(e.to_string()))?;
+    Ok(v.iter().sum())
 }
