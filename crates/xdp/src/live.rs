@@ -5,13 +5,12 @@
 //! an skb, a socket or a qdisc. The program is loaded, never attached: nothing is left behind on exit.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-use aya::programs::Xdp;
 use aya::{Ebpf, EbpfLoader};
 
 use crate::error::XdpError;
-use crate::program::{load_error, OBJECT};
+use crate::program::{load_error, load_for_test_run, OBJECT};
 
 /// `bpf(2)` command number of BPF_PROG_TEST_RUN (uapi `enum bpf_cmd`).
 pub(crate) const BPF_PROG_TEST_RUN: libc::c_long = 10;
@@ -80,21 +79,7 @@ impl LiveSender {
             .map_max_entries("xsks", 1)
             .load(OBJECT)
             .map_err(|e| load_error(interface, &e))?;
-        let prog: &mut Xdp = ebpf
-            .program_mut("ringcap_tx")
-            .ok_or_else(|| XdpError::Load("program ringcap_tx missing from the object".into()))?
-            .try_into()
-            .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
-        prog.load().map_err(|e| load_error(interface, &e))?;
-        let fd = prog
-            .fd()
-            .map_err(|e| XdpError::Load(e.to_string()))?
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|err| XdpError::Socket {
-                what: "dup of the program fd".into(),
-                err,
-            })?;
+        let fd = load_for_test_run(&mut ebpf, "ringcap_tx", interface)?;
         Ok(LiveSender {
             _ebpf: ebpf,
             prog: fd,

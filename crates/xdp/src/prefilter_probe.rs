@@ -2,16 +2,15 @@
 //! so tests can hold the prefilter in the kernel against libpcap's verdict on the same bytes.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use aya::maps::Array;
-use aya::programs::Xdp;
 use aya::{Ebpf, EbpfLoader};
 
 use crate::error::XdpError;
 use crate::live::{TestRunAttr, XdpMd, BPF_PROG_TEST_RUN};
 use crate::prefilter::{Prefilter, PrefilterMap};
-use crate::program::{left_to_stack, load_error, OBJECT};
+use crate::program::{left_to_stack, load_error, load_for_test_run, OBJECT};
 
 /// `ringcap_xsk` loaded with a prefilter, for test runs.
 pub struct PrefilterProbe {
@@ -34,21 +33,7 @@ impl PrefilterProbe {
         array
             .set(0, value, 0)
             .map_err(|e| XdpError::Load(e.to_string()))?;
-        let prog: &mut Xdp = ebpf
-            .program_mut("ringcap_xsk")
-            .ok_or_else(|| XdpError::Load("program ringcap_xsk missing".into()))?
-            .try_into()
-            .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
-        prog.load().map_err(|e| load_error("the test run", &e))?;
-        let prog = prog
-            .fd()
-            .map_err(|e| XdpError::Load(e.to_string()))?
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|err| XdpError::Socket {
-                what: "dup of the program fd".into(),
-                err,
-            })?;
+        let prog = load_for_test_run(&mut ebpf, "ringcap_xsk", "the test run")?;
         Ok(PrefilterProbe { ebpf, prog })
     }
 

@@ -5,7 +5,7 @@
 //! in bpffs (which is why `ip netns exec` without a mounted bpffs is no obstacle).
 
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::str::FromStr;
 
 use aya::maps::{Array, PerCpuArray, XskMap};
@@ -260,4 +260,27 @@ pub(crate) fn left_to_stack(ebpf: &Ebpf) -> Result<u64, XdpError> {
         .get(&0, 0)
         .map_err(|e| XdpError::Load(e.to_string()))?;
     Ok(v.iter().sum())
+}
+
+/// Loads the XDP program `name` of a loaded object (not attached) and returns its own copy of the
+/// program's fd, for BPF_PROG_TEST_RUN; `what` names the caller in a load error.
+pub(crate) fn load_for_test_run(
+    ebpf: &mut Ebpf,
+    name: &str,
+    what: &str,
+) -> Result<OwnedFd, XdpError> {
+    let prog: &mut Xdp = ebpf
+        .program_mut(name)
+        .ok_or_else(|| XdpError::Load(format!("program {name} missing from the object")))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
+    prog.load().map_err(|e| load_error(what, &e))?;
+    prog.fd()
+        .map_err(|e| XdpError::Load(e.to_string()))?
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|err| XdpError::Socket {
+            what: "dup of the program fd".into(),
+            err,
+        })
 }
