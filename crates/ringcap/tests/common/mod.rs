@@ -2,6 +2,7 @@
 //! real frames from the other one.
 #![allow(dead_code)]
 
+pub mod collector;
 pub mod stores;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
