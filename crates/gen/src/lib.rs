@@ -10,6 +10,7 @@ pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sizes;
+pub mod synth;
 pub mod threads;
 pub mod tx;
 mod xdp_tx;

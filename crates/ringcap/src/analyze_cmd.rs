@@ -29,6 +29,9 @@ pub struct AnalyzeArgs {
     /// Rows in the top-N tables.
     #[arg(long = "top", value_name = "N", default_value_t = 20)]
     pub top: usize,
+    /// Burstiness windows, multiples of 100us (e.g. 100us,200us,400us to follow a b-model's levels).
+    #[arg(long = "windows", value_name = "T,T,...", default_value = "100us,1ms,10ms,100ms,1s", value_parser = parse_windows)]
+    pub windows: Windows,
     #[command(flatten)]
     pub json: crate::cli::Json,
 }
@@ -36,6 +39,7 @@ pub struct AnalyzeArgs {
 pub fn run(a: AnalyzeArgs) -> Result<(), Fatal> {
     let mut opts = AnalyzeOptions {
         top: a.top,
+        windows: a.windows.0,
         ..AnalyzeOptions::default()
     };
     if let Some(t) = a.threads {
@@ -75,4 +79,33 @@ pub fn run(a: AnalyzeArgs) -> Result<(), Fatal> {
     );
     println!("report: {}", a.report.join("index.html").display());
     Ok(())
+}
+
+/// Window lengths in units of 100 µs.
+#[derive(Clone, Debug)]
+pub struct Windows(Vec<u64>);
+
+/// Most windows in one report (each is a pass over the trace's 100 µs runs).
+const MAX_WINDOWS: usize = 24;
+
+fn parse_windows(s: &str) -> Result<Windows, String> {
+    let base = trace::analyze::rates::BASE_NS;
+    let mut w = Vec::new();
+    for t in s.split(',') {
+        let d = humantime::parse_duration(t.trim())
+            .map_err(|e| format!("`{t}`: {e} (write e.g. 100us, 1ms, 2s)"))?;
+        let ns = d.as_nanos();
+        if ns == 0 || ns % base as u128 != 0 {
+            return Err(format!(
+                "`{t}` is not a multiple of 100us: windows are counted in 100us steps"
+            ));
+        }
+        w.push((ns / base as u128).min(u64::MAX as u128) as u64);
+    }
+    w.sort_unstable();
+    w.dedup();
+    if w.len() > MAX_WINDOWS {
+        return Err(format!("at most {MAX_WINDOWS} windows, not {}", w.len()));
+    }
+    Ok(Windows(w))
 }

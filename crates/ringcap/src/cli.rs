@@ -30,6 +30,9 @@ pub enum Command {
     Gen(crate::gen_cmd::GenArgs),
     /// Send the packets of a capture file again (tcpreplay's job).
     Replay(crate::gen_cmd::ReplayArgs),
+    /// Write a synthetic trace shaped like real traffic: bursty at every time scale, many TCP and UDP flows
+    /// in both directions with heavy-tailed sizes.
+    Synth(crate::synth_cmd::SynthArgs),
     /// Cut interrupted capture files (plain, .zst, .lz4) to their last whole packet; drop `.partial`.
     Repair(crate::repair_cmd::RepairArgs),
     /// Convert capture files to Parquet (one row per packet, partitioned by hour).

@@ -22,6 +22,7 @@ mod progress;
 mod query_cmd;
 mod repair_cmd;
 mod serve_cmd;
+mod synth_cmd;
 mod xdp_summary;
 
 use clap::Parser;
@@ -103,6 +104,7 @@ fn run(cli: cli::Cli) -> Result<(), Fatal> {
         cli::Command::Dist(a) => dist_cmd::run(a),
         cli::Command::Gen(a) => gen_cmd::run_gen(a),
         cli::Command::Replay(a) => gen_cmd::run_replay(a),
+        cli::Command::Synth(a) => synth_cmd::run(a),
         cli::Command::Repair(a) => repair_cmd::run(a),
         cli::Command::Anova(a) => anova_cmd::run(a),
         cli::Command::Cpusage(a) => cpusage_cmd::run(a),

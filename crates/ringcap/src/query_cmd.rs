@@ -257,11 +257,7 @@ struct Output {
 
 impl Output {
     fn new(a: &QueryArgs) -> Result<Output, Fatal> {
-        let format = match a.format {
-            OutputFormat::Pcap => Format::Pcap { nanos: false },
-            OutputFormat::PcapNs => Format::Pcap { nanos: true },
-            OutputFormat::Pcapng => Format::PcapNg,
-        };
+        let format = a.format.into();
         Ok(Output {
             path: a.write.clone(),
             format,
@@ -283,7 +279,8 @@ impl Output {
             buffer_size: 1 << 20,
             ..Default::default()
         };
-        let w = CaptureWriter::create(path, opts).map_err(std::io::Error::other)?;
+        let mut w = CaptureWriter::create(path, opts).map_err(std::io::Error::other)?;
+        w.wait_for_buffers();
         self.writer = Some((w, linktype));
         Ok(())
     }
@@ -300,12 +297,8 @@ impl Output {
         }
         let (w, lt) = self.writer.as_mut().expect("opened");
         store::check_same_linktype(*lt, hit.linktype)?;
-        while !w.write_packet(hit.ts_ns, hit.wire_len, hit.data, None) {
-            if w.stats().failed {
-                return Err(std::io::Error::other("the output failed"));
-            }
-            // All buffers are with the writer thread: wait for one (a query may wait, a capture may not).
-            std::thread::sleep(std::time::Duration::from_micros(200));
+        if !w.write_packet(hit.ts_ns, hit.wire_len, hit.data, None) {
+            return Err(std::io::Error::other("the output failed"));
         }
         Ok(())
     }

@@ -132,6 +132,8 @@ pub struct Producer {
     last_ts: u64,
     /// The output failed: refuse everything.
     dead: bool,
+    /// Wait for a free buffer instead of refusing the packet ([`Self::wait_for_buffers`]).
+    waits: bool,
 }
 
 impl Producer {
@@ -160,6 +162,7 @@ impl Producer {
             first_ts: 0,
             last_ts: 0,
             dead: false,
+            waits: false,
             shared,
         }
     }
@@ -216,7 +219,7 @@ impl Producer {
                 return self.refuse();
             }
         }
-        if self.active.is_none() && !self.take_empty(false) {
+        if self.active.is_none() && !self.take_empty(self.waits) {
             return self.refuse();
         }
         let (room, physical) = self.room();
@@ -237,7 +240,7 @@ impl Producer {
             self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
             return true;
         }
-        let Some(mut next) = self.try_empty(false) else {
+        let Some(mut next) = self.try_empty(self.waits) else {
             return self.refuse();
         };
         if self.no_spill {
@@ -435,6 +438,12 @@ impl Producer {
         // Plain stores (only this thread writes them): no locked instruction per packet.
         self.counts.accepted.store(self.accepted, Relaxed);
         self.counts.bytes.store(self.bytes, Relaxed);
+    }
+
+    /// Offline writers (a query's output, a synthetic trace) wait for a free buffer instead of refusing the
+    /// packet, so `write_packet` fails only once the output has failed. A capture must never wait.
+    pub fn wait_for_buffers(&mut self) {
+        self.waits = true;
     }
 
     fn refuse(&mut self) -> bool {

@@ -225,6 +225,11 @@ impl CaptureWriter {
         self.own().write_packet(ts_ns, wire_len, data, vlan)
     }
 
+    /// See [`Producer::wait_for_buffers`]: for writers that may wait, never a capture.
+    pub fn wait_for_buffers(&mut self) {
+        self.own().wait_for_buffers()
+    }
+
     /// Starts a new file now. Returns false when not in file mode or no buffer is free (then
     /// call again later). Threads use [`Self::rotation_request`] instead.
     pub fn rotate_now(&mut self) -> bool {

@@ -52,7 +52,16 @@ fn rates_bursts_sizes_mix_and_flows() {
     let dir = tempdir();
     let set = converted(dir.path());
     let report = dir.path().join("report");
-    let a = analyze(&set, &report, &AnalyzeOptions { threads: 2, top: 5 }).unwrap();
+    let a = analyze(
+        &set,
+        &report,
+        &AnalyzeOptions {
+            threads: 2,
+            top: 5,
+            ..AnalyzeOptions::default()
+        },
+    )
+    .unwrap();
     let pk = schedule();
     assert_eq!(a.packets, pk.len() as u64);
     assert_eq!(

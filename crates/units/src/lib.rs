@@ -91,6 +91,19 @@ pub fn sig(v: f64) -> String {
     }
 }
 
+/// A time span for labels and tables: `100 µs`, `1.6 ms`, `409.6 ms`, `2.5 s` (up to four decimals in the largest
+/// unit below the value, trailing zeros dropped).
+pub fn seconds(s: f64) -> String {
+    let (v, unit) = match s.abs() {
+        x if x >= 1.0 || x == 0.0 => (s, "s"),
+        x if x >= 1e-3 => (s * 1e3, "ms"),
+        x if x >= 1e-6 => (s * 1e6, "µs"),
+        _ => (s * 1e9, "ns"),
+    };
+    let t = format!("{v:.4}");
+    format!("{} {unit}", t.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// Binary-prefixed bytes: `512 B`, `3.0 KiB`, `12.4 MiB`, `1.50 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -127,6 +140,16 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_keep_their_digits() {
+        assert_eq!(seconds(0.0001), "100 µs");
+        assert_eq!(seconds(0.0016), "1.6 ms");
+        assert_eq!(seconds(0.4096), "409.6 ms");
+        assert_eq!(seconds(1.0), "1 s");
+        assert_eq!(seconds(2.5), "2.5 s");
+        assert_eq!(seconds(0.0), "0 s");
+    }
 
     #[test]
     fn sizes_follow_their_suffix() {

@@ -75,8 +75,10 @@ pub fn page(a: &Analysis) -> String {
     for b in &a.burstiness {
         let _ = write!(
             o,
-            "<tr><td>{} s</td><td>{}</td><td>{}</td>",
-            b.window_s, b.windows, b.empty
+            "<tr><td>{}</td><td>{}</td><td>{}</td>",
+            units::seconds(b.window_s),
+            b.windows,
+            b.empty
         );
         for v in &b.pps {
             let _ = write!(o, "<td>{}</td>", units::si(*v, ""));

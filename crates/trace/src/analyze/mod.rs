@@ -36,6 +36,8 @@ pub struct AnalyzeOptions {
     pub threads: usize,
     /// Rows in heavy-hitter and top-N tables.
     pub top: usize,
+    /// Burstiness window lengths in multiples of [`rates::BASE_NS`] (100 µs).
+    pub windows: Vec<u64>,
 }
 
 impl Default for AnalyzeOptions {
@@ -43,6 +45,7 @@ impl Default for AnalyzeOptions {
         AnalyzeOptions {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             top: 20,
+            windows: rates::WINDOWS.to_vec(),
         }
     }
 }
@@ -301,7 +304,7 @@ pub fn analyze(
     })?;
     let rows: u64 = parts.iter().map(|p| p.1).sum();
     let base = RunBuilder::merge(parts.into_iter().map(|p| p.0).collect());
-    let burstiness = rates::burstiness(&base);
+    let burstiness = rates::burstiness(&base, &opts.windows);
     let (width, sub) = rates::bin_for(&base);
     let timeline = rates::timeline(&base, width, sub);
     let hours = rates::hours(&rates::timeline(&base, rates::MIN, rates::SEC));

@@ -52,7 +52,6 @@ pub fn span_name(ns: u64) -> String {
 
 /// Rate percentiles against window size (seed 002 Figure 2), packets/s on a log axis.
 pub fn burstiness_svg(bursts: &[Burstiness]) -> Result<String, PlotError> {
-    let names = ["100 µs", "1 ms", "10 ms", "100 ms", "1 s"];
     let ymax = bursts
         .iter()
         .flat_map(|b| b.pps.iter().copied())
@@ -64,9 +63,7 @@ pub fn burstiness_svg(bursts: &[Burstiness]) -> Result<String, PlotError> {
         "packets/s",
     );
     c.size = (1000, 500);
-    c.x.names = (0..bursts.len())
-        .map(|i| names.get(i).copied().unwrap_or("").to_string())
-        .collect();
+    c.x.names = bursts.iter().map(|b| units::seconds(b.window_s)).collect();
     // Without windows, still an (empty) axis.
     c.x.range = Some(0.5..1.5);
     c.y.log = true;

@@ -122,12 +122,12 @@ fn percentile(sorted: &[u64], zeros: u64, p: f64) -> u64 {
     }
 }
 
-/// Burstiness at every window size of [`WINDOWS`] from merged base runs.
-pub fn burstiness(base: &[Run]) -> Vec<Burstiness> {
+/// Burstiness at every window size of `windows` (multiples of [`BASE_NS`]) from merged base runs.
+pub fn burstiness(base: &[Run], windows: &[u64]) -> Vec<Burstiness> {
     let (Some(first), Some(last)) = (base.first(), base.last()) else {
         return Vec::new();
     };
-    WINDOWS
+    windows
         .iter()
         .map(|&k| {
             let runs = coalesce(base.to_vec(), k);
@@ -310,7 +310,7 @@ mod tests {
         b.add(&[0, 10, 99_999, 950_000], &[100, 100, 100, 1000]);
         let base = RunBuilder::merge(vec![b.runs]);
         assert_eq!(base.len(), 2);
-        let bu = burstiness(&base);
+        let bu = burstiness(&base, &WINDOWS);
         assert_eq!(bu[0].windows, 10);
         assert_eq!(bu[0].empty, 8);
         // Median window is empty; max is 3 packets in 100 µs = 30 000 pps.
