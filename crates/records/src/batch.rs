@@ -11,13 +11,22 @@
 //! The probe fills a [`BatchBuilder`], turns it into a [`Batch`] and the sender [`Batch::seal`]s it with the
 //! collector's sequence number just before sending (and reseals it with another collector's number on
 //! failover). The collector calls [`open`], which checks everything before any record is read.
+//!
+//! This file holds the layout (constants, field offsets, [`Header`]); the parts live in `key` (the shared
+//! secret), `error` (why a batch is refused), `sealing` (writing header and tag), `opening` (checking a
+//! batch and viewing its records) and `builder` (filling a batch, the probe side).
 
-use std::fmt;
-use std::path::Path;
+mod builder;
+mod error;
+mod key;
+mod opening;
+mod sealing;
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-use wire::record::{Record, RECORD_LEN, RECORD_V6_LEN};
+pub use builder::{Batch, BatchBuilder};
+pub use error::BatchError;
+pub use key::{Key, KeyError};
+pub use opening::{batch_len, claimed_probe_id, open, BatchView};
+pub use sealing::seal;
 
 /// First four bytes of every batch.
 pub const MAGIC: [u8; 4] = *b"RCB1";
@@ -37,8 +46,6 @@ pub const MAX_BATCH_LEN: usize = HEADER_LEN + MAX_PAYLOAD + TAG_LEN;
 /// Shortest key accepted.
 pub const MIN_KEY_LEN: usize = 16;
 
-type HmacSha256 = Hmac<Sha256>;
-
 mod off {
     pub const VERSION: usize = 4;
     pub const FLAGS: usize = 5;
@@ -52,113 +59,6 @@ mod off {
     pub const SENT: usize = 48;
     pub const PAYLOAD_LEN: usize = 56;
     pub const CRC: usize = 60;
-}
-
-/// The shared secret, with the HMAC key schedule done once.
-#[derive(Clone)]
-pub struct Key {
-    mac: HmacSha256,
-}
-
-impl fmt::Debug for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Key(..)") // never print the secret
-    }
-}
-
-/// Why a key could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// The file could not be read.
-    #[error(
-        "cannot read key file {path}: {source} (create one with: (umask 077; head -c 32 /dev/urandom > {path}))"
-    )]
-    Read {
-        /// The key file.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// Group or others may read the file (a secret must be private, as ssh requires of private keys).
-    #[error(
-        "key file {path} is readable by group or others (mode {mode:04o}): run chmod 600 {path}"
-    )]
-    NotPrivate {
-        /// The key file.
-        path: String,
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// Fewer than [`MIN_KEY_LEN`] bytes.
-    #[error("key{where_} is {len} bytes, at least {MIN_KEY_LEN} are needed (create one with: (umask 077; head -c 32 /dev/urandom > FILE))")]
-    TooShort {
-        /// " file PATH" or "".
-        where_: String,
-        /// Bytes found (after stripping a trailing newline).
-        len: usize,
-    },
-}
-
-impl Key {
-    /// Reads a key file (at least 16 bytes; one trailing `\n` or `\r\n` is stripped). A file that group or
-    /// others may read is refused.
-    pub fn load(path: impl AsRef<Path>) -> Result<Key, KeyError> {
-        let path = path.as_ref();
-        let bytes = sys::read_private_file(path).map_err(|e| match e {
-            sys::SecretFileError::Read { source, .. } => KeyError::Read {
-                path: path.display().to_string(),
-                source,
-            },
-            sys::SecretFileError::NotPrivate { mode, .. } => KeyError::NotPrivate {
-                path: path.display().to_string(),
-                mode,
-            },
-        })?;
-        Key::from_bytes(&bytes).map_err(|e| match e {
-            KeyError::TooShort { len, .. } => KeyError::TooShort {
-                where_: format!(" file {}", path.display()),
-                len,
-            },
-            e => e,
-        })
-    }
-
-    /// A key from bytes (at least 16; one trailing `\n` or `\r\n` is stripped, as `echo` adds one).
-    pub fn from_bytes(bytes: &[u8]) -> Result<Key, KeyError> {
-        let b = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        let b = b.strip_suffix(b"\r").unwrap_or(b);
-        if b.len() < MIN_KEY_LEN {
-            return Err(KeyError::TooShort {
-                where_: String::new(),
-                len: b.len(),
-            });
-        }
-        let mac = HmacSha256::new_from_slice(b).expect("HMAC takes keys of any length");
-        Ok(Key { mac })
-    }
-
-    #[cfg(test)]
-    fn tag(&self, data: &[u8]) -> [u8; TAG_LEN] {
-        self.tag_parts(&[data])
-    }
-
-    /// HMAC over the concatenation of `parts` (callers make the encoding unambiguous).
-    pub(crate) fn tag_parts(&self, parts: &[&[u8]]) -> [u8; TAG_LEN] {
-        let mut m = self.mac.clone();
-        for p in parts {
-            m.update(p);
-        }
-        m.finalize().into_bytes().into()
-    }
-
-    /// Constant-time check of `tag` over the concatenation of `parts`.
-    pub(crate) fn verify_parts(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
-        let mut m = self.mac.clone();
-        for p in parts {
-            m.update(p);
-        }
-        m.verify_slice(tag).is_ok()
-    }
 }
 
 /// The header fields of one batch (magic, version, lengths and checksum are implied).
@@ -182,113 +82,6 @@ pub struct Header {
     pub payload_len: u32,
 }
 
-/// Why [`open`] rejected bytes. Each names what was wrong.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BatchError {
-    /// Fewer bytes than the header says (or than a header).
-    #[error("truncated batch: {have} bytes, {need} needed")]
-    Truncated {
-        /// Bytes needed.
-        need: usize,
-        /// Bytes present.
-        have: usize,
-    },
-    /// More bytes than header + payload + tag (one datagram must be one batch).
-    #[error("trailing bytes after the batch: {have} bytes, the batch is {len}")]
-    TrailingBytes {
-        /// Batch length from its header.
-        len: usize,
-        /// Bytes present.
-        have: usize,
-    },
-    /// Not `RCB1`.
-    #[error("bad magic {0:02x?} (not a ringcap record batch)")]
-    BadMagic([u8; 4]),
-    /// Unknown version or header length.
-    #[error("unsupported batch version {version} / header length {header_len} (this build reads v2, 64; \
-             a v1 batch comes from a ringcap before collector-bound tags: upgrade that probe)")]
-    BadVersion {
-        /// Version byte.
-        version: u8,
-        /// Header length field.
-        header_len: u16,
-    },
-    /// `payload_len` above [`MAX_PAYLOAD`].
-    #[error("payload length {0} above the 65536 limit")]
-    TooLarge(u32),
-    /// The HMAC does not match: wrong key or altered bytes.
-    #[error("authentication failed (wrong key or altered batch)")]
-    BadTag,
-    /// The payload checksum does not match (authenticated, so a sender bug).
-    #[error("payload crc32 mismatch")]
-    BadCrc,
-    /// The records do not fill the payload as `record_count` says.
-    #[error("bad record {index}: {what}")]
-    BadRecord {
-        /// Index of the first bad record.
-        index: u32,
-        /// What was wrong.
-        what: &'static str,
-    },
-}
-
-impl BatchError {
-    /// A short fixed name for counters and logs ("truncated", "bad_tag", ...).
-    pub const fn reason(&self) -> &'static str {
-        match self {
-            BatchError::Truncated { .. } => "truncated",
-            BatchError::TrailingBytes { .. } => "trailing",
-            BatchError::BadMagic(_) => "bad_magic",
-            BatchError::BadVersion { .. } => "bad_version",
-            BatchError::TooLarge(_) => "too_large",
-            BatchError::BadTag => "bad_tag",
-            BatchError::BadCrc => "bad_crc",
-            BatchError::BadRecord { .. } => "bad_record",
-        }
-    }
-}
-
-#[inline]
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-#[inline]
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-#[inline]
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
-}
-
-/// Total batch length (header + payload + tag) from the first 64 bytes, after checking magic, version
-/// and the payload bound; for reading batches off a TCP stream.
-pub fn batch_len(header: &[u8]) -> Result<usize, BatchError> {
-    if header.len() < HEADER_LEN {
-        return Err(BatchError::Truncated {
-            need: HEADER_LEN,
-            have: header.len(),
-        });
-    }
-    let magic: [u8; 4] = header[..4].try_into().unwrap();
-    if magic != MAGIC {
-        return Err(BatchError::BadMagic(magic));
-    }
-    let version = header[off::VERSION];
-    let header_len = u16_at(header, off::HEADER_LEN);
-    if version != VERSION || header_len as usize != HEADER_LEN {
-        return Err(BatchError::BadVersion {
-            version,
-            header_len,
-        });
-    }
-    let payload_len = u32_at(header, off::PAYLOAD_LEN);
-    if payload_len as usize > MAX_PAYLOAD {
-        return Err(BatchError::TooLarge(payload_len));
-    }
-    Ok(HEADER_LEN + payload_len as usize + TAG_LEN)
-}
-
 /// The collector id as the tag covers it: one length byte, then the id (so id and header cannot be shifted
 /// into each other). Panics above [`MAX_COLLECTOR_ID`] bytes (a caller bug: ids are checked where made).
 fn id_prefix(collector_id: &[u8]) -> [u8; 1] {
@@ -297,295 +90,6 @@ fn id_prefix(collector_id: &[u8]) -> [u8; 1] {
         "collector id too long"
     );
     [collector_id.len() as u8]
-}
-
-/// Writes the header for `h` (crc computed over the payload already in `buf[64..64 + payload_len]`) and the
-/// tag (over `collector_id`, header and payload) after the payload; returns the batch length.
-///
-/// Panics if `buf` is shorter than `64 + payload_len + 32` or `payload_len > MAX_PAYLOAD` (caller bugs).
-pub fn seal(buf: &mut [u8], h: &Header, key: &Key, collector_id: &[u8]) -> usize {
-    let p = h.payload_len as usize;
-    assert!(p <= MAX_PAYLOAD, "batch::seal: payload {p} > {MAX_PAYLOAD}");
-    let total = HEADER_LEN + p + TAG_LEN;
-    let buf = &mut buf[..total];
-    let crc = crc32fast::hash(&buf[HEADER_LEN..HEADER_LEN + p]);
-    let hd = &mut buf[..HEADER_LEN];
-    hd[..4].copy_from_slice(&MAGIC);
-    hd[off::VERSION] = VERSION;
-    hd[off::FLAGS] = 0;
-    hd[off::HEADER_LEN..off::HEADER_LEN + 2].copy_from_slice(&(HEADER_LEN as u16).to_le_bytes());
-    hd[off::PROBE_ID..off::PROBE_ID + 8].copy_from_slice(&h.probe_id.to_le_bytes());
-    hd[off::STREAM_ID..off::STREAM_ID + 4].copy_from_slice(&h.stream_id.to_le_bytes());
-    hd[off::RECORD_COUNT..off::RECORD_COUNT + 4].copy_from_slice(&h.record_count.to_le_bytes());
-    hd[off::SEQ..off::SEQ + 8].copy_from_slice(&h.seq.to_le_bytes());
-    hd[off::FIRST_TS..off::FIRST_TS + 8].copy_from_slice(&h.first_ts_ns.to_le_bytes());
-    hd[off::LAST_TS..off::LAST_TS + 8].copy_from_slice(&h.last_ts_ns.to_le_bytes());
-    hd[off::SENT..off::SENT + 8].copy_from_slice(&h.sent_unix_ns.to_le_bytes());
-    hd[off::PAYLOAD_LEN..off::PAYLOAD_LEN + 4].copy_from_slice(&h.payload_len.to_le_bytes());
-    hd[off::CRC..off::CRC + 4].copy_from_slice(&crc.to_le_bytes());
-    let tag = key.tag_parts(&[
-        &id_prefix(collector_id),
-        collector_id,
-        &buf[..HEADER_LEN + p],
-    ]);
-    buf[HEADER_LEN + p..].copy_from_slice(&tag);
-    total
-}
-
-/// The probe id of a batch whose first 64 bytes passed [`batch_len`], *before* authentication: only for
-/// choosing which probe's key to check the tag with (the tag then covers it).
-pub fn claimed_probe_id(header: &[u8]) -> Option<u64> {
-    (header.len() >= HEADER_LEN).then(|| u64_at(header, off::PROBE_ID))
-}
-
-/// Checks one batch (length, magic/version, payload bound, tag over `collector_id` and the batch in constant
-/// time, crc, record framing) and gives a view of it. Nothing of a batch that fails is trusted.
-pub fn open<'a>(
-    buf: &'a [u8],
-    key: &Key,
-    collector_id: &[u8],
-) -> Result<BatchView<'a>, BatchError> {
-    if collector_id.len() > MAX_COLLECTOR_ID {
-        return Err(BatchError::BadTag);
-    }
-    let total = batch_len(buf)?;
-    if buf.len() < total {
-        return Err(BatchError::Truncated {
-            need: total,
-            have: buf.len(),
-        });
-    }
-    if buf.len() > total {
-        return Err(BatchError::TrailingBytes {
-            len: total,
-            have: buf.len(),
-        });
-    }
-    let end = total - TAG_LEN;
-    if !key.verify_parts(
-        &[&id_prefix(collector_id), collector_id, &buf[..end]],
-        &buf[end..],
-    ) {
-        return Err(BatchError::BadTag);
-    }
-    let payload = &buf[HEADER_LEN..end];
-    if crc32fast::hash(payload) != u32_at(buf, off::CRC) {
-        return Err(BatchError::BadCrc);
-    }
-    let header = Header {
-        probe_id: u64_at(buf, off::PROBE_ID),
-        stream_id: u32_at(buf, off::STREAM_ID),
-        record_count: u32_at(buf, off::RECORD_COUNT),
-        seq: u64_at(buf, off::SEQ),
-        first_ts_ns: u64_at(buf, off::FIRST_TS),
-        last_ts_ns: u64_at(buf, off::LAST_TS),
-        sent_unix_ns: u64_at(buf, off::SENT),
-        payload_len: (end - HEADER_LEN) as u32,
-    };
-    check_framing(payload, header.record_count)?;
-    Ok(BatchView { header, payload })
-}
-
-/// Walks the record lengths (byte 28 of each) so [`BatchView::records`] cannot fail later.
-fn check_framing(payload: &[u8], count: u32) -> Result<(), BatchError> {
-    let mut at = 0usize;
-    for index in 0..count {
-        let Some(&v) = payload.get(at + 28) else {
-            return Err(BatchError::BadRecord {
-                index,
-                what: "payload ends before record_count records",
-            });
-        };
-        at += match v {
-            0 | 4 => RECORD_LEN,
-            6 => RECORD_V6_LEN,
-            _ => {
-                return Err(BatchError::BadRecord {
-                    index,
-                    what: "ip_version not 0, 4 or 6",
-                })
-            }
-        };
-        if at > payload.len() {
-            return Err(BatchError::BadRecord {
-                index,
-                what: "record runs past the payload",
-            });
-        }
-    }
-    if at != payload.len() {
-        return Err(BatchError::BadRecord {
-            index: count,
-            what: "bytes left after record_count records",
-        });
-    }
-    Ok(())
-}
-
-/// A batch that passed [`open`].
-#[derive(Clone, Copy, Debug)]
-pub struct BatchView<'a> {
-    header: Header,
-    payload: &'a [u8],
-}
-
-impl<'a> BatchView<'a> {
-    /// The header fields.
-    pub fn header(&self) -> &Header {
-        &self.header
-    }
-
-    /// The records' bytes (record_count records back to back).
-    pub fn payload(&self) -> &'a [u8] {
-        self.payload
-    }
-
-    /// Decodes the records lazily (framing was checked by [`open`], so this cannot fail).
-    pub fn records(&self) -> impl Iterator<Item = Record> + 'a {
-        // open() checked every record's length, so decode errors cannot happen; map_while keeps it panic-free.
-        wire::record::records(self.payload).map_while(Result::ok)
-    }
-}
-
-/// Collects records into one payload up to a byte capacity (the probe's ring thread fills it).
-#[derive(Debug)]
-pub struct BatchBuilder {
-    buf: Vec<u8>,
-    capacity: usize,
-    count: u32,
-    first_ts: u64,
-    last_ts: u64,
-    spare: Vec<Vec<u8>>,
-}
-
-impl BatchBuilder {
-    /// A builder whose payloads hold at most `capacity_bytes` (clamped to 80..=65536, so one record of any
-    /// kind always fits).
-    pub fn new(capacity_bytes: usize) -> BatchBuilder {
-        let capacity = capacity_bytes.clamp(RECORD_V6_LEN, MAX_PAYLOAD);
-        BatchBuilder {
-            buf: Self::fresh(capacity),
-            capacity,
-            count: 0,
-            first_ts: u64::MAX,
-            last_ts: 0,
-            spare: Vec::new(),
-        }
-    }
-
-    fn fresh(capacity: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(HEADER_LEN + capacity + TAG_LEN);
-        v.resize(HEADER_LEN, 0);
-        v
-    }
-
-    /// Payload capacity in bytes.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Records pushed since the last [`take`](Self::take).
-    pub fn record_count(&self) -> u32 {
-        self.count
-    }
-
-    /// Payload bytes so far.
-    pub fn payload_len(&self) -> usize {
-        self.buf.len() - HEADER_LEN
-    }
-
-    /// True when no record was pushed since the last take.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    /// True when `r` still fits.
-    #[inline]
-    pub fn fits(&self, r: &Record) -> bool {
-        self.payload_len() + r.encoded_len() <= self.capacity
-    }
-
-    /// Appends `r`; false (nothing written) when it does not fit: take the batch and push again.
-    #[inline]
-    pub fn push(&mut self, r: &Record) -> bool {
-        if !self.fits(r) {
-            return false;
-        }
-        let at = self.buf.len();
-        let n = r.encoded_len();
-        // Within the capacity reserved at creation: no reallocation on the hot path.
-        self.buf.resize(at + n, 0);
-        r.encode(&mut self.buf[at..]);
-        self.count += 1;
-        self.first_ts = self.first_ts.min(r.ts_ns);
-        self.last_ts = self.last_ts.max(r.ts_ns);
-        true
-    }
-
-    /// Gives a buffer of a sent batch back for reuse (no allocation per batch in steady state).
-    pub fn recycle(&mut self, mut batch: Batch) {
-        if self.spare.len() < 8 && batch.buf.capacity() >= HEADER_LEN + self.capacity + TAG_LEN {
-            batch.buf.truncate(HEADER_LEN);
-            self.spare.push(batch.buf);
-        }
-    }
-
-    /// Ends the current payload as an unsealed [`Batch`] and starts a new one.
-    pub fn take(&mut self, probe_id: u64, stream_id: u32) -> Batch {
-        let next = match self.spare.pop() {
-            Some(v) => v,
-            None => Self::fresh(self.capacity),
-        };
-        let mut buf = std::mem::replace(&mut self.buf, next);
-        let payload_len = (buf.len() - HEADER_LEN) as u32;
-        buf.resize(buf.len() + TAG_LEN, 0);
-        let header = Header {
-            probe_id,
-            stream_id,
-            record_count: self.count,
-            seq: 0,
-            first_ts_ns: if self.count == 0 { 0 } else { self.first_ts },
-            last_ts_ns: self.last_ts,
-            sent_unix_ns: 0,
-            payload_len,
-        };
-        self.count = 0;
-        self.first_ts = u64::MAX;
-        self.last_ts = 0;
-        Batch { buf, header }
-    }
-}
-
-/// A filled batch, sealed (and resealed on failover) by the sender with a collector's sequence number.
-#[derive(Debug)]
-pub struct Batch {
-    buf: Vec<u8>,
-    header: Header,
-}
-
-impl Batch {
-    /// Header fields (seq and sent time as of the last seal).
-    pub fn header(&self) -> &Header {
-        &self.header
-    }
-
-    /// Records in the batch.
-    pub fn record_count(&self) -> u32 {
-        self.header.record_count
-    }
-
-    /// Sets seq and sent time, writes header and tag (for `collector_id`); returns the bytes to send.
-    pub fn seal(&mut self, key: &Key, collector_id: &[u8], seq: u64, sent_unix_ns: u64) -> &[u8] {
-        self.header.seq = seq;
-        self.header.sent_unix_ns = sent_unix_ns;
-        let n = seal(&mut self.buf, &self.header, key, collector_id);
-        &self.buf[..n]
-    }
-
-    /// The bytes as of the last seal.
-    pub fn bytes(&self) -> &[u8] {
-        &self.buf
-    }
 }
 
 /// Current Unix time in ns (for `sent_unix_ns` and the replay check).
@@ -599,6 +103,7 @@ pub fn unix_now_ns() -> u64 {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+    use wire::record::Record;
     use wire::{IpPair, LinkType, MacAddr, UdpFrameSpec};
 
     const CID: &[u8] = b"collector-a";

@@ -77,6 +77,23 @@ fn tcpdump_hex(path: &Path, filter: &str) -> Vec<String> {
     packets
 }
 
+/// `capture --source xdp --json EXTRA...` into `file` on the Rx end while `sent` crosses the veth pair,
+/// stopped with SIGINT once `settle` has passed (time for the last frames to reach the file).
+fn capture_xdp_while_sending(
+    tb: &Testbed,
+    file: &Path,
+    extra: &[&str],
+    sent: &[Vec<u8>],
+    settle: Duration,
+) -> std::process::Output {
+    let mut args = vec!["--source", "xdp", "--json"];
+    args.extend_from_slice(extra);
+    let child = capture_to_file(tb, file, &args);
+    send(tb, sent);
+    std::thread::sleep(settle);
+    stop(child, libc::SIGINT)
+}
+
 #[test]
 fn the_file_holds_every_frame_sent_byte_for_byte() {
     let tb = testbed();
@@ -124,11 +141,8 @@ fn a_filter_keeps_what_tcpdump_keeps_from_the_same_packets() {
     let ours = dir.join("ours.pcap");
     let reference = dir.join("sent.pcap");
     let expr = "udp dst port 7 or greater 800";
-    let child = capture_to_file(&tb, &ours, &["--source", "xdp", "--json", expr]);
     let sent = frames(3000);
-    send(&tb, &sent);
-    std::thread::sleep(Duration::from_millis(500));
-    let out = stop(child, libc::SIGINT);
+    let out = capture_xdp_while_sending(&tb, &ours, &[expr], &sent, Duration::from_millis(500));
     assert!(out.status.success(), "{}", stderr_text(&out));
     // The reference: the frames sent, in a pcap file written here, filtered by tcpdump itself.
     write_pcap(&reference, &sent);
@@ -208,11 +222,8 @@ fn the_prefilter_leaves_what_cannot_match_to_the_stack_and_the_capture_is_tcpdum
     ])
     .arg(&stack);
     let watcher = spawn_listening(cmd);
-    let child = capture_to_file(&tb, &ours, &["--source", "xdp", "--json", expr]);
     let sent = prefilter_traffic();
-    send(&tb, &sent);
-    std::thread::sleep(Duration::from_millis(500));
-    let out = stop(child, libc::SIGINT);
+    let out = capture_xdp_while_sending(&tb, &ours, &[expr], &sent, Duration::from_millis(500));
     stop(watcher, libc::SIGINT);
     assert!(out.status.success(), "{}", stderr_text(&out));
     write_pcap(&reference, &sent);
@@ -255,11 +266,8 @@ fn outside_the_subset_the_prefilter_is_off_and_the_capture_is_tcpdumps() {
     let ours = dir.join("ours.pcap");
     let reference = dir.join("sent.pcap");
     let expr = "udp[8] = 0 and len > 100";
-    let child = capture_to_file(&tb, &ours, &["--source", "xdp", "--json", expr]);
     let sent = prefilter_traffic();
-    send(&tb, &sent);
-    std::thread::sleep(Duration::from_millis(500));
-    let out = stop(child, libc::SIGINT);
+    let out = capture_xdp_while_sending(&tb, &ours, &[expr], &sent, Duration::from_millis(500));
     assert!(out.status.success(), "{}", stderr_text(&out));
     write_pcap(&reference, &sent);
     let want = tcpdump_hex(&reference, expr);
@@ -289,7 +297,6 @@ fn vlan_tagged_frames_keep_their_tag_and_filter_as_tcpdump() {
     let some = dir.join("vlan6.pcap");
     let reference = dir.join("sent.pcap");
     let expr = "vlan 6 and udp dst port 7";
-    let a = capture_to_file(&tb, &all, &["--source", "xdp", "--json"]);
     // Two XDP captures cannot share the interface: the filtered one runs after, on the same frames.
     let sent: Vec<Vec<u8>> = (0..3000u32)
         .map(|i| {
@@ -304,9 +311,7 @@ fn vlan_tagged_frames_keep_their_tag_and_filter_as_tcpdump() {
             f
         })
         .collect();
-    send(&tb, &sent);
-    std::thread::sleep(Duration::from_millis(300));
-    let out = stop(a, libc::SIGINT);
+    let out = capture_xdp_while_sending(&tb, &all, &[], &sent, Duration::from_millis(300));
     assert!(out.status.success(), "{}", stderr_text(&out));
     let got = read_all(&all);
     assert_eq!(got.len(), sent.len(), "{}", stderr_text(&out));
@@ -314,10 +319,7 @@ fn vlan_tagged_frames_keep_their_tag_and_filter_as_tcpdump() {
         assert_eq!(bytes, want, "frame {i} differs (tag lost or moved?)");
     }
 
-    let b = capture_to_file(&tb, &some, &["--source", "xdp", "--json", expr]);
-    send(&tb, &sent);
-    std::thread::sleep(Duration::from_millis(300));
-    let out = stop(b, libc::SIGINT);
+    let out = capture_xdp_while_sending(&tb, &some, &[expr], &sent, Duration::from_millis(300));
     assert!(out.status.success(), "{}", stderr_text(&out));
     write_pcap(&reference, &sent);
     let want = tcpdump_hex(&reference, expr);
@@ -384,11 +386,14 @@ fn every_receive_queue_has_its_socket() {
 
     let dir = temp_dir("xdp-queues");
     let file = dir.join("q.pcap");
-    let child = capture_to_file(&tb, &file, &["--source", "xdp", "--threads", "2", "--json"]);
     let sent = frames(4000);
-    send(&tb, &sent);
-    std::thread::sleep(Duration::from_millis(300));
-    let out = stop(child, libc::SIGINT);
+    let out = capture_xdp_while_sending(
+        &tb,
+        &file,
+        &["--threads", "2"],
+        &sent,
+        Duration::from_millis(300),
+    );
     assert!(out.status.success(), "{}", stderr_text(&out));
     let s = summary_json(&out);
     assert_eq!(s["xdp"]["queues"], 2);

@@ -1,0 +1,287 @@
+//! Reading a file by its index: only the frames (compressed files) or records (plain files) the
+//! index names, plus the part it does not cover yet.
+
+use std::fs::File;
+use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::pace::{Paced, ReadPace};
+use super::worker::{read_stream, scan_file, Out};
+use super::{FileReport, Job};
+use crate::file::{Compression, Frame, IndexFile};
+use crate::scan::decoder;
+
+/// Candidate records closer than this are read with one read.
+const COALESCE: u64 = 64 << 10;
+
+/// A piece of a file, decompressed frame by frame.
+struct Frames {
+    file: File,
+    pace: Option<Arc<ReadPace>>,
+    pieces: std::vec::IntoIter<(u64, u64)>,
+    compression: u8,
+    cur: Option<Box<dyn Read + Send>>,
+}
+
+impl Read for Frames {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            if self.cur.is_none() {
+                let Some((off, len)) = self.pieces.next() else {
+                    return Ok(0);
+                };
+                let mut f = self.file.try_clone()?;
+                f.seek(SeekFrom::Start(off))?;
+                let paced = Paced {
+                    inner: f.take(len),
+                    pace: self.pace.clone(),
+                };
+                self.cur = Some(decoder(paced, self.compression)?);
+            }
+            let n = self.cur.as_mut().expect("set").read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            self.cur = None;
+        }
+    }
+}
+
+pub(super) fn by_index(
+    path: &Path,
+    ix: &IndexFile,
+    job: &Job,
+    out: &mut Out<'_>,
+    r: &mut FileReport,
+) -> Result<(), String> {
+    let h = ix.header;
+    let compressed = h.compression != Compression::NONE;
+    if !compressed && !h.complete {
+        // A plain file indexed only in part: records cross the edge; read it whole.
+        r.how = "scan (index covers part of a plain file)".into();
+        return scan_file(path, &job.pace, out, r);
+    }
+    r.how = "index".into();
+    r.frames_total = u64::from(h.frames);
+    let frames: Vec<Frame> = ix.frames().collect();
+    let in_time: Vec<bool> = frames
+        .iter()
+        .map(|f| f.overlaps(out.after, out.before))
+        .collect();
+    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let prelude = ix.prelude();
+    // Which frames to read, and (plain files) which records.
+    let mut wanted = vec![false; frames.len()];
+    let mut records: Vec<u64> = Vec::new();
+    match ix.candidates(&job.query.narrow) {
+        None => wanted.clone_from(&in_time),
+        Some(flows) => {
+            let mut offs = Vec::new();
+            ix.postings(&flows, &mut offs).map_err(|e| e.to_string())?;
+            if ix.postings_are_frames() {
+                // Every packet of a candidate frame goes through the filter.
+                offs.retain(|&k| in_time.get(k as usize) == Some(&true));
+                offs.sort_unstable();
+                offs.dedup();
+                r.candidates = Some(offs.iter().map(|&k| frames[k as usize].packets).sum());
+                for k in offs {
+                    wanted[k as usize] = true;
+                }
+                offs = Vec::new();
+            } else {
+                r.candidates = Some(offs.len() as u64);
+            }
+            offs.sort_unstable();
+            for off in offs {
+                let k = frames
+                    .partition_point(|f| f.rec_start <= off)
+                    .saturating_sub(1);
+                if in_time.get(k) == Some(&true) {
+                    wanted[k] = true;
+                    records.push(off);
+                }
+            }
+        }
+    }
+    if compressed || r.candidates.is_none() {
+        // Runs of wanted frames, each read as one piece.
+        let mut k = 0;
+        while k < frames.len() {
+            if !wanted[k] {
+                k += 1;
+                continue;
+            }
+            let first = k;
+            while k < frames.len() && wanted[k] {
+                k += 1;
+            }
+            r.frames_read += (k - first) as u64;
+            if compressed {
+                let pieces: Vec<(u64, u64)> = frames[first..k]
+                    .iter()
+                    .map(|f| (f.file_off, f.file_len))
+                    .collect();
+                r.bytes_read += pieces.iter().map(|p| p.1).sum::<u64>();
+                let body = Frames {
+                    file: file.try_clone().map_err(|e| e.to_string())?,
+                    pace: job.pace.clone(),
+                    pieces: pieces.into_iter(),
+                    compression: h.compression,
+                    cur: None,
+                };
+                let body = past_header(Box::new(body), frames[first].raw_start, prelude, path)?;
+                read_stream(prelude, body, path, out, r, 1 << 20)?;
+            } else {
+                let from = frames[first].rec_start;
+                let to = frames.get(k).map_or(h.covered, |f| f.rec_start);
+                r.bytes_read += to - from;
+                let mut f = file.try_clone().map_err(|e| e.to_string())?;
+                f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+                let paced = Paced {
+                    inner: f.take(to - from),
+                    pace: job.pace.clone(),
+                };
+                read_stream(prelude, Box::new(paced), path, out, r, 1 << 20)?;
+            }
+        }
+    } else {
+        plain_records(&file, prelude, &records, path, &job.pace, out, r)?;
+        r.frames_read = wanted.iter().filter(|&&w| w).count() as u64;
+    }
+    if !h.complete {
+        // What the index does not cover (compressed: whole frames from `covered` on).
+        let size = file.metadata().map(|m| m.len()).unwrap_or(h.covered);
+        r.how = "index + scan of the part not indexed".into();
+        r.bytes_read += size - h.covered;
+        let body = Frames {
+            file: file.try_clone().map_err(|e| e.to_string())?,
+            pace: job.pace.clone(),
+            pieces: vec![(h.covered, size - h.covered)].into_iter(),
+            compression: h.compression,
+            cur: None,
+        };
+        let raw_start = frames.last().map_or(0, |f| f.raw_start + f.raw_len);
+        let body = past_header(Box::new(body), raw_start, prelude, path)?;
+        read_stream(prelude, body, path, out, r, 1 << 20)?;
+    }
+    Ok(())
+}
+
+/// The uncompressed stream of a file from `raw_start` on, less the part of the file header
+/// (`prelude`, which [`read_stream`] puts in front of every stream) that it holds: a compressed
+/// file's first frame begins with the header. Read twice, a pcap header is a zero-length packet
+/// (libpcap reads it so) followed by garbage, and the packets after it are lost as damage.
+fn past_header(
+    mut body: Box<dyn Read + Send>,
+    raw_start: u64,
+    prelude: &[u8],
+    path: &Path,
+) -> Result<Box<dyn Read + Send>, String> {
+    let skip = (prelude.len() as u64).saturating_sub(raw_start);
+    if skip > 0 {
+        io::copy(&mut body.by_ref().take(skip), &mut io::sink())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(body)
+}
+
+/// Reads the candidate records of a plain file, nearby ones together.
+fn plain_records(
+    file: &File,
+    prelude: &[u8],
+    offs: &[u64],
+    path: &Path,
+    pace: &Option<Arc<ReadPace>>,
+    out: &mut Out<'_>,
+    r: &mut FileReport,
+) -> Result<(), String> {
+    let layout = Layout::of(prelude)?;
+    let mut i = 0;
+    let mut buf = Vec::new();
+    while i < offs.len() {
+        let first = offs[i];
+        let mut last = first;
+        i += 1;
+        while i < offs.len() && offs[i] - last <= COALESCE {
+            last = offs[i];
+            i += 1;
+        }
+        let head = read_exact_at(file, last, layout.header_len())?;
+        let end = last + layout.record_len(&head)?;
+        buf.resize((end - first) as usize, 0);
+        file.read_exact_at(&mut buf, first)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        r.bytes_read += end - first;
+        if let Some(p) = pace {
+            p.take(end - first).map_err(|e| e.to_string())?;
+        }
+        let cap = prelude.len() + buf.len() + 64;
+        read_stream(
+            prelude,
+            Box::new(Cursor::new(std::mem::take(&mut buf))),
+            path,
+            out,
+            r,
+            cap,
+        )?;
+    }
+    Ok(())
+}
+
+fn read_exact_at(file: &File, off: u64, n: usize) -> Result<Vec<u8>, String> {
+    let mut b = vec![0; n];
+    file.read_exact_at(&mut b, off)
+        .map_err(|e| format!("reading a record at {off}: {e}"))?;
+    Ok(b)
+}
+
+/// How to find a record's length in a plain file.
+struct Layout {
+    pcapng: bool,
+    big_endian: bool,
+}
+
+impl Layout {
+    fn of(prelude: &[u8]) -> Result<Layout, String> {
+        let m = prelude.get(..4).ok_or("the index holds no file header")?;
+        let le = u32::from_le_bytes(m.try_into().unwrap());
+        let be = u32::from_be_bytes(m.try_into().unwrap());
+        let pcap = [store::PCAP_MAGIC_US, store::PCAP_MAGIC_NS];
+        if pcap.contains(&le) || pcap.contains(&be) {
+            return Ok(Layout {
+                pcapng: false,
+                big_endian: !pcap.contains(&le),
+            });
+        }
+        let bom = prelude.get(8..12).ok_or("short pcapng header")?;
+        Ok(Layout {
+            pcapng: true,
+            big_endian: bom == [0x1a, 0x2b, 0x3c, 0x4d],
+        })
+    }
+
+    fn header_len(&self) -> usize {
+        if self.pcapng {
+            8
+        } else {
+            16
+        }
+    }
+
+    fn record_len(&self, head: &[u8]) -> Result<u64, String> {
+        let at = if self.pcapng { 4 } else { 8 };
+        let b: [u8; 4] = head[at..at + 4].try_into().unwrap();
+        let v = if self.big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        };
+        let len = if self.pcapng { v } else { v + 16 };
+        if v > 1 << 24 {
+            return Err(format!("an impossible record length {v}: the index does not match the file; run `ringcap index`"));
+        }
+        Ok(u64::from(len))
+    }
+}

@@ -1,0 +1,199 @@
+//! The merge: starts a worker per file (a few at a time) and hands their matching packets over in
+//! time order across files.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::pace::ReadPace;
+use super::worker::query_file;
+use super::{timed_out, Batch, FileReport, Hit, Job, QueryOptions};
+use crate::expr::Query;
+use crate::file::IndexFile;
+
+/// Batches buffered per file between a worker and the merge.
+const BATCHES_AHEAD: usize = 2;
+
+struct Stream {
+    rx: Receiver<Batch>,
+    batch: Batch,
+    at: usize,
+    order: usize,
+    handle: Option<JoinHandle<FileReport>>,
+}
+
+impl Stream {
+    /// The head packet's time; refills from the worker; None at the end.
+    fn head(&mut self) -> Option<u64> {
+        while self.at >= self.batch.meta.len() {
+            self.batch = self.rx.recv().ok()?;
+            self.at = 0;
+        }
+        Some(self.batch.meta[self.at].0)
+    }
+}
+
+/// Runs `query` over `files`, calling `emit` for each matching packet in time order across files
+/// (within a file, in file order); `emit` returns false to stop (`--limit`). Returns what was
+/// done per file, in the order files were given.
+pub fn run(
+    files: &[PathBuf],
+    query: &Query,
+    opts: &QueryOptions,
+    mut emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
+) -> io::Result<Vec<FileReport>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let pace = opts.max_read_rate.map(|rate| {
+        Arc::new(ReadPace {
+            rate: rate.max(1),
+            next: std::sync::Mutex::new(std::time::Instant::now()),
+            deadline: opts.deadline,
+        })
+    });
+    let job = |_: usize| Job {
+        query: Arc::new(query.clone()),
+        pace: pace.clone(),
+        stop: stop.clone(),
+        use_index: opts.use_index,
+        deadline: opts.deadline,
+    };
+    let past_deadline = || {
+        opts.deadline
+            .is_some_and(|d| std::time::Instant::now() >= d)
+    };
+    // Order files by their first packet (from the index, or by peeking).
+    let mut order: Vec<(u64, usize)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (first_ts(f), i))
+        .collect();
+    order.sort();
+    let jobs = opts.jobs.max(1);
+    let mut reports: Vec<Option<FileReport>> = vec![None; files.len()];
+    let mut next = 0usize; // next file (in `order`) to start
+    let mut streams: Vec<Stream> = Vec::new();
+    let start = |k: usize| -> Stream {
+        let i = order[k].1;
+        let (tx, rx) = sync_channel(BATCHES_AHEAD);
+        let path = files[i].clone();
+        let j = job(i);
+        let priority = opts.priority;
+        let handle = std::thread::Builder::new()
+            .name("ringcap-query".into())
+            .spawn(move || {
+                priority.apply();
+                query_file(&path, &j, &tx)
+            })
+            .expect("spawn a query worker");
+        Stream {
+            rx,
+            batch: Batch::default(),
+            at: 0,
+            order: i,
+            handle: Some(handle),
+        }
+    };
+    // `live`: streams being merged; `ahead`: started, not merged yet (read in parallel).
+    let mut ahead: std::collections::VecDeque<(u64, Stream)> = Default::default();
+    let mut stopped = false;
+    let mut failed: Option<io::Error> = None;
+    loop {
+        while ahead.len() + streams.len() < jobs && next < order.len() {
+            ahead.push_back((order[next].0, start(next)));
+            next += 1;
+        }
+        // Merge in the next file when nothing is live or it may start before the live heads.
+        let min_head = streams.iter_mut().filter_map(|s| s.head()).min();
+        if let Some((t, _)) = ahead.front() {
+            if min_head.is_none_or(|m| *t <= m) {
+                let (_, s) = ahead.pop_front().expect("front");
+                streams.push(s);
+                continue;
+            }
+        }
+        // Drop finished streams, keeping their reports.
+        let mut i = 0;
+        while i < streams.len() {
+            if streams[i].head().is_none() {
+                let mut s = streams.remove(i);
+                if let Some(h) = s.handle.take() {
+                    reports[s.order] = Some(h.join().unwrap_or_default());
+                }
+            } else {
+                i += 1;
+            }
+        }
+        let Some(best) = (0..streams.len()).min_by_key(|&i| (streams[i].head(), streams[i].order))
+        else {
+            if ahead.is_empty() && next >= order.len() {
+                break;
+            }
+            continue;
+        };
+        if stopped {
+            break;
+        }
+        if past_deadline() {
+            failed = Some(timed_out());
+            break;
+        }
+        let s = &mut streams[best];
+        let (ts, wire_len, linktype, at, len) = s.batch.meta[s.at];
+        s.at += 1;
+        let hit = Hit {
+            ts_ns: ts,
+            wire_len,
+            linktype,
+            data: &s.batch.data[at..at + len],
+        };
+        match emit(&hit) {
+            Ok(true) => {}
+            Ok(false) => stopped = true,
+            // The reader went away: stop the workers before saying so.
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    // Stop the workers still running and collect what they did.
+    stop.store(true, Relaxed);
+    for mut s in streams.into_iter().chain(ahead.into_iter().map(|(_, s)| s)) {
+        drop(std::mem::replace(&mut s.rx, sync_channel(0).1));
+        if let Some(h) = s.handle.take() {
+            reports[s.order] = Some(h.join().unwrap_or_default());
+        }
+    }
+    if failed.is_none() && past_deadline() && reports.iter().flatten().any(|r| r.error.is_some()) {
+        // A worker gave up at the deadline (its file's report says so).
+        failed = Some(timed_out());
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(files
+        .iter()
+        .zip(reports)
+        .map(|(f, r)| {
+            r.unwrap_or_else(|| FileReport {
+                path: f.clone(),
+                how: "not read (the query stopped first)".into(),
+                ..Default::default()
+            })
+        })
+        .collect())
+}
+
+/// The time of a file's first packet: from its index, else by reading it (0 if unreadable).
+fn first_ts(path: &Path) -> u64 {
+    if let Some(h) = IndexFile::peek_header(&crate::live::index_path(path)) {
+        return h.first_ts;
+    }
+    store::CaptureReader::open(path)
+        .ok()
+        .and_then(|mut r| r.next_packet().and_then(|p| p.ok()).map(|p| p.ts_ns))
+        .unwrap_or(0)
+}

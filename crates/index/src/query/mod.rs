@@ -1,0 +1,224 @@
+//! Running a query over capture files: time prunes files and frames, the index narrows to
+//! candidate packets, libpcap's compiled filter (tcpdump's) decides every candidate. Files are
+//! read by a few worker threads at low priority; results come back in time order across files
+//! (file order within a file, as `tcpdump -r` gives it) through bounded channels, so memory
+//! stays bounded whatever the store's size.
+//!
+//! This file holds the options, the public types and the preparing of a query; the parts live in
+//! `merge` (the workers started and their packets merged in time order), `worker` (one file read
+//! and filtered), `indexed` (reading only what the index names) and `pace` (`--max-read-rate`).
+
+mod indexed;
+mod merge;
+mod pace;
+mod worker;
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use wire::LinkType;
+
+pub use crate::priority::Priority;
+pub use merge::run;
+
+use crate::expr::Query;
+use pace::ReadPace;
+
+/// Packets handed over per batch (and about this many bytes at most).
+const BATCH_PACKETS: usize = 4096;
+const BATCH_BYTES: usize = 1 << 20;
+
+/// How a query runs.
+#[derive(Clone, Debug)]
+pub struct QueryOptions {
+    /// Files read at once.
+    pub jobs: usize,
+    /// Use the indexes (off: scan everything, as a check).
+    pub use_index: bool,
+    /// Read at most this many file bytes per second, all workers together (`--max-read-rate`).
+    pub max_read_rate: Option<u64>,
+    /// Give up at this instant: [`run`] then fails with `ErrorKind::TimedOut` (a server's
+    /// query-time limit).
+    pub deadline: Option<std::time::Instant>,
+    /// How the workers yield to a capture.
+    pub priority: Priority,
+}
+
+impl Default for QueryOptions {
+    fn default() -> Self {
+        QueryOptions {
+            jobs: 2,
+            use_index: true,
+            max_read_rate: None,
+            deadline: None,
+            priority: Priority::Low,
+        }
+    }
+}
+
+/// The query of an expression (tcpdump syntax with stenographer's `after`/`before` terms) and
+/// optional `--after`/`--before` times, its filter compiled once so that a typo is reported
+/// (with libpcap's words) before any file is read. The window is the narrower of both.
+pub fn prepare_query(
+    expr: &str,
+    after: Option<&str>,
+    before: Option<&str>,
+    now_ns: u64,
+) -> Result<Query, String> {
+    let mut q = crate::parse_query(expr, now_ns)?;
+    if let Some(t) = after.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+        q.after_ns = Some(q.after_ns.map_or(t, |x| x.max(t)));
+    }
+    if let Some(t) = before.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+        q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
+    }
+    check_filter(&q.filter)?;
+    Ok(q)
+}
+
+/// One matching packet.
+pub struct Hit<'a> {
+    pub ts_ns: u64,
+    pub wire_len: u32,
+    pub linktype: u32,
+    pub data: &'a [u8],
+}
+
+/// What the query did with one file (`--explain`).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct FileReport {
+    pub path: PathBuf,
+    /// "index", "scan" or "skipped", and why.
+    pub how: String,
+    pub frames_total: u64,
+    pub frames_read: u64,
+    /// File bytes read (compressed, as stored).
+    pub bytes_read: u64,
+    /// Candidate packets the index named (None: no narrowing).
+    pub candidates: Option<u64>,
+    /// Packets decoded and given to the filter.
+    pub packets_tested: u64,
+    pub packets_matched: u64,
+    pub error: Option<String>,
+}
+
+impl FileReport {
+    /// "PATH: what went wrong" when the file could not be read whole.
+    pub fn error_line(&self) -> Option<String> {
+        let path = self.path.display().to_string();
+        // Most errors name the file already.
+        self.error.as_ref().map(|e| {
+            if e.contains(&path) {
+                e.clone()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+    }
+}
+
+#[derive(Default)]
+struct Batch {
+    /// (ts, wire_len, linktype, start, len) into `data`.
+    meta: Vec<(u64, u32, u32, usize, usize)>,
+    data: Vec<u8>,
+}
+
+impl Batch {
+    fn full(&self) -> bool {
+        self.meta.len() >= BATCH_PACKETS || self.data.len() >= BATCH_BYTES
+    }
+}
+
+/// Checks the filter compiles (for Ethernet) before any file is read: a typo is reported at once.
+pub fn check_filter(expr: &str) -> Result<(), String> {
+    if expr.is_empty() {
+        return Ok(());
+    }
+    capture::compile_filter(expr, LinkType::Ethernet, capture::MAX_SNAPLEN)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// What one worker shares with the others.
+struct Job {
+    query: Arc<Query>,
+    pace: Option<Arc<ReadPace>>,
+    stop: Arc<AtomicBool>,
+    use_index: bool,
+    deadline: Option<std::time::Instant>,
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the query ran past its time limit; the result is incomplete",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pcap stream (µs) of `n` Ethernet/IPv4/UDP packets from 10.0.0.(i % 4 + 1).
+    fn pcap_packets(range: std::ops::Range<u32>) -> Vec<u8> {
+        let mut v = Vec::new();
+        for i in range {
+            let mut f = vec![0u8; 60];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&46u16.to_be_bytes());
+            f[22] = 64;
+            f[23] = 17;
+            f[26..30].copy_from_slice(&[10, 0, 0, (i % 4 + 1) as u8]);
+            f[30..34].copy_from_slice(&[10, 1, 0, 1]);
+            f[34..36].copy_from_slice(&1000u16.to_be_bytes());
+            f[36..38].copy_from_slice(&53u16.to_be_bytes());
+            f[38..40].copy_from_slice(&26u16.to_be_bytes());
+            for x in [1_700_000_000 + i, i, 60, 60] {
+                v.extend_from_slice(&x.to_le_bytes());
+            }
+            v.extend_from_slice(&f);
+        }
+        v
+    }
+
+    #[test]
+    fn a_compressed_files_first_frame_is_read_without_its_header_twice() {
+        let dir = std::env::temp_dir().join(format!("ringcap-query-hdr-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.pcap.zst");
+        // Two zstd frames, as ringcap writes them: the first holds the file header.
+        let mut header = Vec::new();
+        for x in [store::PCAP_MAGIC_US, 0x0004_0002, 0, 0, 65535, 1] {
+            header.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut first = header.clone();
+        first.extend(pcap_packets(0..40));
+        let mut file = zstd::encode_all(&first[..], 1).unwrap();
+        file.extend(zstd::encode_all(&pcap_packets(40..100)[..], 1).unwrap());
+        std::fs::write(&path, &file).unwrap();
+        crate::scan::index_file(&path, &std::sync::atomic::AtomicU64::new(0)).unwrap();
+
+        let opts = QueryOptions {
+            jobs: 1,
+            ..Default::default()
+        };
+        for (expr, want) in [("", 100), ("host 10.0.0.2", 25)] {
+            let q = crate::parse_query(expr, 0).unwrap();
+            let mut got = 0;
+            let reports = run(std::slice::from_ref(&path), &q, &opts, |_| {
+                got += 1;
+                Ok(true)
+            })
+            .unwrap();
+            assert_eq!(reports[0].how, "index", "{expr}");
+            assert_eq!(reports[0].error, None, "{expr}");
+            assert_eq!(got, want, "{expr}: {reports:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
