@@ -22,6 +22,7 @@ mod progress;
 mod query_cmd;
 mod repair_cmd;
 mod serve_cmd;
+mod xdp_metrics;
 mod xdp_summary;
 
 use clap::Parser;
