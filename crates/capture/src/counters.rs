@@ -20,6 +20,9 @@ pub struct KernelStats {
     pub xsk_ring_full: u64,
     pub xsk_fill_empty: u64,
     pub xsk_other: u64,
+    /// AF_XDP sockets only: descriptors the kernel rejected on the socket's rings (XDP_STATISTICS rx and tx
+    /// invalid descs). Not packets and not in `drops`: anything but 0 is a bug in ringcap's ring handling.
+    pub xsk_invalid_descs: u64,
 }
 
 impl KernelStats {
@@ -31,6 +34,7 @@ impl KernelStats {
         self.xsk_ring_full += o.xsk_ring_full;
         self.xsk_fill_empty += o.xsk_fill_empty;
         self.xsk_other += o.xsk_other;
+        self.xsk_invalid_descs += o.xsk_invalid_descs;
     }
 }
 
@@ -124,6 +128,7 @@ impl KernelSide {
                 self.total.xsk_ring_full = s.rx_ring_full;
                 self.total.xsk_fill_empty = s.rx_fill_ring_empty;
                 self.total.xsk_other = s.rx_dropped;
+                self.total.xsk_invalid_descs = s.invalid_descs;
                 self.total.drops = s.lost();
             }
         } else if self.fd >= 0 {

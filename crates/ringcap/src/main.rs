@@ -23,6 +23,7 @@ mod query_cmd;
 mod repair_cmd;
 mod serve_cmd;
 mod synth_cmd;
+mod xdp_metrics;
 mod xdp_summary;
 
 use clap::Parser;

@@ -15,6 +15,8 @@ use std::time::Duration;
 use capture::Counters;
 use store::{Level, WriterCounters};
 
+use crate::xdp_metrics::{self, XdpMetrics};
+
 /// Longest time a client may take to send its request line and headers.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 /// Largest request accepted (a GET with ordinary headers is a few hundred bytes).
@@ -33,6 +35,8 @@ pub struct MetricSources {
     pub records: Option<records::probe::StatsHandle>,
     /// Output directories (file mode), for their disk use.
     pub dirs: Vec<PathBuf>,
+    /// `--source xdp` (one interface): its program's counters and the AF_XDP drop reasons.
+    pub xdp: Option<XdpMetrics>,
 }
 
 /// Binds `addr` (e.g. `127.0.0.1:9100`, `[::]:9100`) while ringcap still has its privileges (a port
@@ -96,7 +100,13 @@ impl httpd::Handler for Scrapes {
 }
 
 /// Writes one metric family: its HELP and TYPE lines, then one sample per (labels, value).
-fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+pub(crate) fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: &[(String, f64)],
+) {
     let _ = writeln!(out, "# HELP ringcap_{name} {help}");
     let _ = writeln!(out, "# TYPE ringcap_{name} {kind}");
     for (labels, v) in samples {
@@ -109,7 +119,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
 }
 
 /// A label value with `\`, `"` and newlines escaped, as the text format asks.
-fn label(key: &str, value: &str) -> String {
+pub(crate) fn label(key: &str, value: &str) -> String {
     let v = value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -132,6 +142,8 @@ struct InterfaceTotals {
     packets: u64,
     wire_bytes: u64,
     corrupt: u64,
+    /// Rejected by the filter in user space (`--source xdp` only).
+    filtered: u64,
     kernel: capture::KernelStats,
 }
 
@@ -149,7 +161,16 @@ fn render(s: &MetricSources, started: f64) -> String {
         t.packets += snap.packets;
         t.wire_bytes += snap.wire_bytes;
         t.corrupt += snap.corrupt;
+        t.filtered += snap.filtered_out;
         t.kernel.add(&c.kernel_stats());
+    }
+    let program = s.xdp.as_ref().map(|x| x.read());
+    if let (Some(x), Some(p)) = (&s.xdp, &program) {
+        if x.drop_all {
+            // No sockets: the program counts (and drops) every packet, and that count is what ringcap got.
+            per_if[0].packets = p.seen_packets.unwrap_or(0);
+            per_if[0].wire_bytes = p.seen_bytes.unwrap_or(0);
+        }
     }
     let if_label = |i: usize| label("interface", s.interfaces.get(i).map_or("", |n| n.as_str()));
     let each = |f: &dyn Fn(&InterfaceTotals) -> u64| -> Vec<(String, f64)> {
@@ -170,7 +191,9 @@ fn render(s: &MetricSources, started: f64) -> String {
         &mut out,
         "received_packets_total",
         "counter",
-        "Packets the capture threads took from the ring (after the kernel filter).",
+        "Packets delivered to ringcap after the capture filter: taken from the packet ring (ring, copy), from \
+         the AF_XDP sockets after the user-space filter (--source xdp), or counted by the XDP program \
+         (--drop-all --source xdp).",
         &each(&|t| t.packets),
     );
     family(
@@ -183,14 +206,23 @@ fn render(s: &MetricSources, started: f64) -> String {
     let w = s.writer.as_ref().map(|w| w.snapshot());
     let mut drops = Vec::new();
     for (i, t) in per_if.iter().enumerate() {
-        drops.push((
-            format!("{},{}", if_label(i), label("stage", "kernel")),
-            t.kernel.drops as f64,
-        ));
-        drops.push((
-            format!("{},{}", if_label(i), label("stage", "ring")),
-            t.corrupt as f64,
-        ));
+        match &s.xdp {
+            // AF_XDP sockets: the kernel stage by reason; no ring blocks to find corrupt.
+            Some(x) if !x.drop_all => {
+                drops.extend(xdp_metrics::kernel_drops(&if_label(i), &t.kernel))
+            }
+            Some(_) => {} // --drop-all in the driver: no socket, nothing lost on the way
+            None => {
+                drops.push((
+                    format!("{},{}", if_label(i), label("stage", "kernel")),
+                    t.kernel.drops as f64,
+                ));
+                drops.push((
+                    format!("{},{}", if_label(i), label("stage", "ring")),
+                    t.corrupt as f64,
+                ));
+            }
+        }
     }
     if let Some(w) = &w {
         drops.push((
@@ -198,14 +230,31 @@ fn render(s: &MetricSources, started: f64) -> String {
             w.storage_drops as f64,
         ));
     }
-    family(&mut out, "dropped_packets_total", "counter", "Packets lost, by the stage that lost them: kernel (ring full), ring (corrupt block), storage (no free buffer or a failed output).", &drops);
-    family(
-        &mut out,
-        "ring_freezes_total",
-        "counter",
-        "Times the kernel found the ring full (TPACKET_V3 queue freezes).",
-        &each(&|t| t.kernel.freeze_q_cnt),
-    );
+    if !drops.is_empty() {
+        family(&mut out, "dropped_packets_total", "counter", "Packets lost, by the stage that lost them: kernel (before ringcap: the socket's ring was full; \
+             with --source xdp a reason label says why: socket_ring_full, the AF_XDP receive ring was \
+             full (ringcap fell behind); fill_ring_empty, no free frame to receive into; other, e.g. a frame \
+             too large for a UMEM frame), ring (corrupt block), storage (no free buffer or a failed output).", &drops);
+    }
+    if s.xdp.is_none() {
+        family(
+            &mut out,
+            "ring_freezes_total",
+            "counter",
+            "Times the kernel found the ring full (TPACKET_V3 queue freezes).",
+            &each(&|t| t.kernel.freeze_q_cnt),
+        );
+    }
+    if let (Some(x), Some(p)) = (&s.xdp, &program) {
+        xdp_metrics::render(
+            &mut out,
+            x,
+            p,
+            &if_label(0),
+            &per_if[0].kernel,
+            per_if[0].filtered,
+        );
+    }
     if let Some(w) = &w {
         family(
             &mut out,

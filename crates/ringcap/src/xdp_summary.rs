@@ -69,6 +69,7 @@ impl XdpSummary {
             "queues": x.queues,
             "program_seen": x.seen,
             "filtered_out": filtered_out,
+            "invalid_descriptors": kernel.xsk_invalid_descs,
             "prefilter": {
                 "active": x.prefilter.is_some(),
                 "rules": x.prefilter.as_ref().map(|(r, _)| r),

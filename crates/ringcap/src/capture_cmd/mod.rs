@@ -23,6 +23,7 @@ use source::{list_time_stamp_types, merge_config, source_config};
 use crate::capture_stats::{StatsPrinter, Summary, XdpSummary};
 use crate::cli::CaptureArgs;
 use crate::privileges::{relinquish_privileges, share_files_with_group, unprivileged_user};
+use crate::xdp_metrics::XdpMetrics;
 use crate::{metrics, Fatal};
 
 pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
@@ -74,7 +75,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let stop = Stop::install()
         .map_err(|e| Fatal::runtime(anyhow!("cannot install signal handlers: {e}")))?;
     if a.drop_all && cfg.kind == capture::SourceKind::Xdp {
-        return xdp_count::run(&a, cfg.xdp_mode, stop);
+        return xdp_count::run(&a, cfg.xdp_mode, stop, metrics_listener);
     }
     // Each interface its own socket(s), --threads each (one fanout group per interface).
     let mut sources = Vec::new();
@@ -187,6 +188,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             writer: writer_counters.clone(),
             records: probe_stats,
             dirs: plan.as_ref().map(|p| p.dirs.clone()).unwrap_or_default(),
+            xdp: xdp
+                .as_ref()
+                .map(|(program, _, _)| XdpMetrics::new(program, false)),
         };
         let addr = listener
             .local_addr()

@@ -2,15 +2,23 @@
 //! driver; no socket, no copy, no thread per packet. Seed 002's offered-rate oracle at the lowest cost there
 //! is, and the ceiling every capturer's rate is a share of.
 
+use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use session::Stop;
 
 use crate::cli::CaptureArgs;
-use crate::Fatal;
+use crate::xdp_metrics::XdpMetrics;
+use crate::{metrics, Fatal};
 
-pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fatal> {
+pub fn run(
+    a: &CaptureArgs,
+    mode: capture::XdpMode,
+    stop: Stop,
+    metrics_listener: Option<TcpListener>,
+) -> Result<(), Fatal> {
     if !a.filter.join(" ").trim().is_empty() {
         return Err(Fatal::usage(anyhow!(
             "--drop-all --source xdp counts every packet in the driver and cannot apply a filter: \
@@ -19,6 +27,25 @@ pub fn run(a: &CaptureArgs, mode: capture::XdpMode, stop: Stop) -> Result<(), Fa
     }
     let program = capture::XdpProgram::count_and_drop(&a.interface[0], mode)
         .map_err(|e| super::capture_fatal(capture::xdp_error(e)))?;
+    // Shared with the metrics thread, which holds it weakly: dropping it below still detaches it.
+    let program = Arc::new(program);
+    if let Some(listener) = metrics_listener {
+        let sources = metrics::MetricSources {
+            interfaces: a.interface.clone(),
+            interface_of: Vec::new(),
+            capture: Vec::new(),
+            writer: None,
+            records: None,
+            dirs: Vec::new(),
+            xdp: Some(XdpMetrics::new(&program, true)),
+        };
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Fatal::runtime(anyhow!(e)))?;
+        metrics::serve(listener, sources)
+            .map_err(|e| Fatal::runtime(anyhow!("cannot start the metrics thread: {e}")))?;
+        log::info!("metrics on http://{addr}/metrics");
+    }
     // Printed even with -q, as the other sources do for --drop-all: scripts wait for it.
     eprintln!(
         "ringcap: listening on {}, counting and dropping every packet in the driver (--drop-all, XDP {} mode)",

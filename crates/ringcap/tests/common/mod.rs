@@ -59,6 +59,38 @@ pub fn frame(seq: u32, src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
     f
 }
 
+/// A UDP/IPv6 frame (no extension header) to `dst_port`, to the same non-local MAC as [`frame`].
+pub fn ipv6_frame(seq: u32, dst_port: u16) -> Vec<u8> {
+    let mut f = frame(seq, 1000, dst_port, 70);
+    let udp: Vec<u8> = f[34..42].to_vec();
+    let mut v6 = f[..12].to_vec();
+    v6.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 16, 17, 64]);
+    v6.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    v6.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    v6.extend_from_slice(&udp[..4]);
+    v6.extend_from_slice(&[0, 16, 0, 0]);
+    v6.extend_from_slice(&seq.to_be_bytes());
+    v6.extend_from_slice(&[0; 4]);
+    f = v6;
+    f
+}
+
+/// A classic pcap file of `frames` (Ethernet, microsecond stamps 0), written without ringcap's code.
+pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    for v in [0xa1b2c3d4u32, 0x0004_0002, 0, 0, 262144, 1] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    // The version is two u16 (2, 4), written above as one little-endian u32 0x00040002.
+    for (i, f) in frames.iter().enumerate() {
+        for v in [i as u32, 0, f.len() as u32, f.len() as u32] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
 /// Send frames from the Tx side with a plain packet socket, waiting out a full queue.
 pub fn send(tb: &Testbed, frames: &[Vec<u8>]) {
     send_on(tb, &tb.tx_if, frames)
