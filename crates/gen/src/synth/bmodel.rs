@@ -42,6 +42,12 @@ impl BModel {
         if self.bin_ns == 0 {
             return Err("the b-model's finest bin must be longer than 0 ns".into());
         }
+        if self.bin_ns.leading_zeros() <= self.levels + 1 {
+            return Err(format!(
+                "a period of {} ns × 2^{} is too long: use a shorter bin or fewer levels",
+                self.bin_ns, self.levels
+            ));
+        }
         Ok(())
     }
 
