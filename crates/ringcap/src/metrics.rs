@@ -45,8 +45,9 @@ pub fn bind(addr: &str) -> io::Result<TcpListener> {
     TcpListener::bind(addr)
 }
 
-/// Serves scrapes from a background thread until the process ends.
+/// Serves scrapes from a background thread until the process ends, and logs where.
 pub fn serve(listener: TcpListener, sources: MetricSources) -> io::Result<()> {
+    let addr = listener.local_addr()?;
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
@@ -64,6 +65,7 @@ pub fn serve(listener: TcpListener, sources: MetricSources) -> io::Result<()> {
         name: "metrics".into(),
     };
     httpd::spawn(listener, config, Arc::new(Scrapes { sources, started }))?;
+    log::info!("metrics on http://{addr}/metrics");
     Ok(())
 }
 

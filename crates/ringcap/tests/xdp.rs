@@ -160,24 +160,6 @@ fn a_filter_keeps_what_tcpdump_keeps_from_the_same_packets() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Traffic for `udp and dst port 9000`: matching UDP/IPv4, UDP/IPv4 to other ports and from port 9000,
-/// frames that are not IP at all, and UDP/IPv6 to 9000 (which the prefilter never judges), interleaved.
-fn prefilter_traffic() -> Vec<Vec<u8>> {
-    (0..4000u32)
-        .map(|i| match i % 8 {
-            0 | 1 => frame(i, 1000 + (i % 50) as u16, 9000, 60 + (i as usize % 200)),
-            2..=4 => frame(i, 1000, 9001 + (i % 3) as u16, 60),
-            5 => frame(i, 9000, 9005, 80),
-            6 => {
-                let mut f = frame(i, 1, 2, 60);
-                f[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
-                f
-            }
-            _ => ipv6_frame(i, 9000),
-        })
-        .collect()
-}
-
 /// `udp and dst port 9000` is in the prefilter's subset: the capture is still tcpdump's reading of all
 /// frames sent, and what could not match never reached ringcap: the program counted it as left to the
 /// stack, and a packet socket on the same interface (tcpdump) got exactly those frames.
@@ -206,7 +188,7 @@ fn the_prefilter_leaves_what_cannot_match_to_the_stack_and_the_capture_is_tcpdum
     ])
     .arg(&stack);
     let watcher = spawn_listening(cmd);
-    let sent = prefilter_traffic();
+    let sent = prefilter_traffic(9000);
     let out = capture_xdp_while_sending(&tb, &ours, &[expr], &sent, Duration::from_millis(500));
     stop(watcher, libc::SIGINT);
     assert!(out.status.success(), "{}", stderr_text(&out));
@@ -250,7 +232,7 @@ fn outside_the_subset_the_prefilter_is_off_and_the_capture_is_tcpdumps() {
     let ours = dir.join("ours.pcap");
     let reference = dir.join("sent.pcap");
     let expr = "udp[8] = 0 and len > 100";
-    let sent = prefilter_traffic();
+    let sent = prefilter_traffic(9000);
     let out = capture_xdp_while_sending(&tb, &ours, &[expr], &sent, Duration::from_millis(500));
     assert!(out.status.success(), "{}", stderr_text(&out));
     write_pcap(&reference, &sent);

@@ -192,12 +192,8 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
                 .as_ref()
                 .map(|(program, _, _)| XdpMetrics::new(program, false)),
         };
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Fatal::runtime(anyhow!(e)))?;
         metrics::serve(listener, sources)
             .map_err(|e| Fatal::runtime(anyhow!("cannot start the metrics thread: {e}")))?;
-        log::info!("metrics on http://{addr}/metrics");
     }
     let mut printer = StatsPrinter::new(
         json_lines(&a),

@@ -39,12 +39,8 @@ pub fn run(
             dirs: Vec::new(),
             xdp: Some(XdpMetrics::new(&program, true)),
         };
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Fatal::runtime(anyhow!(e)))?;
         metrics::serve(listener, sources)
             .map_err(|e| Fatal::runtime(anyhow!("cannot start the metrics thread: {e}")))?;
-        log::info!("metrics on http://{addr}/metrics");
     }
     // Printed even with -q, as the other sources do for --drop-all: scripts wait for it.
     eprintln!(

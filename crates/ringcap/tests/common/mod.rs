@@ -445,3 +445,22 @@ pub fn duckdb_rows(dir: &std::path::Path) -> u64 {
     .parse()
     .unwrap()
 }
+
+/// Traffic for `udp and dst port 9000` on `--source xdp`: matching UDP/IPv4 of varied sizes, UDP/IPv4 to other
+/// ports and from port 9000, frames that are not IP at all (the XDP prefilter leaves those to the stack), and
+/// UDP/IPv6 to `ipv6_dst_port` (which the prefilter never judges), interleaved.
+pub fn prefilter_traffic(ipv6_dst_port: u16) -> Vec<Vec<u8>> {
+    (0..4000u32)
+        .map(|i| match i % 8 {
+            0 | 1 => frame(i, 1000 + (i % 50) as u16, 9000, 60 + (i as usize % 200)),
+            2..=4 => frame(i, 1000, 9001 + (i % 3) as u16, 60),
+            5 => frame(i, 9000, 9005, 80),
+            6 => {
+                let mut f = frame(i, 1, 2, 60);
+                f[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
+                f
+            }
+            _ => ipv6_frame(i, ipv6_dst_port),
+        })
+        .collect()
+}
