@@ -203,6 +203,8 @@ pub struct Hour {
 /// A second and a minute in base windows.
 pub const SEC: u64 = 1_000_000_000 / BASE_NS;
 pub const MIN: u64 = 60 * SEC;
+/// The step that bounds a minute's rate for the hourly table: a minute partly covered counts in 100 ms steps.
+pub const HOUR_SUB: u64 = SEC / 10;
 const HOUR: u64 = 60 * MIN;
 
 /// Bin and sub-window (in base windows) that suit a trace: minutes of seconds when it lasts over a
@@ -302,6 +304,21 @@ pub fn hours(minutes: &[Bin]) -> Vec<Hour> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partly_covered_minute_averages_over_its_100_ms_steps() {
+        // One packet at 0 and one 8.1919 s later: 82 steps of 100 ms with traffic, not 9 whole seconds.
+        let mut b = RunBuilder::default();
+        b.add(&[0, 8_191_900_000], &[100, 100]);
+        let base = RunBuilder::merge(vec![b.runs]);
+        let hours = hours(&timeline(&base, MIN, HOUR_SUB));
+        assert_eq!(hours.len(), 1);
+        assert!(
+            (hours[0].avg_pps - 2.0 / 8.2).abs() < 1e-12,
+            "{}",
+            hours[0].avg_pps
+        );
+    }
 
     #[test]
     fn runs_and_percentiles() {
