@@ -32,7 +32,7 @@ use xdp::LiveSender;
 
 use crate::error::GenError;
 use crate::frames::FrameBuilder;
-use crate::pace::{self, RateBasis};
+use crate::pace::{self, Departure, RateBasis};
 use crate::report::{Departures, ThreadReport};
 use crate::run::{Job, SizeSource};
 use crate::threads::{common_start, Counters};
@@ -206,27 +206,10 @@ pub(crate) fn generate_live<S: SizeSource>(
         if remaining == 0 {
             break;
         }
-        let horizon = match pacer.next_deadline() {
-            Some(d) => {
-                if past_end(d) || !pace::wait_until(d, stop) {
-                    break;
-                }
-                Some(sys::monotonic_ns() + PACED_WINDOW_NS)
-            }
-            None => {
-                let now = sys::monotonic_ns();
-                if past_end(now) {
-                    break;
-                }
-                if let Some(on_again) = pacer.off_until(now) {
-                    if past_end(on_again) {
-                        break;
-                    }
-                    pace::wait_until(on_again, stop);
-                    continue;
-                }
-                None
-            }
+        let horizon = match pace::next_departure(&pacer, end, stop) {
+            Departure::Stop => break,
+            Departure::Again => continue,
+            Departure::Go { now, paced } => paced.then_some(now + PACED_WINDOW_NS),
         };
         let ip_len = builder.clamp(sizes.next_size());
         let len = builder.write(ip_len, &mut frame);

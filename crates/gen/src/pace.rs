@@ -158,6 +158,44 @@ pub fn wait_until(deadline: u64, stop: &AtomicBool) -> bool {
     }
 }
 
+/// What a sending loop does after [`next_departure`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Departure {
+    /// The run is over (its end passed, or a stop request).
+    Stop,
+    /// An off-period was waited out: ask again.
+    Again,
+    /// Send now (`now`: CLOCK_MONOTONIC ns); `paced`: a deadline was due, not top speed.
+    Go { now: u64, paced: bool },
+}
+
+/// Waits for the next departure: the pacer's next deadline when paced, or, at top speed, the end of a burst
+/// off-period. `end` is the run's end (CLOCK_MONOTONIC ns), if it has one.
+pub fn next_departure(pacer: &Pacer, end: Option<u64>, stop: &AtomicBool) -> Departure {
+    let past_end = |t: u64| end.is_some_and(|e| t >= e);
+    if let Some(d) = pacer.next_deadline() {
+        if past_end(d) || !wait_until(d, stop) {
+            return Departure::Stop;
+        }
+        return Departure::Go {
+            now: sys::monotonic_ns(),
+            paced: true,
+        };
+    }
+    let now = sys::monotonic_ns();
+    if past_end(now) {
+        return Departure::Stop;
+    }
+    match pacer.off_until(now) {
+        Some(on_again) if past_end(on_again) => Departure::Stop,
+        Some(on_again) => {
+            wait_until(on_again, stop);
+            Departure::Again
+        }
+        None => Departure::Go { now, paced: false },
+    }
+}
+
 /// clock_nanosleep(TIMER_ABSTIME) until `t`.
 pub fn sleep_until(t: u64) {
     let ts = libc::timespec {

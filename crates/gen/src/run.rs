@@ -20,7 +20,7 @@ use crate::error::GenError;
 use crate::frames::{FrameBuilder, FrameShared};
 use crate::live_tx::{generate_live, DropLedger};
 use crate::options::GenOptions;
-use crate::pace::{self, Burst, Pacer, Rate, RateBasis};
+use crate::pace::{self, Burst, Departure, Pacer, Rate, RateBasis};
 use crate::phases::PhasedSizes;
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::sizes::{seeded_rng, Distribution, Mode, Params, SizeModel, SizeSampler};
@@ -330,30 +330,10 @@ fn generate<T: Tx, S: SizeSource>(
             break;
         }
         // When may the next batch go?
-        let now = match pacer.next_deadline() {
-            Some(d) => {
-                if past_end(d) {
-                    break;
-                }
-                if !pace::wait_until(d, stop) {
-                    break;
-                }
-                sys::monotonic_ns()
-            }
-            None => {
-                let now = sys::monotonic_ns();
-                if past_end(now) {
-                    break;
-                }
-                if let Some(on_again) = pacer.off_until(now) {
-                    if past_end(on_again) {
-                        break;
-                    }
-                    pace::wait_until(on_again, stop);
-                    continue;
-                }
-                now
-            }
+        let now = match pace::next_departure(&pacer, end, stop) {
+            Departure::Stop => break,
+            Departure::Again => continue,
+            Departure::Go { now, .. } => now,
         };
         sizes.set_phase(pacer.phase());
         // Every frame that is due goes in this batch (all of them at top speed): a late sender catches up
