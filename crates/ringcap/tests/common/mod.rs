@@ -2,6 +2,7 @@
 //! real frames from the other one.
 #![allow(dead_code)]
 
+pub mod auth_harness;
 pub mod collector;
 pub mod stores;
 
