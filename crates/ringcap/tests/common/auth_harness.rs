@@ -154,16 +154,7 @@ pub fn probe(tb: &Testbed, dests: &str, extra: &[&str]) -> Probe {
 
 /// Stops a probe (SIGINT) and returns its JSON summary's `records` object, `captured` and stderr.
 pub fn stop_probe(mut p: Probe) -> (serde_json::Value, u64, String) {
-    // SAFETY: kill on our own child's pid.
-    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(s) = p.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "probe did not exit in 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = signal_and_wait(&mut p.child, libc::SIGINT, "probe");
     let _ = p.done.recv_timeout(Duration::from_secs(5));
     let err = p.stderr.lock().unwrap().clone();
     assert!(status.success(), "probe: {err}");
@@ -178,16 +169,7 @@ pub fn stop_probe(mut p: Probe) -> (serde_json::Value, u64, String) {
 
 /// N distinct UDP frames, sent from the Tx side.
 pub fn send_frames(tb: &Testbed) {
-    let frames: Vec<Vec<u8>> = (0..N)
-        .map(|i| {
-            frame(
-                i,
-                1000 + (i % 7) as u16,
-                2000 + (i % 11) as u16,
-                60 + (i % 300) as usize,
-            )
-        })
-        .collect();
+    let frames: Vec<Vec<u8>> = varied_frames(0, N, 300);
     send(tb, &frames);
     std::thread::sleep(Duration::from_millis(700));
 }
