@@ -264,16 +264,7 @@ fn records_read_back_like_convert_of_the_same_packets_and_dedup_merges_two_probe
     let dir = temp_dir("collect-convert");
     let k = key_file(&dir);
     let t0 = 1_700_000_000_000_000_000u64;
-    let frames: Vec<Vec<u8>> = (0..3000u32)
-        .map(|i| {
-            frame(
-                i,
-                1000 + (i % 7) as u16,
-                2000 + (i % 11) as u16,
-                60 + (i % 50) as usize,
-            )
-        })
-        .collect();
+    let frames: Vec<Vec<u8>> = varied_frames(0, 3000, 50);
     let pcap = dir.join("p.pcap");
     write_pcap(&pcap, &frames, t0);
     let conv = dir.join("conv");
@@ -471,16 +462,7 @@ fn probe_on_the_testbed_stripes_to_two_collectors_and_every_packet_is_stored_onc
             "-q",
         ],
     );
-    let frames: Vec<Vec<u8>> = (0..5000u32)
-        .map(|i| {
-            frame(
-                i,
-                1000 + (i % 7) as u16,
-                2000 + (i % 11) as u16,
-                60 + (i % 300) as usize,
-            )
-        })
-        .collect();
+    let frames: Vec<Vec<u8>> = varied_frames(0, 5000, 300);
     send(&tb, &frames);
     std::thread::sleep(Duration::from_millis(500));
     let p = stop(probe, libc::SIGINT);

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wire::record::Record;
 use wire::LinkType;
 
@@ -89,16 +89,7 @@ pub fn start_with(mut cmd: Command, dir: &Path, key: &Path, extra: &[&str]) -> C
 impl Collector {
     /// Signal, wait (30 s at most), return status, stdout and all of stderr.
     pub fn stop(mut self, sig: i32) -> Output {
-        // SAFETY: kill on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "collector did not exit in 30 s");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = signal_and_wait(&mut self.child, sig, "collector");
         let mut stdout = Vec::new();
         self.child
             .stdout
@@ -128,15 +119,11 @@ pub fn stop_json(c: Collector) -> (serde_json::Value, String) {
 
 /// `n` records of distinct UDP frames (ports and lengths vary), timestamps from `t0` 1 µs apart.
 pub fn make_records(t0: u64, first: u32, n: u32) -> Vec<Record> {
-    (first..first + n)
-        .map(|i| {
-            let f = frame(
-                i,
-                1000 + (i % 7) as u16,
-                2000 + (i % 11) as u16,
-                60 + (i % 50) as usize,
-            );
-            Record::from_frame(t0 + i as u64 * 1000, f.len() as u32, &f, LinkType::Ethernet)
+    varied_frames(first, n, 50)
+        .iter()
+        .zip(first..)
+        .map(|(f, i)| {
+            Record::from_frame(t0 + i as u64 * 1000, f.len() as u32, f, LinkType::Ethernet)
         })
         .collect()
 }

@@ -2,6 +2,7 @@
 //! real frames from the other one.
 #![allow(dead_code)]
 
+pub mod auth_harness;
 pub mod collector;
 pub mod stores;
 
@@ -57,6 +58,21 @@ pub fn frame(seq: u32, src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
     f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
     f[42..46].copy_from_slice(&seq.to_be_bytes());
     f
+}
+
+/// Frames `first..first + n` (each carrying its number), distinct and varied: source ports cycle over 7
+/// values, destination ports over 11, lengths from 60 to 60 + `len_spread` - 1.
+pub fn varied_frames(first: u32, n: u32, len_spread: u32) -> Vec<Vec<u8>> {
+    (first..first + n)
+        .map(|i| {
+            frame(
+                i,
+                1000 + (i % 7) as u16,
+                2000 + (i % 11) as u16,
+                60 + (i % len_spread) as usize,
+            )
+        })
+        .collect()
 }
 
 /// A UDP/IPv6 frame (no extension header) to `dst_port`, to the same non-local MAC as [`frame`].
@@ -227,6 +243,20 @@ pub fn stop(mut child: Child, sig: i32) -> Output {
     // SAFETY: kill on our own child's pid.
     unsafe { libc::kill(child.id() as i32, sig) };
     finish(&mut child)
+}
+
+/// Sends `sig` to `child` and waits for it to exit (failing the test after 30 s, naming it `what`).
+pub fn signal_and_wait(child: &mut Child, sig: i32, what: &str) -> std::process::ExitStatus {
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{what} did not exit in 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Wait for the child (at most 30 s) and collect what it printed.
