@@ -481,3 +481,85 @@ fn skipped_levels_are_printed_with_the_reason() {
     }
     fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// `traffic = "synth:..."`: the lab writes a b-model trace and replays it instead of `ringcap gen`. With a big
+/// ring and no CPU budget nothing is lost, so every count must agree with an independent one: the interface's
+/// offered packets are the warm-up plus every frame of the trace as `tcpdump -r` reads it, and the kept capture
+/// holds, by `tcpdump -r`, as many packets as the row says were received, which is all that was offered.
+#[test]
+fn synth_traffic_is_replayed_and_captured_whole() {
+    if !common::have("tcpdump") {
+        return;
+    }
+    let tmp = common::temp_dir("bench-synth");
+    let disk = tmp.join("captures");
+    let out = tmp.join("out");
+    let plan = tmp.join("synth.toml");
+    fs::write(
+        &plan,
+        format!(
+            r#"title = "synth"
+[run]
+reruns = 1
+packets = 20000
+warmup_packets = 1000
+seed = 7
+disk_dir = "{}"
+keep_files = true
+rate_pps = 20000
+[factors]
+method = ["ringcap"]
+traffic = ["synth:bmodel=0.8,levels=10"]
+"#,
+            disk.display()
+        ),
+    )
+    .unwrap();
+    let o = bench(&[plan.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let stderr = common::stderr_text(&o);
+    assert!(o.status.success(), "ringcap bench failed:\n{stderr}");
+    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
+    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    let rows: Vec<HashMap<String, String>> = r
+        .records()
+        .map(|rec| {
+            head.iter()
+                .cloned()
+                .zip(rec.unwrap().iter().map(str::to_string))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[0];
+    assert_eq!(row["status"], "ok", "{row:?}\n{stderr}");
+    assert_eq!(row["traffic"], "synth:bmodel=0.8,levels=10");
+
+    let trace = fs::read_dir(out.join("traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "pcap"))
+        .expect("a trace in out/traces");
+    assert!(
+        trace.to_string_lossy().contains("seed7"),
+        "{}",
+        trace.display()
+    );
+    let in_trace = common::tcpdump_count(&trace) as u64;
+    // The b-model keeps each period's count: about packets, not a few.
+    assert!(
+        (15_000..=25_000).contains(&in_trace),
+        "{in_trace} packets in the trace"
+    );
+    let num = |k: &str| -> u64 { row[k].parse().unwrap_or_else(|_| panic!("{k} in {row:?}")) };
+    assert_eq!(num("offered"), 1000 + in_trace, "{row:?}");
+    assert_eq!(num("generated"), num("offered"), "{row:?}");
+    assert_eq!(num("received"), num("offered"), "{row:?}");
+
+    let capture = fs::read_dir(&disk)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("-run0-app0.pcap"))
+        .unwrap_or_else(|| panic!("no capture in {}", disk.display()));
+    assert_eq!(common::tcpdump_count(&capture) as u64, num("received"));
+    let _ = fs::remove_dir_all(&tmp);
+}

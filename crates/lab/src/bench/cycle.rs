@@ -13,9 +13,10 @@ use super::methods::{self, Launch};
 use super::process::{self, Proc};
 use super::results::Row;
 use super::timeline;
+use super::traffic;
 use crate::cgroup::CpuLimit;
 use crate::cpusage::{self, Profiler, Usage};
-use crate::plan::{Count, OfferedBy, Output, Plan, Run};
+use crate::plan::{Count, OfferedBy, Output, Plan, Run, Traffic};
 
 /// Interrupted by the user (Ctrl-C): the run in flight is abandoned.
 #[derive(Debug)]
@@ -87,14 +88,22 @@ fn generate(
         start_ns = Some(start);
         nap(Duration::from_nanos(start - now), env.stop)?;
     }
-    let c = bed.generator(
-        env.ringcap,
-        packets,
-        s.rate,
-        &s.dist,
-        s.placement.gen_cpu(),
-        &extra,
-    );
+    // The measured phase of a synth run replays its trace (written before the capturers started); the
+    // warm-up stays `ringcap gen`'s, which only has to reach the capturers before the counters are read.
+    let trace = traffic::trace_path(env.out_dir, env.plan, run).filter(|_| measured);
+    let c = match trace
+        .and_then(|t| traffic::replay_command(bed, env.ringcap, &t, s.placement.gen_cpu()))
+    {
+        Some(replay) => replay,
+        None => bed.generator(
+            env.ringcap,
+            packets,
+            s.rate,
+            &s.dist,
+            s.placement.gen_cpu(),
+            &extra,
+        ),
+    };
     let started = Instant::now();
     let mut p = match process::spawn(c, None, log, None) {
         Ok(p) => p,
@@ -132,13 +141,13 @@ fn last_line(text: &str) -> String {
 
 /// With the generator's count as the offered load, the interface must have seen about as many: fewer means
 /// packets were lost on the way (link, switch, NIC) and the capture rate would blame the capturer; more means
-/// other traffic reached the interface. Tolerance 0.1 % (the search's loss threshold).
-fn cross_check(generated: Option<u64>, at_interface: u64) -> Option<String> {
+/// other traffic reached the interface. Tolerance 0.1 % (the search's loss threshold). `hint`: what to do.
+fn cross_check(generated: Option<u64>, at_interface: u64, hint: &str) -> Option<String> {
     let g = generated?;
     let diff = (at_interface as f64 - g as f64) / (g.max(1) as f64);
     (diff.abs() > 0.001).then(|| {
         format!(
-            "the generator sent {g} packets, the interface counted {at_interface} ({:+.2} %): use offered = \"interface\" or stop the other traffic",
+            "the generator sent {g} packets, the interface counted {at_interface} ({:+.2} %): {hint}",
             diff * 100.0
         )
     })
@@ -282,6 +291,10 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
             "placement needs CPU {cpu}, this machine has {}",
             testbed::cpu_count()
         )));
+    }
+    // Before the capturers start, so writing a trace costs them nothing.
+    if let Err(why) = traffic::write_trace(env.ringcap, env.out_dir, env.plan, run) {
+        return Ok(fail_all(why));
     }
     let ext = methods::extension(&s.method, env.plan);
     let tag = format!("{}-run{}", std::process::id(), run.index);
@@ -488,11 +501,26 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
     let dur = sent.duration_s;
     // The capture rate's denominator: the generator's count on the testbed (veth loses nothing between its
     // ends), the plan's choice on a named interface, where the other count is the cross-check.
+    // A replayed trace is checked too: replay skips frames it cannot send (non-Ethernet, over the MTU), and
+    // its report must still match what the interface got.
     let (denominator, check) = match (bed, env.plan.interface.as_ref().map(|i| i.offered)) {
+        (Bed::Testbed(_), _) if s.traffic != Traffic::Gen => (
+            generated,
+            cross_check(
+                generated,
+                offered,
+                "veth lost frames, or other traffic reached it",
+            ),
+        ),
         (Bed::Testbed(_), _) => (generated, None),
-        (Bed::Interface(_), Some(OfferedBy::Generator)) => {
-            (generated, cross_check(generated, offered))
-        }
+        (Bed::Interface(_), Some(OfferedBy::Generator)) => (
+            generated,
+            cross_check(
+                generated,
+                offered,
+                "use offered = \"interface\" or stop the other traffic",
+            ),
+        ),
         (Bed::Interface(_), _) => (Some(offered), None),
     };
     let mut rows = Vec::new();

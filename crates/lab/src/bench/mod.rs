@@ -12,6 +12,7 @@ pub mod results;
 pub mod samples;
 pub mod search;
 pub mod timeline;
+pub mod traffic;
 
 use std::collections::BTreeSet;
 use std::fs;

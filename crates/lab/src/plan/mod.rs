@@ -25,16 +25,18 @@ mod parse;
 mod setup;
 #[cfg(test)]
 mod tests;
+mod traffic;
 mod validate;
 
 pub use interface::{InterfaceSpec, OfferedBy};
 pub use setup::{method_known, pipe_method, Burst, Output, Placement, Rate, Setup};
+pub use traffic::{SynthTraffic, Traffic};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The factors a plan may vary (or fix in `[run]`).
-pub const FACTORS: [&str; 14] = [
+pub const FACTORS: [&str; 15] = [
     "method",
     "rate_mbps",
     "rate_pps",
@@ -49,6 +51,7 @@ pub const FACTORS: [&str; 14] = [
     "output",
     "cpu_limit",
     "burst",
+    "traffic",
 ];
 
 /// Capture methods the runner knows without a `[methods.NAME]` section (plus `tcpdump|gzip -N`).
@@ -206,6 +209,8 @@ pub struct Plan {
     pub disk_dir: PathBuf,
     /// Keep the capture files after counting them (default: delete each run's files).
     pub keep_files: bool,
+    /// `[run] seed`: seed of the `traffic = "synth:..."` traces (same seed, same traces).
+    pub seed: u64,
     /// `[run] machine`: label of the machine in results.csv (None: the host name).
     pub machine: Option<String>,
     /// Factors fixed in `[run]` (name, level).

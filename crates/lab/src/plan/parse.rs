@@ -147,6 +147,7 @@ fn example_levels(factor: &str) -> &'static str {
         "dist" => "\"fixed:46\", \"imix\"",
         "output" => "\"disk\", \"null\"",
         "cpu_limit" => "\"none\", 50, 10",
+        "traffic" => "\"gen\", \"synth:bmodel=0.5\", \"synth:bmodel=0.8\"",
         "burst" => "\"none\", \"on=2s,off=2s,cycles=5\", \"on=1s,off=1s,cycles=3,phases=fixed:1500@max;fixed:50@max\"",
         _ => "...",
     }
@@ -187,6 +188,7 @@ impl Plan {
             "disk_dir",
             "keep_files",
             "machine",
+            "seed",
             "samples",
             "sample_s",
             "warmup_s",
@@ -219,6 +221,7 @@ impl Plan {
                 warmup_s: get_secs(run, "warmup_s", "run")?.unwrap_or(10.0),
             }),
         };
+        let seed = get_u64(run, "seed", "run")?.unwrap_or(1);
         let machine = get_str(run, "machine", "run")?.filter(|m| !m.trim().is_empty());
         let mut fixed = Vec::new();
         for (k, v) in run {
@@ -404,6 +407,7 @@ impl Plan {
             warmup_packets,
             disk_dir,
             keep_files,
+            seed,
             machine,
             fixed,
             factors,

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use super::traffic::{parse_traffic, Traffic};
 use super::{CustomMethod, BUILTIN_METHODS, FACTORS};
 
 /// Offered rate of the generator.
@@ -188,6 +189,8 @@ pub struct Setup {
     pub cpu_limit: Option<u32>,
     /// On/off cycles of the generator (None: it sends without pause).
     pub burst: Option<Burst>,
+    /// What is sent: `ringcap gen`'s stream or a replayed synth trace.
+    pub traffic: Traffic,
 }
 
 impl Default for Setup {
@@ -206,6 +209,7 @@ impl Default for Setup {
             output: Output::Disk,
             cpu_limit: None,
             burst: None,
+            traffic: Traffic::Gen,
         }
     }
 }
@@ -355,6 +359,7 @@ impl Setup {
                 }
             }
             "burst" => self.burst = parse_burst(level)?,
+            "traffic" => self.traffic = parse_traffic(level)?,
             "cpu_limit" => {
                 self.cpu_limit = if level == "none" {
                     None

@@ -321,3 +321,42 @@ fn time_sampled_runs() {
     assert!(err("[run]\nsamples = 2\noutput = \"null\"\n").contains("output = \"disk\""));
     assert!(err("[run]\nsamples = 2\nburst = \"on=1s,off=1s\"\n").contains("burst"));
 }
+
+#[test]
+fn traffic_levels() {
+    let p = parse(
+        "[run]\nrate_pps = 50000\nseed = 9\n[factors]\ntraffic = [\"gen\", \"synth:bmodel=0.5\", \"synth:bmodel=0.8,levels=10,concurrent=64\"]\n",
+    )
+    .unwrap();
+    assert_eq!(p.seed, 9);
+    let runs = p.expand();
+    assert_eq!(runs[0].setup.traffic, Traffic::Gen);
+    let Traffic::Synth(t) = &runs[2].setup.traffic else {
+        panic!("{:?}", runs[2].setup.traffic)
+    };
+    assert_eq!(
+        t.synth_args(),
+        ["--bmodel", "0.8", "--levels", "10", "--concurrent", "64"]
+    );
+    // The default is gen's stream and seed 1.
+    let p = parse("[factors]\nrate_pps = [1000]\n").unwrap();
+    assert_eq!(
+        (p.expand()[0].setup.traffic.clone(), p.seed),
+        (Traffic::Gen, 1)
+    );
+
+    for (plan, why) in [
+        ("[factors]\ntraffic = [\"synth:bmodel=1.0\"]\nrate_pps = [1000]\n", "bmodel"),
+        ("[factors]\ntraffic = [\"synth:levels=3\"]\nrate_pps = [1000]\n", "bmodel is required"),
+        ("[factors]\ntraffic = [\"replay\"]\n", "expected \"gen\""),
+        ("[factors]\ntraffic = [\"synth:bmodel=0.7\"]\nrate_mbps = [100]\n", "rate_pps"),
+        ("[factors]\ntraffic = [\"synth:bmodel=0.7\"]\nrate_pps = [1000, \"max\"]\n", "rate_pps"),
+        (
+            "[run]\nrate_pps = 1000\n[factors]\ntraffic = [\"synth:bmodel=0.7\"]\nburst = [\"on=1s,off=1s\"]\n",
+            "burst",
+        ),
+    ] {
+        let e = parse(plan).unwrap_err().to_string();
+        assert!(e.contains(why), "{plan}: {e}");
+    }
+}

@@ -75,6 +75,7 @@ impl Plan {
                 rates.join(" and ")
             )));
         }
+        self.validate_traffic(&all)?;
         for f in &self.factors {
             if self.fixed.iter().any(|(k, _)| k == &f.name) {
                 return Err(invalid(format!(
@@ -82,6 +83,46 @@ impl Plan {
                     f.name
                 )));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Plan {
+    /// `traffic = "synth:..."` replays a trace written at the run's packet rate on the testbed: it needs a
+    /// rate_pps level (a trace has no "max", and its frame sizes are synth's, so Mb/s is not a rate it can be
+    /// written at), and it replaces the generator that burst, samples and [interface] configure.
+    fn validate_traffic(&self, all: &[super::Factor]) -> Result<(), PlanError> {
+        let levels = |name: &str| -> Vec<&str> {
+            let fixed = self
+                .fixed
+                .iter()
+                .filter(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str());
+            let varied = all
+                .iter()
+                .filter(|f| f.name == name)
+                .flat_map(|f| f.levels.iter().map(String::as_str));
+            fixed.chain(varied).collect()
+        };
+        if !levels("traffic").iter().any(|l| l.starts_with("synth:")) {
+            return Ok(());
+        }
+        let pps = levels("rate_pps");
+        if pps.is_empty() || pps.contains(&"max") {
+            return Err(invalid(
+                "traffic = \"synth:...\" writes its trace at the run's packet rate: set rate_pps to numbers (not \"max\"), not rate_mbps or gap_ns",
+            ));
+        }
+        if self.interface.is_some() {
+            return Err(invalid(
+                "traffic = \"synth:...\" is replayed on the testbed: it cannot be combined with [interface] (give the template a `ringcap replay` instead)",
+            ));
+        }
+        if self.sampling.is_some() || levels("burst").iter().any(|l| *l != "none") {
+            return Err(invalid(
+                "traffic = \"synth:...\" brings its own bursts: it cannot be combined with burst or time-based runs (samples)",
+            ));
         }
         Ok(())
     }
