@@ -41,6 +41,22 @@ fn pcap_frames(path: &Path) -> u64 {
     n
 }
 
+/// results.csv of a bench output directory: its header, and each row by column name.
+fn results(out: &Path) -> (Vec<String>, Vec<HashMap<String, String>>) {
+    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
+    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    let rows = r
+        .records()
+        .map(|rec| {
+            head.iter()
+                .cloned()
+                .zip(rec.unwrap().iter().map(str::to_string))
+                .collect()
+        })
+        .collect();
+    (head, rows)
+}
+
 fn bench(args: &[&str]) -> std::process::Output {
     Command::new(common::ringcap())
         .arg("bench")
@@ -86,8 +102,7 @@ rate_pps = [40000, 80000]
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "ringcap bench failed:\n{stderr}");
 
-    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
-    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    let (head, rows) = results(&out);
     assert_eq!(
         &head[..7],
         &[
@@ -115,15 +130,6 @@ rate_pps = [40000, 80000]
             "capture_cpu_busy"
         ]
     );
-    let rows: Vec<HashMap<String, String>> = r
-        .records()
-        .map(|rec| {
-            head.iter()
-                .cloned()
-                .zip(rec.unwrap().iter().map(str::to_string))
-                .collect()
-        })
-        .collect();
     assert_eq!(rows.len(), 4, "{rows:?}");
     let points: Vec<&str> = rows.iter().map(|r| r["point"].as_str()).collect();
     assert_eq!(
@@ -267,12 +273,7 @@ offered = "{offered}"
         .unwrap()
     };
     let row = |out: &Path| -> HashMap<String, String> {
-        let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
-        let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
-        let rec = r.records().next().expect("one row").unwrap();
-        head.into_iter()
-            .zip(rec.iter().map(str::to_string))
-            .collect()
+        results(out).1.into_iter().next().expect("one row")
     };
 
     // offered = "interface": the capture rate is over what reached the interface.
@@ -373,20 +374,7 @@ fn time_sampled_runs_count_each_sample() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "ringcap bench failed:\n{stderr}");
 
-    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
-    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
-    let row: HashMap<String, String> = head
-        .iter()
-        .cloned()
-        .zip(
-            r.records()
-                .next()
-                .unwrap()
-                .unwrap()
-                .iter()
-                .map(str::to_string),
-        )
-        .collect();
+    let row = results(&out).1.into_iter().next().expect("one row");
     assert_eq!(row["status"], "ok", "{row:?}\n{stderr}");
     let run_offered: u64 = row["offered"].parse().unwrap();
 
@@ -518,17 +506,7 @@ traffic = ["synth:bmodel=0.8,levels=10"]
     let o = bench(&[plan.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     let stderr = common::stderr_text(&o);
     assert!(o.status.success(), "ringcap bench failed:\n{stderr}");
-    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
-    let head: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
-    let rows: Vec<HashMap<String, String>> = r
-        .records()
-        .map(|rec| {
-            head.iter()
-                .cloned()
-                .zip(rec.unwrap().iter().map(str::to_string))
-                .collect()
-        })
-        .collect();
+    let rows = results(&out).1;
     assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
     assert_eq!(row["status"], "ok", "{row:?}\n{stderr}");

@@ -363,6 +363,19 @@ impl TcpFrameSpec {
     /// (programming errors in the caller).
     pub fn emit(&self, buf: &mut [u8]) -> usize {
         let n = self.frame_len();
+        assert!(
+            buf.len() >= n,
+            "TcpFrameSpec::emit: buffer holds {} bytes, frame needs {n}",
+            buf.len()
+        );
+        let payload_sum = ones_complement_sum(&buf[self.l4_offset() + TCP_HDR..n]);
+        self.emit_with_payload_sum(buf, payload_sum)
+    }
+
+    /// Like [`emit`](Self::emit) with the payload's [`ones_complement_sum`] given (0 for a zero payload), so
+    /// the payload is not read.
+    pub fn emit_with_payload_sum(&self, buf: &mut [u8], payload_sum: u32) -> usize {
+        let n = self.frame_len();
         let tcp_len = TCP_HDR + self.payload_len;
         assert!(
             tcp_len + IPV4_HDR <= u16::MAX as usize,
@@ -385,7 +398,7 @@ impl TcpFrameSpec {
         tcp.set_window(self.window);
         tcp.set_checksum(0);
         tcp.set_urgent(0);
-        let sum = pseudo + ones_complement_sum(&buf[l4..]);
+        let sum = pseudo + ones_complement_sum(&buf[l4..l4 + TCP_HDR]) + fold(payload_sum) as u32;
         put16(buf, l4 + 16, !fold(sum));
         n
     }

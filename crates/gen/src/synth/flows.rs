@@ -342,7 +342,7 @@ impl Flow {
                 window: WINDOW,
                 payload_len: s.payload as usize,
             }
-            .emit(buf)
+            .emit_with_payload_sum(buf, 0)
         } else {
             UdpFrameSpec {
                 src_mac,
