@@ -26,15 +26,16 @@ use wire::Vlan;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingConfig {
     /// Bytes per block: a power of two, at least one page. The kernel retires a block when it is full
-    /// or when `block_timeout` expires; we return it after reading. 1 MiB (stenographer's choice) holds
-    /// ~8000 minimum-size packets, so per-block costs vanish, while keeping the unit we hold back from
-    /// the kernel small.
+    /// or when `block_timeout` expires; we return it after reading. 256 KiB, as libpcap: ~2000
+    /// minimum-size packets. Larger blocks were cheaper per packet only while each block cost a
+    /// wake-up (naps now read several per wake-up, see [`RingSource::next_block`]), and on a VM the
+    /// kernel zeroes 1 MiB blocks slowly at start-up (0.05-0.15 s for 64 MiB; BENCHMARKS.md, issue 10).
     pub block_size: usize,
     /// Total ring size in bytes (tcpdump's `-B`, which is in KiB). Blocks = total / block size, at least 2;
     /// when the total is smaller than two blocks the block size is halved until two fit.
     pub buffer_bytes: usize,
     /// How long the kernel keeps a partly filled block before handing it over (retire_blk_tov).
-    /// 20 ms: under load blocks fill long before (1 MiB takes ~5 ms at 1.5 Mpps), so it only matters at
+    /// 20 ms: under load blocks fill long before (256 KiB takes ~1.5 ms at 1.5 Mpps), so it only matters at
     /// low rates, where it bounds the delay of live output to something a human does not notice and
     /// costs at most 50 wake-ups a second. Much shorter would hand over nearly empty blocks, each of
     /// which occupies a whole block of ring space until read.
@@ -44,7 +45,7 @@ pub struct RingConfig {
 impl Default for RingConfig {
     fn default() -> Self {
         RingConfig {
-            block_size: 1 << 20,
+            block_size: 256 << 10,
             buffer_bytes: 64 << 20,
             block_timeout: Duration::from_millis(20),
         }
@@ -105,6 +106,30 @@ pub struct RingSource {
     next: usize,
     snaplen: u32,
     counters: Arc<Counters>,
+    /// How long to sleep, instead of polling, once we have caught up (see [`nap_after`]); 0: poll.
+    nap: Duration,
+}
+
+/// Longest nap between batches of blocks: bounds the delay of output, and the share of the ring a
+/// sudden jump in rate can fill while we sleep.
+const NAP_MAX: Duration = Duration::from_millis(20);
+/// A nap lets at most this share of the ring's blocks fill (1/32: with 256 blocks, 8).
+const NAP_RING_SHARE: usize = 32;
+
+/// The nap after reading a block the kernel closed because it was full, whose packets arrived over
+/// `fill_ns`: long enough for several blocks to fill at that rate, so one wake-up reads them all.
+/// poll() wakes us at every block the kernel closes, and on this VM a wake-up cost ~15 µs of the
+/// capture thread's CPU: with 256 KiB blocks at 0.6 Mpps that was a third of what it spent per packet
+/// (BENCHMARKS.md, issue 10). Zero (poll as before) when the ring is too small for several blocks to
+/// be a small share of it, or when the nap would not cover two blocks.
+fn nap_after(fill_ns: u64, block_count: usize) -> Duration {
+    let k = (block_count / NAP_RING_SHARE) as u64;
+    let nap = Duration::from_nanos(fill_ns.saturating_mul(k)).min(NAP_MAX);
+    if k < 2 || fill_ns == 0 || nap.as_nanos() < 2 * u128::from(fill_ns) {
+        Duration::ZERO
+    } else {
+        nap
+    }
 }
 
 impl RingSource {
@@ -163,6 +188,7 @@ impl RingSource {
             next: 0,
             snaplen,
             counters,
+            nap: Duration::ZERO,
         })
     }
 
@@ -193,8 +219,15 @@ impl RingSource {
     }
 
     /// The next block the kernel has handed over, waiting up to `timeout` in poll() if there is none yet.
-    /// `Ok(None)`: nothing arrived. The block goes back to the kernel when the guard is dropped.
+    /// `Ok(None)`: nothing arrived. The block goes back to the kernel when the guard is dropped. When
+    /// the last block was closed full (busy traffic), we first nap while a few more fill (see
+    /// [`nap_after`]), so that one wake-up reads several blocks.
     pub fn next_block(&mut self, timeout: Duration) -> Result<Option<Block<'_>>, CaptureError> {
+        let nap = std::mem::take(&mut self.nap);
+        if !self.ready(self.next) && !nap.is_zero() && nap <= timeout {
+            // Caught up with a busy kernel: let a few blocks fill, then read them in one go.
+            std::thread::sleep(nap);
+        }
         if !self.ready(self.next) {
             self.counters.add_poll();
             let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
@@ -217,6 +250,11 @@ impl RingSource {
         let num_pkts = rd(12);
         let first = rd(16);
         let seq = rd(24) as u64 | (rd(28) as u64) << 32;
+        if block_status & libc::TP_STATUS_BLK_TMO == 0 && num_pkts > 1 {
+            // Closed full: ts_first_pkt and ts_last_pkt (sec, nsec) say how fast it filled.
+            let ts = |o: usize| u64::from(rd(o)) * 1_000_000_000 + u64::from(rd(o + 4));
+            self.nap = nap_after(ts(40).saturating_sub(ts(32)), self.block_count);
+        }
         let status = self.status_word(self.next) as *const AtomicU32;
         let count = self.block_count;
         Ok(Some(Block {
@@ -363,7 +401,9 @@ fn rd16(h: &[u8; HDR_LEN], o: usize) -> u16 {
 impl<'a> Iterator for Packets<'a> {
     type Item = Packet<'a>;
 
-    #[inline]
+    // Always: a sink's loop over a block (`BatchPackets::fold`) then reads the headers in place
+    // instead of calling out and passing each packet through the stack.
+    #[inline(always)]
     fn next(&mut self) -> Option<Packet<'a>> {
         if self.left == 0 {
             return None;
@@ -454,6 +494,20 @@ mod tests {
             off += total;
         }
         (b, first)
+    }
+
+    #[test]
+    fn naps_cover_several_blocks_of_a_big_ring_only() {
+        let ms = |n: u64| n * 1_000_000;
+        // 64 MiB of 256 KiB blocks (256): 8 blocks' fill time, up to the cap.
+        assert_eq!(nap_after(ms(1), 256), Duration::from_millis(8));
+        assert_eq!(nap_after(ms(4), 256), NAP_MAX);
+        // A nap shorter than two blocks' fill time saves no wake-up: poll.
+        assert_eq!(nap_after(ms(15), 256), Duration::ZERO);
+        // 64 blocks: two at a time; 32 or fewer: never.
+        assert_eq!(nap_after(ms(3), 64), Duration::from_millis(6));
+        assert_eq!(nap_after(ms(1), 32), Duration::ZERO);
+        assert_eq!(nap_after(0, 256), Duration::ZERO);
     }
 
     fn iter(b: &[u8], first: u32, n: u32, snaplen: u32) -> Packets<'_> {

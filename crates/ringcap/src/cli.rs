@@ -213,12 +213,12 @@ pub struct CaptureArgs {
     )]
     pub buffer_kib: u64,
 
-    /// Ring block size (power of two, multiple of the page size). 1 MiB as stenographer: the cheapest per packet
-    /// (512 KiB costs ~20 % more CPU per packet, 4 MiB made the kernel compact memory). For short captures on a
-    /// VM, 512 KiB can start faster: 1 MiB blocks cost 0.14 s of CPU at start-up on our test VM (the kernel
-    /// zeroes contiguous pages the host had not backed yet; BENCHMARKS.md). A ring of fewer than 8 blocks gets
-    /// smaller ones (-B 2048: 8 of 256 KiB): with two, one late hand-back fills the ring.
-    #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size_arg)]
+    /// Ring block size (power of two, multiple of the page size). 256 KiB as libpcap: under load ringcap reads
+    /// several blocks per wake-up, so bigger blocks save nothing per packet, and on a VM they cost start-up CPU
+    /// (1 MiB blocks: 0.05-0.15 s for a 64 MiB ring, the kernel zeroing contiguous pages the host had not backed
+    /// yet; 4 MiB made the kernel compact memory; BENCHMARKS.md). A ring of fewer than 8 blocks gets smaller
+    /// ones (-B 1024: 8 of 128 KiB): with two, one late hand-back fills the ring.
+    #[arg(long = "block-size", value_name = "SIZE", default_value = "256KiB", value_parser = parse_size_arg)]
     pub block_size: u64,
 
     /// Hand a partly filled block to ringcap after this many milliseconds (latency vs. wake-ups).

@@ -268,6 +268,11 @@ impl Encoder {
 /// Copies a frame with its VLAN tag put back (see [`wire::reinsert_tag`]), cut at `caplen`.
 #[inline(always)]
 fn emit_frame<E: Emit>(out: &mut E, data: &[u8], vlan: Option<Vlan>, caplen: usize) {
+    if vlan.is_none() {
+        // Nearly every packet: one copy (caplen ≤ data.len() without a tag), not three calls.
+        out.put(&data[..caplen]);
+        return;
+    }
     let (head, tag, tail) = reinsert_tag(data, vlan);
     let tag = tag.as_ref().map_or(&[][..], |t| &t[..]);
     let mut left = caplen;

@@ -169,8 +169,9 @@ impl Producer {
 
     /// Appends one packet; `false` means it was dropped (storage drop: no free buffer, or the
     /// output failed). With `vlan`, the tag is put back after the MAC addresses (caplen and
-    /// wire length grow by 4); snaplen cuts the result.
-    #[inline]
+    /// wire length grow by 4); snaplen cuts the result. Inlined always: the fast path is a few
+    /// compares and a copy, and a call per packet showed in the profile of a disk capture.
+    #[inline(always)]
     pub fn write_packet(
         &mut self,
         ts_ns: u64,

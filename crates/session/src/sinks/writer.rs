@@ -169,22 +169,19 @@ impl Lane for WriterLane {
             return;
         }
         match &mut self.cutoff {
-            None => {
-                for p in batch.packets() {
+            // `for_each`, not `for`: the batch's source is matched once (see `BatchPackets::fold`).
+            None => batch.packets().for_each(|p| {
+                self.producer
+                    .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
+            }),
+            Some((cut, _)) => batch.packets().for_each(|p| {
+                // The wire length as written (a stripped tag goes back in), so the bytes cut are the
+                // bytes a reader of the file misses.
+                if cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns) {
                     self.producer
                         .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
                 }
-            }
-            Some((cut, _)) => {
-                for p in batch.packets() {
-                    // The wire length as written (a stripped tag goes back in), so the bytes cut are the
-                    // bytes a reader of the file misses.
-                    if cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns) {
-                        self.producer
-                            .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
-                    }
-                }
-            }
+            }),
         }
     }
 
