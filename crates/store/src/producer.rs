@@ -366,14 +366,16 @@ impl Producer {
     }
 
     /// Hands a partly filled buffer on once it is older than the flush interval, so a pipe
-    /// reader (or `tail -f`) sees packets within about a second. Never done with O_DIRECT,
-    /// which can only write whole buffers. Returns whether it handed one on.
+    /// reader, `tail -f` or a query sees packets within about a second. Not for plain files
+    /// with O_DIRECT, which write whole buffers (an unaligned end would send every later buffer
+    /// through the stage); compressed buffers end anywhere and are staged anyway. Returns
+    /// whether it handed one on.
     pub(crate) fn maybe_flush(&mut self, now: Instant) -> bool {
         let c = &self.shared.counters;
         if c.failed.load(Relaxed) {
             self.dead = true;
         }
-        if self.dead || c.direct_io.load(Relaxed) {
+        if self.dead || (c.direct_io.load(Relaxed) && !self.shared.compress) {
             return false;
         }
         let due = self.active.as_ref().is_some_and(|b| b.len > 0)

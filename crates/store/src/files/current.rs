@@ -81,9 +81,10 @@ impl FileSink {
             self.seq += 1;
             let dir = self.dirs[d].path.clone();
             let partial = dir.join(format!(".{name}.partial"));
-            // Compressed files stay in the page cache as before: their bytes are a fraction of
-            // the packets', and O_DIRECT for them is not measured (the stage would take them).
-            let r = Output::open(&partial, self.direct_io && !self.compressed, true);
+            // Compressed files too: their buffers end anywhere, so they go through the stage. In
+            // the page cache they starved the writer once the cache was full (a 20 GB store on
+            // a 24 GB machine: storage drops, BENCHMARKS.md "Compressed files with O_DIRECT").
+            let r = Output::open(&partial, self.direct_io, true);
             let taken = matches!(&r, Err(StoreError::Create { source, .. })
                 if source.kind() == io::ErrorKind::AlreadyExists);
             tries += 1;
