@@ -196,7 +196,7 @@ impl<'b> Iterator for BatchPackets<'b> {
             }
             return acc;
         }
-        while let Some(packet) = self.next() {
+        for packet in self {
             acc = f(acc, packet);
         }
         acc

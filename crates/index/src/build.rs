@@ -4,9 +4,7 @@ use std::collections::HashMap;
 
 use wire::LinkType;
 
-use crate::file::{
-    Compression, Frame, Header, FLOW_LEN, FRAME_LEN, HEADER_LEN, MAGIC, TRAILER_LEN, VERSION,
-};
+use crate::file::{Compression, Frame, Header, BY_B_LEN, DIR_STEP, FLOW_LEN, FRAME_LEN};
 use crate::flows::FlowStat;
 use crate::key::{FlowKey, KIND_IP};
 
@@ -351,6 +349,14 @@ impl Builder {
         }
         let mut by_b: Vec<u32> = (0..rows.len() as u32).collect();
         by_b.sort_by_key(|&i| rows[i as usize].b);
+        // Every DIR_STEP-th flow's first endpoint, and `by_b` entry's second: where a look-up
+        // starts (see `IndexFile::flows_from_a`).
+        let flows_dir: Vec<u32> = rows.iter().step_by(DIR_STEP).map(|r| r.a).collect();
+        let by_b_dir: Vec<u32> = by_b
+            .iter()
+            .step_by(DIR_STEP)
+            .map(|&i| rows[i as usize].b)
+            .collect();
 
         let (first_ts, last_ts) = self
             .frames
@@ -373,15 +379,12 @@ impl Builder {
             prelude_len: self.prelude.len() as u32,
             postings_len: postings.len() as u64,
         };
-        // The body (everything after the header) is one zstd frame: sorted ids, small counts and
-        // deltas compress about 4× (measured on gen traffic), which keeps the index near 1 % of
-        // the store even when flows have few packets per file. Level 1: level 3 cost as much CPU
-        // as filing the packets (perf) for little gain.
+        // The body (everything after the header), stored in chunks (see `file::assemble`).
         let mut body = Vec::with_capacity(
             self.prelude.len()
                 + self.frames.len() * FRAME_LEN
                 + addrs.len() * 16
-                + rows.len() * (FLOW_LEN + 4)
+                + rows.len() * (FLOW_LEN + BY_B_LEN)
                 + postings.len()
                 + 8,
         );
@@ -404,20 +407,12 @@ impl Builder {
             body.extend_from_slice(&counts[n].to_le_bytes());
             body.extend_from_slice(&p.to_le_bytes());
         }
-        for b in &by_b {
-            body.extend_from_slice(&b.to_le_bytes());
+        for &i in &by_b {
+            body.extend_from_slice(&rows[i as usize].b.to_le_bytes());
+            body.extend_from_slice(&i.to_le_bytes());
         }
         body.extend_from_slice(&postings);
-        let packed = zstd::bulk::compress(&body, 1).expect("zstd compresses a buffer");
-        let mut out = Vec::with_capacity(HEADER_LEN + packed.len() + TRAILER_LEN);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        header.write(&mut out, body.len() as u64);
-        debug_assert_eq!(out.len(), HEADER_LEN);
-        out.extend_from_slice(&packed);
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out.extend_from_slice(&MAGIC[..TRAILER_LEN - 4]);
+        let out = crate::file::assemble(&header, &body, &flows_dir, &by_b_dir);
         Built {
             index: out,
             flows: stats,

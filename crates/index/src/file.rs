@@ -1,20 +1,31 @@
 //! The index file: layout, checks, and the look-ups a query needs. The layout is in
 //! `docs/index.md`; every number is little-endian.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
 
 pub(crate) const MAGIC: &[u8; 8] = b"RCINDEX\x01";
 /// Bumped on any change of layout or meaning; an index of another version is rebuilt.
 /// 2: a compressed file's postings are frame numbers (1: record offsets everywhere).
-pub const VERSION: u32 = 2;
+/// 3: the body is compressed in chunks, read as look-ups need them; `by_b` holds each entry's
+/// second endpoint with its flow; directories of the flows' and `by_b`'s endpoints.
+pub const VERSION: u32 = 3;
 pub(crate) const HEADER_LEN: usize = 128;
 pub(crate) const FRAME_LEN: usize = 64;
 pub(crate) const FLOW_LEN: usize = 28;
+/// A `by_b` entry: the flow's second endpoint (address id), then the flow.
+pub(crate) const BY_B_LEN: usize = 8;
+/// Uncompressed bytes per chunk of the body (each chunk is one zstd frame). A look-up of one
+/// flow decompresses a few chunks instead of the whole body (3-4 MB for 100 k flows).
+pub(crate) const CHUNK: usize = 64 << 10;
+/// The directories keep the endpoint of every this many flows (`by_b` entries).
+pub(crate) const DIR_STEP: usize = 1024;
 /// CRC-32 of everything before it, then the first four bytes of the magic.
 pub(crate) const TRAILER_LEN: usize = 8;
 /// Largest body believed (a damaged length must not allocate without bound).
@@ -83,8 +94,9 @@ pub struct Header {
 }
 
 impl Header {
-    /// Writes the header; `body_len` is the uncompressed body's length.
-    pub(crate) fn write(&self, out: &mut Vec<u8>, body_len: u64) {
+    /// Writes the header; `body_len` is the uncompressed body's length, `chunks` the number of
+    /// chunks it is stored in.
+    pub(crate) fn write(&self, out: &mut Vec<u8>, body_len: u64, chunks: u32) {
         let start = out.len();
         for v in [self.identity.size, self.covered] {
             out.extend_from_slice(&v.to_le_bytes());
@@ -101,11 +113,13 @@ impl Header {
         out.push(self.compression);
         out.resize(start + 80, 0);
         out.extend_from_slice(&body_len.to_le_bytes());
+        out.extend_from_slice(&chunks.to_le_bytes());
         out.resize(start + HEADER_LEN - 12, 0);
     }
 
-    /// The header and the uncompressed body's length.
-    fn read(b: &[u8]) -> (Header, u64) {
+    /// The header from the 116 bytes after the magic and version, the uncompressed body's length
+    /// and the number of chunks (the fuzz target builds index files from any header).
+    pub fn read(b: &[u8]) -> (Header, u64, u32) {
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let h = Header {
@@ -126,8 +140,40 @@ impl Header {
             complete: b[72] != 0,
             compression: b[73],
         };
-        (h, u64_at(80))
+        (h, u64_at(80), u32_at(88))
     }
+}
+
+/// The index file from its parts: magic, version, header, the body in [`CHUNK`]s of one zstd
+/// frame each with its checksum (level 1: sorted ids, small counts and deltas compress about 4× on generated
+/// traffic, which keeps the index near 1 % of the store; level 3 cost as much CPU as filing the
+/// packets for little gain), the table (each chunk's stored length, then the directories), and
+/// the trailer (CRC-32 of everything before it, then the first four bytes of the magic).
+pub fn assemble(header: &Header, body: &[u8], flows_dir: &[u32], by_b_dir: &[u32]) -> Vec<u8> {
+    let mut z = zstd::bulk::Compressor::new(1).expect("a zstd context");
+    // Each chunk carries zstd's checksum of its content: a chunk damaged under a recomputed file
+    // checksum (or by a bug) fails to decompress instead of answering wrongly.
+    z.include_checksum(true).expect("a zstd parameter");
+    let mut chunks = Vec::new();
+    let mut lens = Vec::new();
+    for piece in body.chunks(CHUNK) {
+        let c = z.compress(piece).expect("zstd compresses a chunk");
+        lens.push(c.len() as u32);
+        chunks.extend_from_slice(&c);
+    }
+    let mut out = Vec::with_capacity(HEADER_LEN + chunks.len() + 4 * lens.len() + TRAILER_LEN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    header.write(&mut out, body.len() as u64, lens.len() as u32);
+    debug_assert_eq!(out.len(), HEADER_LEN);
+    out.extend_from_slice(&chunks);
+    for v in lens.iter().chain(flows_dir).chain(by_b_dir) {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&MAGIC[..TRAILER_LEN - 4]);
+    out
 }
 
 /// One frame: an independently decodable piece of the file (a compressed frame; for plain
@@ -213,11 +259,19 @@ pub enum IndexError {
     Stale(String),
 }
 
-/// An index read into memory and checked.
+/// An index read into memory and checked; its body is decompressed a chunk at a time, when a
+/// look-up first needs it.
 pub struct IndexFile {
-    /// The uncompressed body.
-    bytes: Vec<u8>,
-    stored_len: usize,
+    name: String,
+    /// The file as stored (its checksum was checked when it was read).
+    stored: Vec<u8>,
+    /// Each chunk's place in `stored`, and its bytes once decompressed.
+    chunk_at: Vec<Range<usize>>,
+    chunks: Vec<OnceLock<Vec<u8>>>,
+    body_len: usize,
+    /// The first endpoint of every [`DIR_STEP`]th flow, and the second of every such `by_b` entry.
+    flows_dir: Vec<u32>,
+    by_b_dir: Vec<u32>,
     pub header: Header,
     frames_at: usize,
     addrs_at: usize,
@@ -261,60 +315,133 @@ impl IndexFile {
         ok.then(|| Header::read(&b[12..]).0)
     }
 
-    /// Checks an index's bytes (no capture file needed).
+    /// Checks an index's bytes (no capture file needed): magic, version, the checksum of the whole
+    /// file, and that the sections fit the body. What the chunks hold is checked as they are read.
     pub fn parse(bytes: Vec<u8>, name: &str) -> Result<IndexFile, IndexError> {
         let corrupt = || IndexError::Corrupt(name.to_string());
         let stored_len = bytes.len();
-        if bytes.len() < HEADER_LEN + TRAILER_LEN || bytes[..7] != MAGIC[..7] {
+        if stored_len < HEADER_LEN + TRAILER_LEN || bytes[..7] != MAGIC[..7] {
             return Err(IndexError::Magic(name.to_string()));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
         if version != VERSION || bytes[7] != MAGIC[7] {
             return Err(IndexError::Version(name.to_string(), version));
         }
-        let end = bytes.len() - TRAILER_LEN;
+        let end = stored_len - TRAILER_LEN;
         let crc = u32::from_le_bytes(bytes[end..end + 4].try_into().unwrap());
         if crc != crc32fast::hash(&bytes[..end]) || bytes[end + 4..] != MAGIC[..4] {
             return Err(corrupt());
         }
-        let (header, body_len) = Header::read(&bytes[12..HEADER_LEN]);
-        if body_len > MAX_BODY {
+        let (header, body_len, chunk_count) = Header::read(&bytes[12..HEADER_LEN]);
+        if body_len > MAX_BODY || u64::from(chunk_count) != body_len.div_ceil(CHUNK as u64) {
             return Err(corrupt());
         }
-        let bytes = zstd::bulk::decompress(&bytes[HEADER_LEN..end], body_len as usize)
-            .map_err(|_| corrupt())?;
+        let body_len = body_len as usize;
+        let dir_len = (header.flows as usize).div_ceil(DIR_STEP);
+        // The table after the chunks: each chunk's stored length, then the two directories.
+        let table_len = 4 * (chunk_count as usize + 2 * dir_len);
+        let table_at = end
+            .checked_sub(table_len)
+            .filter(|&t| t >= HEADER_LEN)
+            .ok_or_else(corrupt)?;
+        let u32s = |from: usize, n: usize| -> Vec<u32> {
+            (0..n)
+                .map(|i| {
+                    let at = from + 4 * i;
+                    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+                })
+                .collect()
+        };
+        let lens = u32s(table_at, chunk_count as usize);
+        let flows_dir = u32s(table_at + 4 * chunk_count as usize, dir_len);
+        let by_b_dir = u32s(table_at + 4 * (chunk_count as usize + dir_len), dir_len);
+        let mut chunk_at = Vec::with_capacity(lens.len());
+        let mut at = HEADER_LEN;
+        for l in lens {
+            chunk_at.push(at..at + l as usize);
+            at += l as usize;
+        }
+        if at != table_at {
+            return Err(corrupt());
+        }
         let prelude_end = header.prelude_len as usize;
         let frames_at = prelude_end.div_ceil(8) * 8;
         let addrs_at = frames_at + header.frames as usize * FRAME_LEN;
         let flows_at = addrs_at + header.addrs as usize * 16;
         let by_b_at = flows_at + header.flows as usize * FLOW_LEN;
-        let postings_at = by_b_at + header.flows as usize * 4;
+        let postings_at = by_b_at + header.flows as usize * BY_B_LEN;
         // postings_len is read from the file: a sum that overflows is a corrupt index, not a panic.
-        if (postings_at as u64).checked_add(header.postings_len) != Some(bytes.len() as u64) {
+        if (postings_at as u64).checked_add(header.postings_len) != Some(body_len as u64) {
             return Err(corrupt());
         }
-        let ix = IndexFile {
-            bytes,
-            stored_len,
+        Ok(IndexFile {
+            name: name.to_string(),
+            stored: bytes,
+            chunks: (0..chunk_at.len()).map(|_| OnceLock::new()).collect(),
+            chunk_at,
+            body_len,
+            flows_dir,
+            by_b_dir,
             header,
             frames_at,
             addrs_at,
             flows_at,
             by_b_at,
             postings_at,
-        };
-        // Ids and posting offsets must stay inside their sections, whatever the bytes say.
-        for i in 0..header.flows {
-            let f = ix.flow(i);
-            let addr_ok = |x: u32| (f.kind & KIND_IP == 0) || x < header.addrs;
-            if !addr_ok(f.a) || !addr_ok(f.b) || f.postings > header.postings_len {
-                return Err(corrupt());
-            }
-            if ix.by_b(i) >= header.flows {
-                return Err(corrupt());
-            }
+        })
+    }
+
+    fn corrupt(&self) -> IndexError {
+        IndexError::Corrupt(self.name.clone())
+    }
+
+    /// Chunk `k` of the body, decompressed on first use.
+    fn chunk(&self, k: usize) -> Result<&[u8], IndexError> {
+        if let Some(c) = self.chunks[k].get() {
+            return Ok(c);
         }
-        Ok(ix)
+        let want = CHUNK.min(self.body_len - k * CHUNK);
+        let raw = zstd::bulk::decompress(&self.stored[self.chunk_at[k].clone()], want)
+            .map_err(|_| self.corrupt())?;
+        if raw.len() != want {
+            return Err(self.corrupt());
+        }
+        Ok(self.chunks[k].get_or_init(|| raw))
+    }
+
+    /// `len` bytes of the body from `at`: borrowed from one chunk, or copied where they cross
+    /// chunks.
+    fn raw(&self, at: usize, len: usize) -> Result<Cow<'_, [u8]>, IndexError> {
+        let end = at
+            .checked_add(len)
+            .filter(|&e| e <= self.body_len)
+            .ok_or_else(|| self.corrupt())?;
+        if len == 0 {
+            return Ok(Cow::Borrowed(&[]));
+        }
+        let (first, last) = (at / CHUNK, (end - 1) / CHUNK);
+        if first == last {
+            let c = self.chunk(first)?;
+            return Ok(Cow::Borrowed(&c[at - first * CHUNK..end - first * CHUNK]));
+        }
+        let mut v = Vec::with_capacity(len);
+        for k in first..=last {
+            let c = self.chunk(k)?;
+            v.extend_from_slice(
+                &c[at.max(k * CHUNK) - k * CHUNK..end.min((k + 1) * CHUNK) - k * CHUNK],
+            );
+        }
+        Ok(Cow::Owned(v))
+    }
+
+    /// Decompresses every chunk: what `ringcap index` does before it calls an index current.
+    pub fn verify(&self) -> Result<(), IndexError> {
+        (0..self.chunks.len()).try_for_each(|k| self.chunk(k).map(drop))?;
+        for i in 0..self.header.flows {
+            self.flow(i)?;
+            self.by_b(i)?;
+        }
+        Ok(())
     }
 
     /// Postings are frame numbers (the file is compressed), not record offsets.
@@ -324,38 +451,36 @@ impl IndexFile {
 
     /// Bytes of the index file (compressed, as stored).
     pub fn len(&self) -> usize {
-        self.stored_len
+        self.stored.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.stored_len == 0
+        self.stored.is_empty()
     }
 
     /// The capture file's header bytes (uncompressed).
-    pub fn prelude(&self) -> &[u8] {
-        &self.bytes[..self.header.prelude_len as usize]
+    pub fn prelude(&self) -> Result<Cow<'_, [u8]>, IndexError> {
+        self.raw(0, self.header.prelude_len as usize)
     }
 
-    pub fn frame(&self, i: usize) -> Frame {
-        let at = self.frames_at + i * FRAME_LEN;
-        Frame::read(&self.bytes[at..at + FRAME_LEN])
+    /// Every frame, in file order.
+    pub fn frames(&self) -> Result<Vec<Frame>, IndexError> {
+        let n = self.header.frames as usize;
+        let b = self.raw(self.frames_at, n * FRAME_LEN)?;
+        Ok(b.chunks_exact(FRAME_LEN).map(Frame::read).collect())
     }
 
-    pub fn frames(&self) -> impl Iterator<Item = Frame> + '_ {
-        (0..self.header.frames as usize).map(|i| self.frame(i))
+    fn addr(&self, i: u32) -> Result<[u8; 16], IndexError> {
+        let b = self.raw(self.addrs_at + i as usize * 16, 16)?;
+        Ok(b[..].try_into().unwrap())
     }
 
-    fn addr(&self, i: u32) -> &[u8] {
-        let at = self.addrs_at + i as usize * 16;
-        &self.bytes[at..at + 16]
-    }
-
-    pub fn flow(&self, i: u32) -> FlowRow {
-        let at = self.flows_at + i as usize * FLOW_LEN;
-        let b = &self.bytes[at..at + FLOW_LEN];
+    /// Flow `i`, its ids and postings checked against their sections.
+    pub fn flow(&self, i: u32) -> Result<FlowRow, IndexError> {
+        let b = self.raw(self.flows_at + i as usize * FLOW_LEN, FLOW_LEN)?;
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u16_at = |i: usize| u16::from_le_bytes(b[i..i + 2].try_into().unwrap());
-        FlowRow {
+        let f = FlowRow {
             a: u32_at(0),
             b: u32_at(4),
             port_a: u16_at(8),
@@ -365,85 +490,101 @@ impl IndexFile {
             vlan: u16_at(14),
             entries: u32_at(16),
             postings: u64::from_le_bytes(b[20..28].try_into().unwrap()),
+        };
+        // Ids and posting offsets must stay inside their sections, whatever the bytes say.
+        let addr_ok = |x: u32| (f.kind & KIND_IP == 0) || x < self.header.addrs;
+        if !addr_ok(f.a) || !addr_ok(f.b) || f.postings > self.header.postings_len {
+            return Err(self.corrupt());
         }
+        Ok(f)
     }
 
-    fn by_b(&self, i: u32) -> u32 {
-        let at = self.by_b_at + i as usize * 4;
-        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
+    /// Entry `i` of the flows sorted by second endpoint: that endpoint's address id, and the flow.
+    fn by_b(&self, i: u32) -> Result<(u32, u32), IndexError> {
+        let b = self.raw(self.by_b_at + i as usize * BY_B_LEN, BY_B_LEN)?;
+        let addr = u32::from_le_bytes(b[..4].try_into().unwrap());
+        let flow = u32::from_le_bytes(b[4..].try_into().unwrap());
+        if flow >= self.header.flows {
+            return Err(self.corrupt());
+        }
+        Ok((addr, flow))
     }
 
     /// Address ids in `[lo, hi]` (16-byte form): a contiguous range, addresses being sorted.
-    fn addr_ids(&self, lo: &[u8; 16], hi: &[u8; 16]) -> Range<u32> {
+    fn addr_ids(&self, lo: &[u8; 16], hi: &[u8; 16]) -> Result<Range<u32>, IndexError> {
         let n = self.header.addrs;
-        let first = partition(n, |i| self.addr(i) < &lo[..]);
-        let end = partition(n, |i| self.addr(i) <= &hi[..]);
-        first..end.max(first)
+        let first = partition(0, n, |i| Ok(self.addr(i)? < *lo))?;
+        let end = partition(first, n, |i| Ok(self.addr(i)? <= *hi))?;
+        Ok(first..end)
+    }
+
+    /// First flow whose first endpoint is not below `id` (flows are sorted by it); the directory
+    /// narrows the search to one step, so one chunk or two are read.
+    fn flows_from_a(&self, id: u32) -> Result<u32, IndexError> {
+        let (lo, hi) = dir_window(&self.flows_dir, self.header.flows, |k| k < id);
+        partition(lo, hi, |i| Ok(self.flow(i)?.a < id))
+    }
+
+    /// First `by_b` entry whose second endpoint is not below `id`.
+    fn by_b_from(&self, id: u32) -> Result<u32, IndexError> {
+        let (lo, hi) = dir_window(&self.by_b_dir, self.header.flows, |k| k < id);
+        partition(lo, hi, |i| Ok(self.by_b(i)?.0 < id))
     }
 
     /// Flows with an endpoint whose address id is in `ids`, plus the flows without IP (always
     /// candidates), sorted.
-    fn flows_with_addr(&self, ids: Range<u32>) -> Vec<u32> {
-        let n = self.header.flows;
+    fn flows_with_addr(&self, ids: Range<u32>) -> Result<Vec<u32>, IndexError> {
         let mut out = Vec::new();
         if !ids.is_empty() {
-            // Flows are sorted by `a`; `by_b` lists them sorted by `b`.
-            let from = partition(n, |i| self.flow(i).a < ids.start);
-            let to = partition(n, |i| self.flow(i).a < ids.end);
-            out.extend(from..to);
-            let from = partition(n, |i| self.flow(self.by_b(i)).b < ids.start);
-            let to = partition(n, |i| self.flow(self.by_b(i)).b < ids.end);
-            out.extend((from..to).map(|i| self.by_b(i)));
+            out.extend(self.flows_from_a(ids.start)?..self.flows_from_a(ids.end)?);
+            for i in self.by_b_from(ids.start)?..self.by_b_from(ids.end)? {
+                out.push(self.by_b(i)?.1);
+            }
         }
-        out.extend(self.non_ip());
+        out.extend(self.flows_from_a(u32::MAX)?..self.header.flows);
         out.sort_unstable();
         out.dedup();
-        out
+        Ok(out)
     }
 
-    /// Flows without an IP header (sorted last: their address id is u32::MAX).
-    fn non_ip(&self) -> Range<u32> {
-        let n = self.header.flows;
-        partition(n, |i| self.flow(i).a != u32::MAX)..n
-    }
-
-    fn flows_where(&self, keep: impl Fn(&FlowRow) -> bool) -> Vec<u32> {
-        (0..self.header.flows)
-            .filter(|&i| {
-                let f = self.flow(i);
-                f.kind & KIND_IP == 0 || keep(&f)
-            })
-            .collect()
+    fn flows_where(&self, keep: impl Fn(&FlowRow) -> bool) -> Result<Vec<u32>, IndexError> {
+        let mut out = Vec::new();
+        for i in 0..self.header.flows {
+            let f = self.flow(i)?;
+            if f.kind & KIND_IP == 0 || keep(&f) {
+                out.push(i);
+            }
+        }
+        Ok(out)
     }
 
     /// The candidate flows of a narrowing (`None`: every packet is a candidate).
-    pub fn candidates(&self, n: &crate::expr::Narrow) -> Option<Vec<u32>> {
+    pub fn candidates(&self, n: &crate::expr::Narrow) -> Result<Option<Vec<u32>>, IndexError> {
         use crate::expr::Narrow;
-        Some(match n {
-            Narrow::All => return None,
+        Ok(Some(match n {
+            Narrow::All => return Ok(None),
             Narrow::Host(ip) => {
                 let a = addr16(*ip);
-                self.flows_with_addr(self.addr_ids(&a, &a))
+                self.flows_with_addr(self.addr_ids(&a, &a)?)?
             }
             Narrow::Net { addr, prefix } => {
                 let (lo, hi) = net_range(*addr, *prefix);
-                self.flows_with_addr(self.addr_ids(&lo, &hi))
+                self.flows_with_addr(self.addr_ids(&lo, &hi)?)?
             }
-            Narrow::Port(p) => {
-                self.flows_where(|f| f.kind & KIND_PORTS != 0 && (f.port_a == *p || f.port_b == *p))
-            }
+            Narrow::Port(p) => self
+                .flows_where(|f| f.kind & KIND_PORTS != 0 && (f.port_a == *p || f.port_b == *p))?,
             Narrow::PortRange(lo, hi) => self.flows_where(|f| {
                 f.kind & KIND_PORTS != 0
                     && ((*lo..=*hi).contains(&f.port_a) || (*lo..=*hi).contains(&f.port_b))
-            }),
-            Narrow::Proto(p) => self.flows_where(|f| f.proto == *p),
-            Narrow::Vlan(v) => self.flows_where(|f| f.kind & KIND_VLAN != 0 && f.vlan == *v),
-            Narrow::And(x, y) => match (self.candidates(x), self.candidates(y)) {
-                (None, c) | (c, None) => return c,
+            })?,
+            Narrow::Proto(p) => self.flows_where(|f| f.proto == *p)?,
+            Narrow::Vlan(v) => self.flows_where(|f| f.kind & KIND_VLAN != 0 && f.vlan == *v)?,
+            Narrow::And(x, y) => match (self.candidates(x)?, self.candidates(y)?) {
+                (None, c) | (c, None) => return Ok(c),
                 (Some(x), Some(y)) => intersect(&x, &y),
             },
-            Narrow::Or(x, y) => match (self.candidates(x), self.candidates(y)) {
-                (None, _) | (_, None) => return None,
+            Narrow::Or(x, y) => match (self.candidates(x)?, self.candidates(y)?) {
+                (None, _) | (_, None) => return Ok(None),
                 (Some(mut x), Some(y)) => {
                     x.extend(y);
                     x.sort_unstable();
@@ -451,21 +592,31 @@ impl IndexFile {
                     x
                 }
             },
-        })
+        }))
     }
 
     /// The postings of `flows`, appended to `out` (each flow in file order): the record offsets
     /// of their packets in a plain file, the numbers of the frames holding them in a compressed
     /// one ([`Self::postings_are_frames`]).
     pub fn postings(&self, flows: &[u32], out: &mut Vec<u64>) -> Result<(), IndexError> {
-        let end = self.postings_at + self.header.postings_len as usize;
+        let len = self.header.postings_len;
         for &i in flows {
-            let f = self.flow(i);
-            let mut at = self.postings_at + f.postings as usize;
-            let mut off = 0u64;
+            let f = self.flow(i)?;
+            // A flow's postings end where the next flow's begin (they are written in flow order).
+            let end = match i + 1 < self.header.flows {
+                true => self.flow(i + 1)?.postings,
+                false => len,
+            };
+            if end < f.postings {
+                return Err(self.corrupt());
+            }
+            let b = self.raw(
+                self.postings_at + f.postings as usize,
+                (end - f.postings) as usize,
+            )?;
+            let (mut at, mut off) = (0, 0u64);
             for _ in 0..f.entries {
-                let (delta, n) = varint(&self.bytes[at.min(end)..end])
-                    .ok_or_else(|| IndexError::Corrupt("postings".into()))?;
+                let (delta, n) = varint(&b[at..]).ok_or_else(|| self.corrupt())?;
                 off += delta;
                 at += n;
                 out.push(off);
@@ -475,18 +626,34 @@ impl IndexFile {
     }
 }
 
-/// First index in `0..n` where `before` turns false (it must be true, then false).
-fn partition(n: u32, before: impl Fn(u32) -> bool) -> u32 {
-    let (mut lo, mut hi) = (0u32, n);
+/// Where in `0..n` a sorted list's first entry with `before(key)` false lies, from a directory
+/// of the key of every [`DIR_STEP`]th entry: entries `lo..hi` (at most one step).
+fn dir_window(dir: &[u32], n: u32, before: impl Fn(u32) -> bool) -> (u32, u32) {
+    let j = dir.partition_point(|&k| before(k));
+    let lo = if j == 0 {
+        0
+    } else {
+        ((j - 1) * DIR_STEP + 1) as u32
+    };
+    let hi = (j * DIR_STEP).min(n as usize) as u32;
+    (lo.min(hi), hi)
+}
+
+/// First index in `lo..hi` where `before` turns false (it must be true, then false).
+fn partition(
+    mut lo: u32,
+    mut hi: u32,
+    before: impl Fn(u32) -> Result<bool, IndexError>,
+) -> Result<u32, IndexError> {
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if before(mid) {
+        if before(mid)? {
             lo = mid + 1;
         } else {
             hi = mid;
         }
     }
-    lo
+    Ok(lo)
 }
 
 fn intersect(x: &[u32], y: &[u32]) -> Vec<u32> {

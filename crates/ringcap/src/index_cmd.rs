@@ -174,7 +174,9 @@ fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
         error: None,
     };
     if !force {
-        let ix = index::IndexFile::open(&index::index_path(f), f);
+        // Every chunk of the index is decompressed and checked: a query reads only those it needs.
+        let ix = index::IndexFile::open(&index::index_path(f), f)
+            .and_then(|ix| ix.verify().map(|()| ix));
         // A flow table that is missing, cut, damaged or stale is rebuilt with the index.
         if let (Ok(ix), Ok(_)) = (ix, index::check_flow_table(f)) {
             done.fetch_add(file_bytes, Relaxed);

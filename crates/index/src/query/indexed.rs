@@ -1,6 +1,7 @@
 //! Reading a file by its index: only the frames (compressed files) or records (plain files) the
 //! index names, plus the part it does not cover yet.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Cursor, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use super::pace::{Paced, ReadPace};
 use super::worker::{read_stream, scan_file, Out};
 use super::{FileReport, Job};
-use crate::file::{Compression, Frame, IndexFile};
+use crate::file::{Compression, Frame, IndexError, IndexFile};
 use crate::scan::decoder;
 
 /// Candidate records closer than this are read with one read.
@@ -63,48 +64,25 @@ pub(super) fn by_index(
         r.how = "scan (index covers part of a plain file)".into();
         return scan_file(path, &job.pace, out, r);
     }
+    let Plan {
+        frames,
+        prelude,
+        wanted,
+        records,
+        candidates,
+    } = match plan(ix, job, out.after, out.before) {
+        Ok(p) => p,
+        // Nothing of this file was returned yet: a damaged chunk means reading it whole.
+        Err(e) => {
+            r.how = format!("scan ({})", super::worker::short_reason(&e));
+            return scan_file(path, &job.pace, out, r);
+        }
+    };
+    let prelude = &prelude[..];
     r.how = "index".into();
     r.frames_total = u64::from(h.frames);
-    let frames: Vec<Frame> = ix.frames().collect();
-    let in_time: Vec<bool> = frames
-        .iter()
-        .map(|f| f.overlaps(out.after, out.before))
-        .collect();
+    r.candidates = candidates;
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let prelude = ix.prelude();
-    // Which frames to read, and (plain files) which records.
-    let mut wanted = vec![false; frames.len()];
-    let mut records: Vec<u64> = Vec::new();
-    match ix.candidates(&job.query.narrow) {
-        None => wanted.clone_from(&in_time),
-        Some(flows) => {
-            let mut offs = Vec::new();
-            ix.postings(&flows, &mut offs).map_err(|e| e.to_string())?;
-            if ix.postings_are_frames() {
-                // Every packet of a candidate frame goes through the filter.
-                offs.retain(|&k| in_time.get(k as usize) == Some(&true));
-                offs.sort_unstable();
-                offs.dedup();
-                r.candidates = Some(offs.iter().map(|&k| frames[k as usize].packets).sum());
-                for k in offs {
-                    wanted[k as usize] = true;
-                }
-                offs = Vec::new();
-            } else {
-                r.candidates = Some(offs.len() as u64);
-            }
-            offs.sort_unstable();
-            for off in offs {
-                let k = frames
-                    .partition_point(|f| f.rec_start <= off)
-                    .saturating_sub(1);
-                if in_time.get(k) == Some(&true) {
-                    wanted[k] = true;
-                    records.push(off);
-                }
-            }
-        }
-    }
     if compressed || r.candidates.is_none() {
         // Runs of wanted frames, each read as one piece.
         let mut k = 0;
@@ -167,6 +145,66 @@ pub(super) fn by_index(
         read_stream(prelude, body, path, out, r, 1 << 20)?;
     }
     Ok(())
+}
+
+/// What an index says to read of one file.
+struct Plan<'a> {
+    frames: Vec<Frame>,
+    prelude: Cow<'a, [u8]>,
+    /// Frames to read (compressed files, or every packet in the time window).
+    wanted: Vec<bool>,
+    /// Plain files: the candidate records, in file order.
+    records: Vec<u64>,
+    /// Packets the narrowing left to test (`None`: no narrowing).
+    candidates: Option<u64>,
+}
+
+/// The frames and records of a file that may hold matches in `[after, before)`: time prunes the
+/// frames, then the index's flows narrow them.
+fn plan<'a>(ix: &'a IndexFile, job: &Job, after: u64, before: u64) -> Result<Plan<'a>, IndexError> {
+    let frames = ix.frames()?;
+    let in_time: Vec<bool> = frames.iter().map(|f| f.overlaps(after, before)).collect();
+    let prelude = ix.prelude()?;
+    let mut wanted = vec![false; frames.len()];
+    let mut records: Vec<u64> = Vec::new();
+    let mut candidates = None;
+    match ix.candidates(&job.query.narrow)? {
+        None => wanted.clone_from(&in_time),
+        Some(flows) => {
+            let mut offs = Vec::new();
+            ix.postings(&flows, &mut offs)?;
+            if ix.postings_are_frames() {
+                // Every packet of a candidate frame goes through the filter.
+                offs.retain(|&k| in_time.get(k as usize) == Some(&true));
+                offs.sort_unstable();
+                offs.dedup();
+                candidates = Some(offs.iter().map(|&k| frames[k as usize].packets).sum());
+                for k in offs {
+                    wanted[k as usize] = true;
+                }
+                offs = Vec::new();
+            } else {
+                candidates = Some(offs.len() as u64);
+            }
+            offs.sort_unstable();
+            for off in offs {
+                let k = frames
+                    .partition_point(|f| f.rec_start <= off)
+                    .saturating_sub(1);
+                if in_time.get(k) == Some(&true) {
+                    wanted[k] = true;
+                    records.push(off);
+                }
+            }
+        }
+    }
+    Ok(Plan {
+        frames,
+        prelude,
+        wanted,
+        records,
+        candidates,
+    })
 }
 
 /// The uncompressed stream of a file from `raw_start` on, less the part of the file header

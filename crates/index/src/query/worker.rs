@@ -107,7 +107,7 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
     r
 }
 
-fn short_reason(e: &crate::file::IndexError) -> String {
+pub(super) fn short_reason(e: &crate::file::IndexError) -> String {
     use crate::file::IndexError::*;
     match e {
         Io(_, e) if e.kind() == io::ErrorKind::NotFound => "no index".into(),
