@@ -48,6 +48,7 @@
 #   BENCH_DIR/store; without it an old store there is deleted and rebuilt), RUNS (3), LOSS_PACKETS (3000000),
 #   LOSS_ROUNDS (2), LOSS_PPS (empty = gen's top speed), FILE_SIZE (256MB; smaller only for smoke tests),
 #   CHUNK_PACKETS (2000000), SCAN (1), STENO (auto), STENO_PACKETS (2000000), OUT_DIR (bench-out),
+#   TCPDUMP_FROM (with KEEP=1: an earlier run's raw CSV over the same store, whose tcpdump rows are reused),
 #   RINGCAP (path to the ringcap binary), PROGRESS=1 for progress lines on stderr.
 # Outputs: Markdown on stdout and in OUT_DIR/query-YYYYmmdd-HHMMSS.md; raw timings OUT_DIR/query-STAMP.csv;
 #   loss runs OUT_DIR/query-STAMP-loss.csv. The store stays in BENCH_DIR/store for KEEP=1 re-runs
@@ -73,6 +74,7 @@ LOSS_PPS="${LOSS_PPS:-}"
 FILE_SIZE="${FILE_SIZE:-256MB}"
 CHUNK_PACKETS="${CHUNK_PACKETS:-2000000}"
 SCAN="${SCAN:-1}"
+TCPDUMP_FROM="${TCPDUMP_FROM:-}"
 STENO="${STENO:-auto}"
 STENO_PACKETS="${STENO_PACKETS:-2000000}"
 OUT_DIR="${OUT_DIR:-bench-out}"
@@ -251,6 +253,7 @@ else
 fi
 cat "$META" >>"$FACTS"
 fact store_reused "$KEEP"
+fact tcpdump_from "$TCPDUMP_FROM"
 
 # Index status of every file (a no-op when all are current; builds what is missing) and the store's facts.
 "$RINGCAP" index "$STORE" --json -q >"$WORK/index-check.json" || die "ringcap index $STORE failed"
@@ -335,9 +338,20 @@ ringcap_query() {
   echo "$tool,$q,$cache,$run,$wall,$el,$pk,$br,$fi,$fs,$status" >>"$CSV"
   progress "$tool $q $cache run $run: ${wall} ms, $pk packets, $br bytes read"
 }
-# tcpdump_query QUERY CACHE: tcpdump over every file, one CSV row; sets TD_PACKETS.
+# tcpdump_query QUERY CACHE: tcpdump over every file, one CSV row; sets TD_PACKETS. With TCPDUMP_FROM (the raw
+# CSV of an earlier run over the same store, KEEP=1), its tcpdump row is taken instead: tcpdump's passes are most of
+# a 20 GB run's time and do not change when ringcap does.
 tcpdump_query() {
   local q="$1" cache="$2" t0 t1 f c n=0 status=ok expr="${TEXPR[$1]}"
+  if [ -n "$TCPDUMP_FROM" ]; then
+    local row
+    row="$(awk -F, -v q="$q" -v c="$cache" '$1 == "tcpdump" && $2 == q && $3 == c { print; exit }' "$TCPDUMP_FROM")"
+    [ -n "$row" ] || die "TCPDUMP_FROM=$TCPDUMP_FROM has no tcpdump row for $q $cache"
+    echo "$row" >>"$CSV"
+    TD_PACKETS="$(echo "$row" | cut -d, -f7)"
+    progress "tcpdump $q $cache: taken from $TCPDUMP_FROM ($TD_PACKETS packets)"
+    return
+  fi
   [ "$cache" = cold ] && drop_caches
   t0="$(now_ns)"
   for f in "${FILES[@]}"; do
@@ -447,8 +461,10 @@ for ((round = 1; round <= LOSS_ROUNDS; round++)); do
   loss_run query "$round"
   loss_run query-low "$round"
 done
-fact loss_capture_cmd "$(show_cmd "${CAP_CMD[@]}" | sed "s#$BENCH_DIR/loss-[a-z]*-[0-9]*#DIR#")"
-fact loss_gen_cmd "$(show_cmd "${GEN_CMD[@]}")"
+if [ "$LOSS_ROUNDS" -gt 0 ]; then
+  fact loss_capture_cmd "$(show_cmd "${CAP_CMD[@]}" | sed "s#$BENCH_DIR/loss-[a-z]*-[0-9]*#DIR#")"
+  fact loss_gen_cmd "$(show_cmd "${GEN_CMD[@]}")"
+fi
 
 # ---- 5. stenographer -----------------------------------------------------------------------------------------
 STENO_STATUS=""
@@ -603,8 +619,12 @@ for q in ["host", "5tuple", "port", "minute", "udp"]:
     print(f"| {q} | `{facts.get('expr_' + q)}` | {'/'.join(sorted(prc))} | {'/'.join(sorted(ptd))} | {eq} | {cold_s} | {warm_s} | "
           f"{gb(br)} | {fi} | {scan_s} | {tdc_s} | {tdw_s} | {sp} |")
 print()
-print("Addresses and ports are drawn uniformly at random per packet, so one host's packets lie in most compressed frames "
-      "(~1 MiB each): `bytes read` shows how much of the store the index let ringcap skip.")
+print("Addresses and ports are drawn uniformly at random per packet, so one host's packets lie in a large share of the "
+      "compressed frames (256 KiB of pcap each when indexed): `bytes read` shows how much of the store the index let "
+      "ringcap skip.")
+if facts.get("tcpdump_from"):
+    print()
+    print(f"tcpdump's rows are taken from an earlier run over the same store (`{facts.get('tcpdump_from')}`).")
 print()
 ipct = 100 * idx / sb if idx is not None and sb else None
 print(f"Index: {gb(idx)} = **{ipct:.2f} %** of the store's {gb(sb)}; {idx / pk:.1f} bytes per packet" if ipct is not None and pk else "Index: -")
