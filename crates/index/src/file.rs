@@ -148,7 +148,7 @@ impl Header {
 /// frame each with its checksum (level 1: sorted ids, small counts and deltas compress about 4× on generated
 /// traffic, which keeps the index near 1 % of the store; level 3 cost as much CPU as filing the
 /// packets for little gain), the table (each chunk's stored length, then the directories), and
-/// the trailer (CRC-32 of everything before it, then the first four bytes of the magic).
+/// the trailer (CRC-32 of the header and the table, then the first four bytes of the magic).
 pub fn assemble(header: &Header, body: &[u8], flows_dir: &[u32], by_b_dir: &[u32]) -> Vec<u8> {
     let mut z = zstd::bulk::Compressor::new(1).expect("a zstd context");
     // Each chunk carries zstd's checksum of its content: a chunk damaged under a recomputed file
@@ -167,13 +167,69 @@ pub fn assemble(header: &Header, body: &[u8], flows_dir: &[u32], by_b_dir: &[u32
     header.write(&mut out, body.len() as u64, lens.len() as u32);
     debug_assert_eq!(out.len(), HEADER_LEN);
     out.extend_from_slice(&chunks);
+    let table_at = out.len();
     for v in lens.iter().chain(flows_dir).chain(by_b_dir) {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    let crc = crc32fast::hash(&out);
+    let crc = checksum(&out[..HEADER_LEN], &out[table_at..]);
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&MAGIC[..TRAILER_LEN - 4]);
     out
+}
+
+/// The trailer's CRC-32: of the header and the table (each chunk carries zstd's checksum of its
+/// own content), so that opening an index reads only those.
+fn checksum(header: &[u8], table: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(header);
+    h.update(table);
+    h.finalize()
+}
+
+/// Where an index's bytes are: in memory, or in its file (read a chunk at a time).
+enum Stored {
+    Bytes(Vec<u8>),
+    File(File, u64),
+}
+
+impl Stored {
+    fn len(&self) -> u64 {
+        match self {
+            Stored::Bytes(b) => b.len() as u64,
+            Stored::File(_, len) => *len,
+        }
+    }
+
+    fn read(&self, at: u64, len: usize) -> io::Result<Cow<'_, [u8]>> {
+        match self {
+            Stored::Bytes(b) => b
+                .get(at as usize..at as usize + len)
+                .map(Cow::Borrowed)
+                .ok_or_else(|| io::ErrorKind::UnexpectedEof.into()),
+            Stored::File(f, _) => {
+                let mut v = vec![0; len];
+                std::os::unix::fs::FileExt::read_exact_at(f, &mut v, at)?;
+                Ok(Cow::Owned(v))
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// One zstd context per thread for the chunks: making one per chunk (~100 kB zeroed) was a
+    /// tenth of a 5-tuple query's CPU.
+    static CHUNK_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn decompress_chunk(src: &[u8], want: usize) -> io::Result<Vec<u8>> {
+    CHUNK_DCTX.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(zstd::bulk::Decompressor::new()?);
+        }
+        d.as_mut().expect("made").decompress(src, want)
+    })
 }
 
 /// One frame: an independently decodable piece of the file (a compressed frame; for plain
@@ -263,10 +319,10 @@ pub enum IndexError {
 /// look-up first needs it.
 pub struct IndexFile {
     name: String,
-    /// The file as stored (its checksum was checked when it was read).
-    stored: Vec<u8>,
+    /// The index as stored; its header and table were checked when it was opened.
+    stored: Stored,
     /// Each chunk's place in `stored`, and its bytes once decompressed.
-    chunk_at: Vec<Range<usize>>,
+    chunk_at: Vec<Range<u64>>,
     chunks: Vec<OnceLock<Vec<u8>>>,
     body_len: usize,
     /// The first endpoint of every [`DIR_STEP`]th flow, and the second of every such `by_b` entry.
@@ -281,12 +337,15 @@ pub struct IndexFile {
 }
 
 impl IndexFile {
-    /// Reads and checks `index`, made for `capture`: magic, version, checksum, section sizes,
-    /// and that the capture file is still the one indexed.
+    /// Opens and checks `index`, made for `capture`: magic, version, the checksum of its header
+    /// and table, section sizes, and that the capture file is still the one indexed. Only the
+    /// header and the table are read; chunks are read as look-ups need them.
     pub fn open(index: &Path, capture: &Path) -> Result<IndexFile, IndexError> {
         let name = index.display().to_string();
-        let bytes = std::fs::read(index).map_err(|e| IndexError::Io(name.clone(), e))?;
-        let ix = IndexFile::parse(bytes, &name)?;
+        let io_err = |e| IndexError::Io(name.clone(), e);
+        let f = File::open(index).map_err(io_err)?;
+        let len = f.metadata().map_err(io_err)?.len();
+        let ix = IndexFile::check(Stored::File(f, len), &name)?;
         // A capture file now shorter than what was indexed changed (and cannot be read that far).
         let size = std::fs::metadata(capture)
             .map_err(|e| IndexError::Io(capture.display().to_string(), e))?
@@ -315,24 +374,29 @@ impl IndexFile {
         ok.then(|| Header::read(&b[12..]).0)
     }
 
-    /// Checks an index's bytes (no capture file needed): magic, version, the checksum of the whole
-    /// file, and that the sections fit the body. What the chunks hold is checked as they are read.
+    /// Checks an index's bytes in memory (no capture file needed), as [`Self::open`] does.
     pub fn parse(bytes: Vec<u8>, name: &str) -> Result<IndexFile, IndexError> {
+        IndexFile::check(Stored::Bytes(bytes), name)
+    }
+
+    /// Magic, version, the checksum of the header and the table, and that the chunks and the
+    /// sections fit. What the chunks hold is checked as they are read.
+    fn check(stored: Stored, name: &str) -> Result<IndexFile, IndexError> {
         let corrupt = || IndexError::Corrupt(name.to_string());
-        let stored_len = bytes.len();
-        if stored_len < HEADER_LEN + TRAILER_LEN || bytes[..7] != MAGIC[..7] {
+        let io_err = |e| IndexError::Io(name.to_string(), e);
+        let stored_len = stored.len();
+        if stored_len < (HEADER_LEN + TRAILER_LEN) as u64 {
             return Err(IndexError::Magic(name.to_string()));
         }
-        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-        if version != VERSION || bytes[7] != MAGIC[7] {
+        let head = stored.read(0, HEADER_LEN).map_err(io_err)?;
+        if head[..7] != MAGIC[..7] {
+            return Err(IndexError::Magic(name.to_string()));
+        }
+        let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
+        if version != VERSION || head[7] != MAGIC[7] {
             return Err(IndexError::Version(name.to_string(), version));
         }
-        let end = stored_len - TRAILER_LEN;
-        let crc = u32::from_le_bytes(bytes[end..end + 4].try_into().unwrap());
-        if crc != crc32fast::hash(&bytes[..end]) || bytes[end + 4..] != MAGIC[..4] {
-            return Err(corrupt());
-        }
-        let (header, body_len, chunk_count) = Header::read(&bytes[12..HEADER_LEN]);
+        let (header, body_len, chunk_count) = Header::read(&head[12..HEADER_LEN]);
         if body_len > MAX_BODY || u64::from(chunk_count) != body_len.div_ceil(CHUNK as u64) {
             return Err(corrupt());
         }
@@ -340,26 +404,35 @@ impl IndexFile {
         let dir_len = (header.flows as usize).div_ceil(DIR_STEP);
         // The table after the chunks: each chunk's stored length, then the two directories.
         let table_len = 4 * (chunk_count as usize + 2 * dir_len);
+        let end = stored_len - TRAILER_LEN as u64;
         let table_at = end
-            .checked_sub(table_len)
-            .filter(|&t| t >= HEADER_LEN)
+            .checked_sub(table_len as u64)
+            .filter(|&t| t >= HEADER_LEN as u64)
             .ok_or_else(corrupt)?;
+        let tail = stored
+            .read(table_at, table_len + TRAILER_LEN)
+            .map_err(io_err)?;
+        let (table, trailer) = tail.split_at(table_len);
+        let crc = u32::from_le_bytes(trailer[..4].try_into().unwrap());
+        if crc != checksum(&head, table) || trailer[4..] != MAGIC[..4] {
+            return Err(corrupt());
+        }
         let u32s = |from: usize, n: usize| -> Vec<u32> {
             (0..n)
                 .map(|i| {
                     let at = from + 4 * i;
-                    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+                    u32::from_le_bytes(table[at..at + 4].try_into().unwrap())
                 })
                 .collect()
         };
-        let lens = u32s(table_at, chunk_count as usize);
-        let flows_dir = u32s(table_at + 4 * chunk_count as usize, dir_len);
-        let by_b_dir = u32s(table_at + 4 * (chunk_count as usize + dir_len), dir_len);
+        let lens = u32s(0, chunk_count as usize);
+        let flows_dir = u32s(4 * chunk_count as usize, dir_len);
+        let by_b_dir = u32s(4 * (chunk_count as usize + dir_len), dir_len);
         let mut chunk_at = Vec::with_capacity(lens.len());
-        let mut at = HEADER_LEN;
+        let mut at = HEADER_LEN as u64;
         for l in lens {
-            chunk_at.push(at..at + l as usize);
-            at += l as usize;
+            chunk_at.push(at..at + u64::from(l));
+            at += u64::from(l);
         }
         if at != table_at {
             return Err(corrupt());
@@ -374,9 +447,11 @@ impl IndexFile {
         if (postings_at as u64).checked_add(header.postings_len) != Some(body_len as u64) {
             return Err(corrupt());
         }
+        drop(head);
+        drop(tail);
         Ok(IndexFile {
             name: name.to_string(),
-            stored: bytes,
+            stored,
             chunks: (0..chunk_at.len()).map(|_| OnceLock::new()).collect(),
             chunk_at,
             body_len,
@@ -401,8 +476,13 @@ impl IndexFile {
             return Ok(c);
         }
         let want = CHUNK.min(self.body_len - k * CHUNK);
-        let raw = zstd::bulk::decompress(&self.stored[self.chunk_at[k].clone()], want)
-            .map_err(|_| self.corrupt())?;
+        let at = &self.chunk_at[k];
+        let packed = self
+            .stored
+            .read(at.start, (at.end - at.start) as usize)
+            .map_err(|e| IndexError::Io(self.name.clone(), e))?;
+        // Damaged bytes fail zstd's content checksum (or give another length).
+        let raw = decompress_chunk(&packed, want).map_err(|_| self.corrupt())?;
         if raw.len() != want {
             return Err(self.corrupt());
         }
@@ -451,11 +531,11 @@ impl IndexFile {
 
     /// Bytes of the index file (compressed, as stored).
     pub fn len(&self) -> usize {
-        self.stored.len()
+        self.stored.len() as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.stored.is_empty()
+        self.stored.len() == 0
     }
 
     /// The capture file's header bytes (uncompressed).
@@ -477,7 +557,11 @@ impl IndexFile {
 
     /// Flow `i`, its ids and postings checked against their sections.
     pub fn flow(&self, i: u32) -> Result<FlowRow, IndexError> {
-        let b = self.raw(self.flows_at + i as usize * FLOW_LEN, FLOW_LEN)?;
+        self.flow_row(&self.raw(self.flows_at + i as usize * FLOW_LEN, FLOW_LEN)?)
+    }
+
+    /// A flow from its [`FLOW_LEN`] bytes, checked.
+    fn flow_row(&self, b: &[u8]) -> Result<FlowRow, IndexError> {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
         let u16_at = |i: usize| u16::from_le_bytes(b[i..i + 2].try_into().unwrap());
         let f = FlowRow {
@@ -547,15 +631,77 @@ impl IndexFile {
         Ok(out)
     }
 
+    /// Every flow for which `keep` holds, plus those without IP. The flows section is read in
+    /// one piece (a copy of ~3 MB per 100 k flows) rather than a look-up per flow.
     fn flows_where(&self, keep: impl Fn(&FlowRow) -> bool) -> Result<Vec<u32>, IndexError> {
+        let n = self.header.flows as usize;
+        let all = self.raw(self.flows_at, n * FLOW_LEN)?;
         let mut out = Vec::new();
-        for i in 0..self.header.flows {
-            let f = self.flow(i)?;
+        for (i, b) in all.chunks_exact(FLOW_LEN).enumerate() {
+            let f = self.flow_row(b)?;
             if f.kind & KIND_IP == 0 || keep(&f) {
-                out.push(i);
+                out.push(i as u32);
             }
         }
         Ok(out)
+    }
+
+    /// At most how many flows a narrowing keeps, found cheaply: host and net terms are counted in
+    /// the sorted lists (through the directories); any other term may keep every flow.
+    fn estimate(&self, n: &crate::expr::Narrow) -> Result<u64, IndexError> {
+        use crate::expr::Narrow;
+        let all = u64::from(self.header.flows);
+        let addrs = |ids: Range<u32>| -> Result<u64, IndexError> {
+            if ids.is_empty() {
+                return Ok(all - u64::from(self.flows_from_a(u32::MAX)?));
+            }
+            let a = self.flows_from_a(ids.end)? - self.flows_from_a(ids.start)?;
+            let b = self.by_b_from(ids.end)? - self.by_b_from(ids.start)?;
+            Ok(u64::from(a) + u64::from(b) + all - u64::from(self.flows_from_a(u32::MAX)?))
+        };
+        Ok(match n {
+            Narrow::Host(ip) => {
+                let a = addr16(*ip);
+                addrs(self.addr_ids(&a, &a)?)?
+            }
+            Narrow::Net { addr, prefix } => {
+                let (lo, hi) = net_range(*addr, *prefix);
+                addrs(self.addr_ids(&lo, &hi)?)?
+            }
+            Narrow::And(x, y) => self.estimate(x)?.min(self.estimate(y)?),
+            Narrow::Or(x, y) => self.estimate(x)?.saturating_add(self.estimate(y)?),
+            _ => all,
+        })
+    }
+
+    /// Whether flow `f` may hold a packet the narrowing accepts (flows without IP always may):
+    /// the per-flow form of [`Self::candidates`].
+    fn accepts(&self, f: &FlowRow, n: &crate::expr::Narrow) -> Result<bool, IndexError> {
+        use crate::expr::Narrow;
+        if f.kind & KIND_IP == 0 {
+            return Ok(true);
+        }
+        let ports = f.kind & KIND_PORTS != 0;
+        Ok(match n {
+            Narrow::All => true,
+            Narrow::Host(ip) => {
+                let a = addr16(*ip);
+                self.addr(f.a)? == a || self.addr(f.b)? == a
+            }
+            Narrow::Net { addr, prefix } => {
+                let (lo, hi) = net_range(*addr, *prefix);
+                let inside = |x: [u8; 16]| lo <= x && x <= hi;
+                inside(self.addr(f.a)?) || inside(self.addr(f.b)?)
+            }
+            Narrow::Port(p) => ports && (f.port_a == *p || f.port_b == *p),
+            Narrow::PortRange(lo, hi) => {
+                ports && ((*lo..=*hi).contains(&f.port_a) || (*lo..=*hi).contains(&f.port_b))
+            }
+            Narrow::Proto(p) => f.proto == *p,
+            Narrow::Vlan(v) => f.kind & KIND_VLAN != 0 && f.vlan == *v,
+            Narrow::And(x, y) => self.accepts(f, x)? && self.accepts(f, y)?,
+            Narrow::Or(x, y) => self.accepts(f, x)? || self.accepts(f, y)?,
+        })
     }
 
     /// The candidate flows of a narrowing (`None`: every packet is a candidate).
@@ -579,10 +725,26 @@ impl IndexFile {
             })?,
             Narrow::Proto(p) => self.flows_where(|f| f.proto == *p)?,
             Narrow::Vlan(v) => self.flows_where(|f| f.kind & KIND_VLAN != 0 && f.vlan == *v)?,
-            Narrow::And(x, y) => match (self.candidates(x)?, self.candidates(y)?) {
-                (None, c) | (c, None) => return Ok(c),
-                (Some(x), Some(y)) => intersect(&x, &y),
-            },
+            Narrow::And(x, y) => {
+                // The side that keeps fewer flows is listed; the other is tested on those flows
+                // only: `udp and src host A and ... dst host B` lists A's flows, not every udp flow
+                // nor every flow of a busy server B.
+                let (few, other) = if self.estimate(x)? <= self.estimate(y)? {
+                    (x, y)
+                } else {
+                    (y, x)
+                };
+                let Some(listed) = self.candidates(few)? else {
+                    return self.candidates(other);
+                };
+                let mut kept = Vec::with_capacity(listed.len());
+                for i in listed {
+                    if self.accepts(&self.flow(i)?, other)? {
+                        kept.push(i);
+                    }
+                }
+                kept
+            }
             Narrow::Or(x, y) => match (self.candidates(x)?, self.candidates(y)?) {
                 (None, _) | (_, None) => return Ok(None),
                 (Some(mut x), Some(y)) => {
@@ -654,22 +816,6 @@ fn partition(
         }
     }
     Ok(lo)
-}
-
-fn intersect(x: &[u32], y: &[u32]) -> Vec<u32> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < x.len() && j < y.len() {
-        match x[i].cmp(&y[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(x[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
 }
 
 /// The lowest and highest address of a network, in the index's 16-byte form.

@@ -202,13 +202,20 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
     std::fs::create_dir_all(&store).unwrap();
     capture_store(&tb, &store, &["--compress", "zstd"]);
 
-    // A corrupt index is detected (the query scans that file instead) and rebuilt by `index`.
+    // A corrupt index is detected (the query scans that file instead) and rebuilt by `index`:
+    // damage in the header (which the file's checksum covers) when the query opens it, damage in
+    // a chunk of the body (each has its own checksum) when a look-up reads that chunk, and by
+    // `index`, which reads every chunk, in any case.
     let files = store_files(&store);
     let idx = store::index_path(&files[1]);
     let mut bytes = std::fs::read(&idx).unwrap();
+    bytes[20] ^= 0x55;
+    std::fs::write(&idx, &bytes).unwrap();
+    let idx2 = store::index_path(&files[2]);
+    let mut bytes = std::fs::read(&idx2).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x55;
-    std::fs::write(&idx, &bytes).unwrap();
+    std::fs::write(&idx2, &bytes).unwrap();
     let explain = Command::new(ringcap())
         .args([
             "query",
@@ -235,10 +242,10 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
         out.contains("index is current") && out.contains("packets, index"),
         "{out}"
     );
-    assert!(
-        index::IndexFile::open(&idx, &files[1]).is_ok(),
-        "not rebuilt"
-    );
+    for (i, f) in [(&idx, &files[1]), (&idx2, &files[2])] {
+        let rebuilt = index::IndexFile::open(i, f).and_then(|ix| ix.verify());
+        assert!(rebuilt.is_ok(), "{} not rebuilt: {rebuilt:?}", i.display());
+    }
 
     // --max-read-rate paces what is read: a query over the whole store takes at least bytes / rate
     // (less the pace's 100 ms of credit), and still returns everything.
