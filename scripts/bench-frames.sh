@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Compressed frame size vs query cost (issue 11): two captures of the same traffic at once (one veth, as
-# bench-query.sh's stenographer comparison), `--compress auto -C FILE_SIZE`, one with --frame-size 1MiB and
+# bench-query.sh's stenographer comparison), `--compress auto -C FILE_SIZE`, one with --frame-size OLD (1MiB) and
 # one with the default (INDEXED_FRAME_SIZE when indexing); traffic as bench-query.sh (1024 random source
 # hosts × 100 random source ports to one destination, --payload half). Then `ringcap index` catches up on
 # files the live indexer skipped, and host / 5-tuple / port queries run on both stores, interleaved,
 # cold (after drop_caches) and warm (repeated at once), RUNS times: wall ms, elapsed_ms, bytes_read and
 # packets from `--json`. Output: CSV lines on stdout; store sizes and index sizes on stderr.
 # Environment: PACKETS (3000000), PPS (100000), RUNS (3), FILE_SIZE (256MB), BENCH_DIR
-# (/var/tmp/ringcap-bench-frames), NEW (frame size of the second store; empty = the default).
+# (/var/tmp/ringcap-bench-frames), OLD (frame size of the first store, `f1m` in the output; 1MiB), NEW (frame
+# size of the second store; empty = the default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench/common.sh
 source scripts/testbed.sh
 PACKETS="${PACKETS:-3000000}"; PPS="${PPS:-100000}"; RUNS="${RUNS:-3}"; FILE_SIZE="${FILE_SIZE:-256MB}"
-BENCH_DIR="${BENCH_DIR:-/var/tmp/ringcap-bench-frames}"; NEW="${NEW:-}"
+BENCH_DIR="${BENCH_DIR:-/var/tmp/ringcap-bench-frames}"; OLD="${OLD:-1MiB}"; NEW="${NEW:-}"
 PROGRESS=1
 json_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d.get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
 resolve_ringcap
@@ -23,7 +24,7 @@ trap testbed_down EXIT
 testbed_up ""
 new_args=(); [ -n "$NEW" ] && new_args=(--frame-size "$NEW")
 cap() { ip netns exec "$RX_NS" taskset -c 1 "$RINGCAP" capture -i "$RX_IF" -w "$1/cap" -C "$FILE_SIZE" --compress auto -q "${@:2}" >"$1.out" 2>"$1.log" & echo $!; }
-P1="$(cap "$BENCH_DIR/f1m" --frame-size 1MiB)"; P2="$(cap "$BENCH_DIR/fnew" "${new_args[@]}")"
+P1="$(cap "$BENCH_DIR/f1m" --frame-size "$OLD")"; P2="$(cap "$BENCH_DIR/fnew" "${new_args[@]}")"
 sleep 2
 say "sending $PACKETS packets at $PPS pps"
 ip netns exec "$TX_NS" taskset -c 0 "$RINGCAP" gen -i "$TX_IF" -n "$PACKETS" --pps "$PPS" --seed 7 --src-ip 10.0.0.0-10.0.3.255 \
