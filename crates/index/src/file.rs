@@ -216,20 +216,30 @@ impl Stored {
 }
 
 thread_local! {
-    /// One zstd context per thread for the chunks: making one per chunk (~100 kB zeroed) was a
-    /// tenth of a 5-tuple query's CPU.
-    static CHUNK_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+    /// One zstd context per thread for index chunks and packet frames: making one per chunk or
+    /// frame (~100 kB zeroed) was a tenth of a 5-tuple query's CPU and a quarter of a one-host
+    /// query's (`perf`, 64 KiB frames).
+    static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-fn decompress_chunk(src: &[u8], want: usize) -> io::Result<Vec<u8>> {
-    CHUNK_DCTX.with(|d| {
+/// Decompresses `src` (whole zstd frames) into `dst` (cleared first) with this thread's
+/// context; `dst` must have room for the result: a frame that decodes to more is an error.
+pub(crate) fn zstd_decompress_into(src: &[u8], dst: &mut Vec<u8>) -> io::Result<usize> {
+    dst.clear();
+    ZSTD_DCTX.with(|d| {
         let mut d = d.borrow_mut();
         if d.is_none() {
             *d = Some(zstd::bulk::Decompressor::new()?);
         }
-        d.as_mut().expect("made").decompress(src, want)
+        d.as_mut().expect("made").decompress_to_buffer(src, dst)
     })
+}
+
+fn decompress_chunk(src: &[u8], want: usize) -> io::Result<Vec<u8>> {
+    let mut v = Vec::with_capacity(want);
+    zstd_decompress_into(src, &mut v)?;
+    Ok(v)
 }
 
 /// One frame: an independently decodable piece of the file (a compressed frame; for plain
