@@ -217,8 +217,8 @@ impl Stored {
 
 thread_local! {
     /// One zstd context per thread for index chunks and packet frames: making one per chunk or
-    /// frame (~100 kB zeroed) was a tenth of a 5-tuple query's CPU and a quarter of a one-host
-    /// query's (`perf`, 64 KiB frames).
+    /// frame (~100 kB zeroed) was a tenth of a 5-tuple query's CPU, and 26 % of a one-host
+    /// query's samples with 64 KiB frames (`perf`; BENCHMARKS.md, one zstd context per thread).
     static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
         const { std::cell::RefCell::new(None) };
 }
