@@ -1,0 +1,260 @@
+//! Look-ups in an index: which flows a narrowing term selects (by the address, endpoint and
+//! port directories) and where their packets are (postings).
+
+use std::ops::Range;
+
+use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
+
+use super::{FlowRow, IndexError, IndexFile, DIR_STEP, FLOW_LEN};
+
+impl IndexFile {
+    /// Address ids in `[lo, hi]` (16-byte form): a contiguous range, addresses being sorted.
+    fn addr_ids(&self, lo: &[u8; 16], hi: &[u8; 16]) -> Result<Range<u32>, IndexError> {
+        let n = self.header.addrs;
+        let first = partition(0, n, |i| Ok(self.addr(i)? < *lo))?;
+        let end = partition(first, n, |i| Ok(self.addr(i)? <= *hi))?;
+        Ok(first..end)
+    }
+
+    /// First flow whose first endpoint is not below `id` (flows are sorted by it); the directory
+    /// narrows the search to one step, so one chunk or two are read.
+    fn flows_from_a(&self, id: u32) -> Result<u32, IndexError> {
+        let (lo, hi) = dir_window(&self.flows_dir, self.header.flows, |k| k < id);
+        partition(lo, hi, |i| Ok(self.flow(i)?.a < id))
+    }
+
+    /// First `by_b` entry whose second endpoint is not below `id`.
+    fn by_b_from(&self, id: u32) -> Result<u32, IndexError> {
+        let (lo, hi) = dir_window(&self.by_b_dir, self.header.flows, |k| k < id);
+        partition(lo, hi, |i| Ok(self.by_b(i)?.0 < id))
+    }
+
+    /// Flows with an endpoint whose address id is in `ids`, plus the flows without IP (always
+    /// candidates), sorted.
+    fn flows_with_addr(&self, ids: Range<u32>) -> Result<Vec<u32>, IndexError> {
+        let mut out = Vec::new();
+        if !ids.is_empty() {
+            out.extend(self.flows_from_a(ids.start)?..self.flows_from_a(ids.end)?);
+            for i in self.by_b_from(ids.start)?..self.by_b_from(ids.end)? {
+                out.push(self.by_b(i)?.1);
+            }
+        }
+        out.extend(self.flows_from_a(u32::MAX)?..self.header.flows);
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Every flow for which `keep` holds, plus those without IP. The flows section is read in
+    /// one piece (a copy of ~3 MB per 100 k flows) rather than a look-up per flow.
+    fn flows_where(&self, keep: impl Fn(&FlowRow) -> bool) -> Result<Vec<u32>, IndexError> {
+        let n = self.header.flows as usize;
+        let all = self.raw(self.flows_at, n * FLOW_LEN)?;
+        let mut out = Vec::new();
+        for (i, b) in all.chunks_exact(FLOW_LEN).enumerate() {
+            let f = self.flow_row(b)?;
+            if f.kind & KIND_IP == 0 || keep(&f) {
+                out.push(i as u32);
+            }
+        }
+        Ok(out)
+    }
+
+    /// At most how many flows a narrowing keeps, found cheaply: host and net terms are counted in
+    /// the sorted lists (through the directories); any other term may keep every flow.
+    fn estimate(&self, n: &crate::expr::Narrow) -> Result<u64, IndexError> {
+        use crate::expr::Narrow;
+        let all = u64::from(self.header.flows);
+        let addrs = |ids: Range<u32>| -> Result<u64, IndexError> {
+            if ids.is_empty() {
+                return Ok(all - u64::from(self.flows_from_a(u32::MAX)?));
+            }
+            let a = self.flows_from_a(ids.end)? - self.flows_from_a(ids.start)?;
+            let b = self.by_b_from(ids.end)? - self.by_b_from(ids.start)?;
+            Ok(u64::from(a) + u64::from(b) + all - u64::from(self.flows_from_a(u32::MAX)?))
+        };
+        Ok(match n {
+            Narrow::Host(ip) => {
+                let a = addr16(*ip);
+                addrs(self.addr_ids(&a, &a)?)?
+            }
+            Narrow::Net { addr, prefix } => {
+                let (lo, hi) = net_range(*addr, *prefix);
+                addrs(self.addr_ids(&lo, &hi)?)?
+            }
+            Narrow::And(x, y) => self.estimate(x)?.min(self.estimate(y)?),
+            Narrow::Or(x, y) => self.estimate(x)?.saturating_add(self.estimate(y)?),
+            _ => all,
+        })
+    }
+
+    /// Whether flow `f` may hold a packet the narrowing accepts (flows without IP always may):
+    /// the per-flow form of [`Self::candidates`].
+    fn accepts(&self, f: &FlowRow, n: &crate::expr::Narrow) -> Result<bool, IndexError> {
+        use crate::expr::Narrow;
+        if f.kind & KIND_IP == 0 {
+            return Ok(true);
+        }
+        let ports = f.kind & KIND_PORTS != 0;
+        Ok(match n {
+            Narrow::All => true,
+            Narrow::Host(ip) => {
+                let a = addr16(*ip);
+                self.addr(f.a)? == a || self.addr(f.b)? == a
+            }
+            Narrow::Net { addr, prefix } => {
+                let (lo, hi) = net_range(*addr, *prefix);
+                let inside = |x: [u8; 16]| lo <= x && x <= hi;
+                inside(self.addr(f.a)?) || inside(self.addr(f.b)?)
+            }
+            Narrow::Port(p) => ports && (f.port_a == *p || f.port_b == *p),
+            Narrow::PortRange(lo, hi) => {
+                ports && ((*lo..=*hi).contains(&f.port_a) || (*lo..=*hi).contains(&f.port_b))
+            }
+            Narrow::Proto(p) => f.proto == *p,
+            Narrow::Vlan(v) => f.kind & KIND_VLAN != 0 && f.vlan == *v,
+            Narrow::And(x, y) => self.accepts(f, x)? && self.accepts(f, y)?,
+            Narrow::Or(x, y) => self.accepts(f, x)? || self.accepts(f, y)?,
+        })
+    }
+
+    /// The candidate flows of a narrowing (`None`: every packet is a candidate).
+    pub fn candidates(&self, n: &crate::expr::Narrow) -> Result<Option<Vec<u32>>, IndexError> {
+        use crate::expr::Narrow;
+        Ok(Some(match n {
+            Narrow::All => return Ok(None),
+            Narrow::Host(ip) => {
+                let a = addr16(*ip);
+                self.flows_with_addr(self.addr_ids(&a, &a)?)?
+            }
+            Narrow::Net { addr, prefix } => {
+                let (lo, hi) = net_range(*addr, *prefix);
+                self.flows_with_addr(self.addr_ids(&lo, &hi)?)?
+            }
+            Narrow::Port(p) => self
+                .flows_where(|f| f.kind & KIND_PORTS != 0 && (f.port_a == *p || f.port_b == *p))?,
+            Narrow::PortRange(lo, hi) => self.flows_where(|f| {
+                f.kind & KIND_PORTS != 0
+                    && ((*lo..=*hi).contains(&f.port_a) || (*lo..=*hi).contains(&f.port_b))
+            })?,
+            Narrow::Proto(p) => self.flows_where(|f| f.proto == *p)?,
+            Narrow::Vlan(v) => self.flows_where(|f| f.kind & KIND_VLAN != 0 && f.vlan == *v)?,
+            Narrow::And(x, y) => {
+                // The side that keeps fewer flows is listed; the other is tested on those flows
+                // only: `udp and src host A and ... dst host B` lists A's flows, not every udp flow
+                // nor every flow of a busy server B.
+                let (few, other) = if self.estimate(x)? <= self.estimate(y)? {
+                    (x, y)
+                } else {
+                    (y, x)
+                };
+                let Some(listed) = self.candidates(few)? else {
+                    return self.candidates(other);
+                };
+                let mut kept = Vec::with_capacity(listed.len());
+                for i in listed {
+                    if self.accepts(&self.flow(i)?, other)? {
+                        kept.push(i);
+                    }
+                }
+                kept
+            }
+            Narrow::Or(x, y) => match (self.candidates(x)?, self.candidates(y)?) {
+                (None, _) | (_, None) => return Ok(None),
+                (Some(mut x), Some(y)) => {
+                    x.extend(y);
+                    x.sort_unstable();
+                    x.dedup();
+                    x
+                }
+            },
+        }))
+    }
+
+    /// The postings of `flows`, appended to `out` (each flow in file order): the record offsets
+    /// of their packets in a plain file, the numbers of the frames holding them in a compressed
+    /// one ([`Self::postings_are_frames`]).
+    pub fn postings(&self, flows: &[u32], out: &mut Vec<u64>) -> Result<(), IndexError> {
+        let len = self.header.postings_len;
+        for &i in flows {
+            let f = self.flow(i)?;
+            // A flow's postings end where the next flow's begin (they are written in flow order).
+            let end = match i + 1 < self.header.flows {
+                true => self.flow(i + 1)?.postings,
+                false => len,
+            };
+            if end < f.postings {
+                return Err(self.corrupt());
+            }
+            let b = self.raw(
+                self.postings_at + f.postings as usize,
+                (end - f.postings) as usize,
+            )?;
+            let (mut at, mut off) = (0, 0u64);
+            for _ in 0..f.entries {
+                let (delta, n) = varint(&b[at..]).ok_or_else(|| self.corrupt())?;
+                off += delta;
+                at += n;
+                out.push(off);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where in `0..n` a sorted list's first entry with `before(key)` false lies, from a directory
+/// of the key of every [`DIR_STEP`]th entry: entries `lo..hi` (at most one step).
+fn dir_window(dir: &[u32], n: u32, before: impl Fn(u32) -> bool) -> (u32, u32) {
+    let j = dir.partition_point(|&k| before(k));
+    let lo = if j == 0 {
+        0
+    } else {
+        ((j - 1) * DIR_STEP + 1) as u32
+    };
+    let hi = (j * DIR_STEP).min(n as usize) as u32;
+    (lo.min(hi), hi)
+}
+
+/// First index in `lo..hi` where `before` turns false (it must be true, then false).
+fn partition(
+    mut lo: u32,
+    mut hi: u32,
+    before: impl Fn(u32) -> Result<bool, IndexError>,
+) -> Result<u32, IndexError> {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid)? {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// The lowest and highest address of a network, in the index's 16-byte form.
+fn net_range(addr: std::net::IpAddr, prefix: u8) -> ([u8; 16], [u8; 16]) {
+    let base = addr16(addr);
+    let bits = match addr {
+        std::net::IpAddr::V4(_) => 96 + u32::from(prefix.min(32)),
+        std::net::IpAddr::V6(_) => u32::from(prefix.min(128)),
+    };
+    let v = u128::from_be_bytes(base);
+    let mask = if bits == 0 {
+        0
+    } else {
+        u128::MAX << (128 - bits)
+    };
+    ((v & mask).to_be_bytes(), (v | !mask).to_be_bytes())
+}
+
+fn varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &x) in b.iter().enumerate().take(10) {
+        v |= u64::from(x & 0x7f) << (7 * i);
+        if x & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
