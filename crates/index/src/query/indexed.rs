@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -209,7 +210,7 @@ pub(super) fn by_index(
 }
 
 /// Runs of consecutive wanted frames, in file order.
-fn wanted_runs(wanted: &[bool]) -> Vec<std::ops::Range<usize>> {
+fn wanted_runs(wanted: &[bool]) -> Vec<Range<usize>> {
     let mut runs = Vec::new();
     let mut k = 0;
     while k < wanted.len() {
@@ -242,18 +243,12 @@ struct Prefetch {
 impl Prefetch {
     /// Before reading run `at`: announces the runs from it up to PREFETCH_AHEAD bytes further
     /// (each at most that long; the kernel's read-ahead carries a long run on).
-    fn advise(
-        &mut self,
-        file: &File,
-        frames: &[Frame],
-        runs: &[std::ops::Range<usize>],
-        at: usize,
-    ) {
+    fn advise(&mut self, file: &File, frames: &[Frame], runs: &[Range<usize>], at: usize) {
         use std::os::fd::AsRawFd;
         if !self.on {
             return;
         }
-        let span = |r: &std::ops::Range<usize>| {
+        let span = |r: &Range<usize>| {
             let last = frames[r.end - 1];
             (frames[r.start].file_off, last.file_off + last.file_len)
         };
