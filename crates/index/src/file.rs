@@ -229,12 +229,23 @@ thread_local! {
 /// context; `dst` must have room for the result: a frame that decodes to more is an error.
 pub(crate) fn zstd_decompress_into(src: &[u8], dst: &mut Vec<u8>) -> io::Result<usize> {
     dst.clear();
+    with_zstd_dctx(|d| d.decompress_to_buffer(src, dst))
+}
+
+/// As [`zstd_decompress_into`], into a slice (the decoded size must fit it).
+pub(crate) fn zstd_decompress_to(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
+    with_zstd_dctx(|d| d.decompress_to_buffer(src, dst))
+}
+
+fn with_zstd_dctx<T>(
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> io::Result<T>,
+) -> io::Result<T> {
     ZSTD_DCTX.with(|d| {
         let mut d = d.borrow_mut();
         if d.is_none() {
             *d = Some(zstd::bulk::Decompressor::new()?);
         }
-        d.as_mut().expect("made").decompress_to_buffer(src, dst)
+        f(d.as_mut().expect("made"))
     })
 }
 

@@ -26,16 +26,33 @@ const RUN_BUFFER: usize = 64 << 10;
 /// call; larger ones (another tool's single-frame file) stream.
 const WHOLE_FRAME_MAX: u64 = 8 << 20;
 
-/// A piece of a file, decompressed frame by frame.
+/// One piece of a compressed file to decode: a frame the index names, or the part it does not
+/// cover yet.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    off: u64,
+    len: u64,
+    /// Decoded bytes to drop first: the part of the file header that [`read_stream`] already puts
+    /// in front of the stream (a compressed file's first frame begins with the header; read
+    /// twice, a pcap header is a zero-length packet followed by garbage, and the packets after it
+    /// are lost as damage).
+    skip: u64,
+}
+
+/// The wanted pieces of a compressed file as one stream of records, decoded piece by piece.
+/// Frames are cut at record boundaries, so the records of frames far apart join up.
 struct Frames {
     file: File,
     pace: Option<Arc<ReadPace>>,
-    pieces: std::vec::IntoIter<(u64, u64)>,
+    pieces: Vec<Piece>,
+    next: usize,
     compression: u8,
     /// Each piece is one whole frame (as the index lists them), not a stretch of frames.
     whole_frames: bool,
+    ahead: Prefetch,
     cur: Option<Box<dyn Read + Send>>,
-    /// A whole zstd frame as read, and decoded (`raw[raw_pos..]` is still to be returned).
+    /// A whole zstd frame as read, and decoded when it did not fit the caller's buffer
+    /// (`raw[raw_pos..]` is still to be returned).
     packed: Vec<u8>,
     raw: Vec<u8>,
     raw_pos: usize,
@@ -45,16 +62,23 @@ impl Frames {
     fn new(
         file: &File,
         job: &Job,
-        pieces: Vec<(u64, u64)>,
+        pieces: Vec<Piece>,
         compression: u8,
         whole_frames: bool,
     ) -> io::Result<Frames> {
         Ok(Frames {
             file: file.try_clone()?,
             pace: job.pace.clone(),
-            pieces: pieces.into_iter(),
+            pieces,
+            next: 0,
             compression,
             whole_frames,
+            // Paced reads must not run ahead of the pace; one long piece has the kernel's own
+            // read-ahead.
+            ahead: Prefetch {
+                on: whole_frames && job.pace.is_none(),
+                advised: 0,
+            },
             cur: None,
             packed: Vec::new(),
             raw: Vec::new(),
@@ -62,38 +86,49 @@ impl Frames {
         })
     }
 
-    /// Starts the next piece: a small whole zstd frame is decoded at once with the thread's
-    /// context (a context per frame: 26 % of a one-host query's samples; `udp` took 1.5× the CPU);
-    /// anything else gets a streaming decoder.
-    fn start(&mut self, off: u64, len: u64) -> io::Result<()> {
-        if !(self.whole_frames && self.compression == Compression::ZSTD && len <= WHOLE_FRAME_MAX) {
+    /// Starts piece `p`, decoding into `buf` when it is a small whole zstd frame that fits there
+    /// (then returns how many bytes it put there). A small whole zstd frame is decoded at once
+    /// with the thread's context (a context per frame: 26 % of a one-host query's samples; `udp`
+    /// took 1.5× the CPU), straight into the reader's buffer when it fits (copying it there was
+    /// 19 % of a one-host query); anything else gets a streaming decoder.
+    fn start(&mut self, p: Piece, buf: &mut [u8]) -> io::Result<usize> {
+        if !(self.whole_frames && self.compression == Compression::ZSTD && p.len <= WHOLE_FRAME_MAX)
+        {
             let mut f = self.file.try_clone()?;
-            f.seek(SeekFrom::Start(off))?;
+            f.seek(SeekFrom::Start(p.off))?;
             let paced = Paced {
-                inner: f.take(len),
+                inner: f.take(p.len),
                 pace: self.pace.clone(),
             };
-            self.cur = Some(decoder(paced, self.compression)?);
-            return Ok(());
+            let mut dec = decoder(paced, self.compression)?;
+            io::copy(&mut dec.by_ref().take(p.skip), &mut io::sink())?;
+            self.cur = Some(dec);
+            return Ok(0);
         }
-        self.packed.resize(len as usize, 0);
-        self.file.read_exact_at(&mut self.packed, off)?;
-        if let Some(p) = &self.pace {
-            p.take(len)?;
+        self.packed.resize(p.len as usize, 0);
+        self.file.read_exact_at(&mut self.packed, p.off)?;
+        if let Some(pace) = &self.pace {
+            pace.take(p.len)?;
         }
         match zstd::zstd_safe::get_frame_content_size(&self.packed) {
+            Ok(Some(n)) if p.skip == 0 && n as usize <= buf.len() => {
+                crate::file::zstd_decompress_to(&self.packed, &mut buf[..n as usize])
+            }
             Ok(Some(n)) if n <= WHOLE_FRAME_MAX => {
                 self.raw.reserve(n as usize);
                 crate::file::zstd_decompress_into(&self.packed, &mut self.raw)?;
-                self.raw_pos = 0;
+                self.raw_pos = (p.skip as usize).min(self.raw.len());
+                Ok(0)
             }
             // Size not in the header: stream the bytes already read.
             _ => {
                 let packed = Cursor::new(std::mem::take(&mut self.packed));
-                self.cur = Some(decoder(packed, self.compression)?);
+                let mut dec = decoder(packed, self.compression)?;
+                io::copy(&mut dec.by_ref().take(p.skip), &mut io::sink())?;
+                self.cur = Some(dec);
+                Ok(0)
             }
         }
-        Ok(())
     }
 }
 
@@ -107,11 +142,15 @@ impl Read for Frames {
                 return Ok(n);
             }
             if self.cur.is_none() {
-                let Some((off, len)) = self.pieces.next() else {
+                let Some(&p) = self.pieces.get(self.next) else {
                     return Ok(0);
                 };
-                self.start(off, len)?;
-                continue;
+                self.ahead.advise(&self.file, &self.pieces, self.next);
+                self.next += 1;
+                match self.start(p, buf)? {
+                    0 => continue,
+                    n => return Ok(n),
+                }
             }
             let n = self.cur.as_mut().expect("set").read(buf)?;
             if n > 0 {
@@ -155,40 +194,37 @@ pub(super) fn by_index(
     r.frames_total = u64::from(h.frames);
     r.candidates = candidates;
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if compressed || r.candidates.is_none() {
+    if compressed {
+        // Every wanted frame, as one stream.
+        let pieces: Vec<Piece> = frames
+            .iter()
+            .zip(&wanted)
+            .filter(|(_, &w)| w)
+            .map(|(f, _)| Piece {
+                off: f.file_off,
+                len: f.file_len,
+                skip: (prelude.len() as u64).saturating_sub(f.raw_start),
+            })
+            .collect();
+        r.frames_read = pieces.len() as u64;
+        r.bytes_read = pieces.iter().map(|p| p.len).sum();
+        let body = Frames::new(&file, job, pieces, h.compression, true).map_err(|e| e.to_string())?;
+        read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
+    } else if r.candidates.is_none() {
         // Runs of wanted frames, each read as one piece.
-        let runs = wanted_runs(&wanted);
-        let mut ahead = Prefetch {
-            // Paced reads must not run ahead of the pace.
-            on: compressed && job.pace.is_none(),
-            advised: 0,
-        };
-        for (i, run) in runs.iter().enumerate() {
+        for run in wanted_runs(&wanted) {
             let (first, k) = (run.start, run.end);
-            ahead.advise(&file, &frames, &runs, i);
             r.frames_read += (k - first) as u64;
-            if compressed {
-                let pieces: Vec<(u64, u64)> = frames[first..k]
-                    .iter()
-                    .map(|f| (f.file_off, f.file_len))
-                    .collect();
-                r.bytes_read += pieces.iter().map(|p| p.1).sum::<u64>();
-                let body = Frames::new(&file, job, pieces, h.compression, true)
-                    .map_err(|e| e.to_string())?;
-                let body = past_header(Box::new(body), frames[first].raw_start, prelude, path)?;
-                read_stream(prelude, body, path, out, r, RUN_BUFFER)?;
-            } else {
-                let from = frames[first].rec_start;
-                let to = frames.get(k).map_or(h.covered, |f| f.rec_start);
-                r.bytes_read += to - from;
-                let mut f = file.try_clone().map_err(|e| e.to_string())?;
-                f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
-                let paced = Paced {
-                    inner: f.take(to - from),
-                    pace: job.pace.clone(),
-                };
-                read_stream(prelude, Box::new(paced), path, out, r, RUN_BUFFER)?;
-            }
+            let from = frames[first].rec_start;
+            let to = frames.get(k).map_or(h.covered, |f| f.rec_start);
+            r.bytes_read += to - from;
+            let mut f = file.try_clone().map_err(|e| e.to_string())?;
+            f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+            let paced = Paced {
+                inner: f.take(to - from),
+                pace: job.pace.clone(),
+            };
+            read_stream(prelude, Box::new(paced), path, out, r, RUN_BUFFER)?;
         }
     } else {
         plain_records(&file, prelude, &records, path, &job.pace, out, r)?;
@@ -199,12 +235,15 @@ pub(super) fn by_index(
         let size = file.metadata().map(|m| m.len()).unwrap_or(h.covered);
         r.how = "index + scan of the part not indexed".into();
         r.bytes_read += size - h.covered;
-        let tail = vec![(h.covered, size - h.covered)];
+        let raw_start = frames.last().map_or(0, |f| f.raw_start + f.raw_len);
+        let tail = vec![Piece {
+            off: h.covered,
+            len: size - h.covered,
+            skip: (prelude.len() as u64).saturating_sub(raw_start),
+        }];
         let body =
             Frames::new(&file, job, tail, h.compression, false).map_err(|e| e.to_string())?;
-        let raw_start = frames.last().map_or(0, |f| f.raw_start + f.raw_len);
-        let body = past_header(Box::new(body), raw_start, prelude, path)?;
-        read_stream(prelude, body, path, out, r, RUN_BUFFER)?;
+        read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
     }
     Ok(())
 }
@@ -232,43 +271,46 @@ const PREFETCH_AHEAD: u64 = 8 << 20;
 
 /// Tells the kernel which frames come next (`posix_fadvise(WILLNEED)`: reads started at once, in
 /// the background), so a cold query keeps many reads in flight instead of waiting for one frame at
-/// a time: a one-host query reads scattered frames of ~30 kB, where the kernel's own read-ahead
+/// a time: a one-host query reads scattered frames, where the kernel's own read-ahead
 /// (sequential only) does not help.
 struct Prefetch {
     on: bool,
-    /// Runs announced so far.
+    /// Pieces announced so far.
     advised: usize,
 }
 
 impl Prefetch {
-    /// Before reading run `at`: announces the runs from it up to PREFETCH_AHEAD bytes further
-    /// (each at most that long; the kernel's read-ahead carries a long run on).
-    fn advise(&mut self, file: &File, frames: &[Frame], runs: &[Range<usize>], at: usize) {
+    /// Before reading piece `at`: announces the pieces from it up to PREFETCH_AHEAD bytes
+    /// further, adjacent ones in one call.
+    fn advise(&mut self, file: &File, pieces: &[Piece], at: usize) {
         use std::os::fd::AsRawFd;
         if !self.on {
             return;
         }
-        let span = |r: &Range<usize>| {
-            let last = frames[r.end - 1];
-            (frames[r.start].file_off, last.file_off + last.file_len)
-        };
-        let from = span(&runs[at]).0;
-        while self.advised < runs.len() {
-            let (off, end) = span(&runs[self.advised]);
-            if self.advised > at && off >= from + PREFETCH_AHEAD {
+        let from = pieces[at].off;
+        while self.advised < pieces.len() {
+            let first = pieces[self.advised];
+            if self.advised > at && first.off >= from + PREFETCH_AHEAD {
                 break;
             }
-            let len = (end - off).min(PREFETCH_AHEAD);
+            let mut end = first.off + first.len;
+            self.advised += 1;
+            while let Some(p) = pieces.get(self.advised) {
+                if p.off != end || end - first.off >= PREFETCH_AHEAD {
+                    break;
+                }
+                end += p.len;
+                self.advised += 1;
+            }
             // SAFETY: a plain system call on an open descriptor; a failure only loses the hint.
             unsafe {
                 libc::posix_fadvise(
                     file.as_raw_fd(),
-                    off as libc::off_t,
-                    len as libc::off_t,
+                    first.off as libc::off_t,
+                    (end - first.off) as libc::off_t,
                     libc::POSIX_FADV_WILLNEED,
                 );
             }
-            self.advised += 1;
         }
     }
 }
@@ -331,24 +373,6 @@ fn plan<'a>(ix: &'a IndexFile, job: &Job, after: u64, before: u64) -> Result<Pla
         records,
         candidates,
     })
-}
-
-/// The uncompressed stream of a file from `raw_start` on, less the part of the file header
-/// (`prelude`, which [`read_stream`] puts in front of every stream) that it holds: a compressed
-/// file's first frame begins with the header. Read twice, a pcap header is a zero-length packet
-/// (libpcap reads it so) followed by garbage, and the packets after it are lost as damage.
-fn past_header(
-    mut body: Box<dyn Read + Send>,
-    raw_start: u64,
-    prelude: &[u8],
-    path: &Path,
-) -> Result<Box<dyn Read + Send>, String> {
-    let skip = (prelude.len() as u64).saturating_sub(raw_start);
-    if skip > 0 {
-        io::copy(&mut body.by_ref().take(skip), &mut io::sink())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(body)
 }
 
 /// Reads the candidate records of a plain file, nearby ones together.
