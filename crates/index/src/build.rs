@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use wire::LinkType;
 
-use crate::file::{Compression, Frame, Header, BY_B_LEN, DIR_STEP, FLOW_LEN, FRAME_LEN};
+use crate::file::{encode_frames, Compression, Frame, Header, BY_B_LEN, DIR_STEP, FLOW_LEN};
 use crate::flows::FlowStat;
 use crate::key::{FlowKey, KIND_IP};
 
@@ -365,6 +365,8 @@ impl Builder {
             .fold((u64::MAX, 0), |(a, b), f| {
                 (a.min(f.first_ts), b.max(f.last_ts))
             });
+        let mut frames = Vec::with_capacity(self.frames.len() * 12);
+        encode_frames(&self.frames, &mut frames);
         let header = Header {
             identity,
             covered: self.covered(),
@@ -377,12 +379,13 @@ impl Builder {
             flows: rows.len() as u32,
             addrs: addrs.len() as u32,
             prelude_len: self.prelude.len() as u32,
+            frames_len: frames.len() as u64,
             postings_len: postings.len() as u64,
         };
         // The body (everything after the header), stored in chunks (see `file::assemble`).
         let mut body = Vec::with_capacity(
             self.prelude.len()
-                + self.frames.len() * FRAME_LEN
+                + frames.len()
                 + addrs.len() * 16
                 + rows.len() * (FLOW_LEN + BY_B_LEN)
                 + postings.len()
@@ -390,9 +393,7 @@ impl Builder {
         );
         body.extend_from_slice(&self.prelude);
         pad8(&mut body);
-        for f in &self.frames {
-            f.write(&mut body);
-        }
+        body.extend_from_slice(&frames);
         for a in &addrs {
             body.extend_from_slice(&a.to_be_bytes());
         }

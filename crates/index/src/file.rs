@@ -17,9 +17,10 @@ pub(crate) const MAGIC: &[u8; 8] = b"RCINDEX\x01";
 /// 2: a compressed file's postings are frame numbers (1: record offsets everywhere).
 /// 3: the body is compressed in chunks, read as look-ups need them; `by_b` holds each entry's
 /// second endpoint with its flow; directories of the flows' and `by_b`'s endpoints.
-pub const VERSION: u32 = 3;
+/// 4: the frames are delta-coded varints (64 bytes each before: a third of the index with 8 KiB
+/// frames), their length in the header.
+pub const VERSION: u32 = 4;
 pub(crate) const HEADER_LEN: usize = 128;
-pub(crate) const FRAME_LEN: usize = 64;
 pub(crate) const FLOW_LEN: usize = 28;
 /// A `by_b` entry: the flow's second endpoint (address id), then the flow.
 pub(crate) const BY_B_LEN: usize = 8;
@@ -92,6 +93,8 @@ pub struct Header {
     pub flows: u32,
     pub addrs: u32,
     pub prelude_len: u32,
+    /// Bytes of the frames section (see [`encode_frames`]).
+    pub frames_len: u64,
     pub postings_len: u64,
 }
 
@@ -116,6 +119,7 @@ impl Header {
         out.resize(start + 80, 0);
         out.extend_from_slice(&body_len.to_le_bytes());
         out.extend_from_slice(&chunks.to_le_bytes());
+        out.extend_from_slice(&self.frames_len.to_le_bytes());
         out.resize(start + HEADER_LEN - 12, 0);
     }
 
@@ -139,6 +143,7 @@ impl Header {
             flows: u32_at(60),
             addrs: u32_at(64),
             prelude_len: u32_at(68),
+            frames_len: u64_at(92),
             complete: b[72] != 0,
             compression: b[73],
         };
@@ -273,39 +278,86 @@ pub struct Frame {
 }
 
 impl Frame {
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        for v in [
-            self.file_off,
-            self.file_len,
-            self.raw_start,
-            self.raw_len,
-            self.rec_start,
-            self.first_ts,
-            self.last_ts,
-            self.packets,
-        ] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-    }
-
-    fn read(b: &[u8]) -> Frame {
-        let v = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
-        Frame {
-            file_off: v(0),
-            file_len: v(1),
-            raw_start: v(2),
-            raw_len: v(3),
-            rec_start: v(4),
-            first_ts: v(5),
-            last_ts: v(6),
-            packets: v(7),
-        }
-    }
-
     /// Whether any packet of the frame lies in `[after, before)`.
     pub fn overlaps(&self, after: u64, before: u64) -> bool {
         self.packets > 0 && self.last_ts >= after && self.first_ts < before
     }
+}
+
+/// The frames section: per frame, varints relative to the frame before (file and stream places
+/// as the gap after it, usually 0; the first record from the frame's start; the first timestamp as
+/// a zigzag delta; the last one from the first; packets). About 7 bytes a frame after the
+/// chunk's zstd, where 64 fixed bytes took 21.
+pub(crate) fn encode_frames(frames: &[Frame], out: &mut Vec<u8>) {
+    let mut prev = Frame::default();
+    for f in frames {
+        let fields = [
+            f.file_off.wrapping_sub(prev.file_off.wrapping_add(prev.file_len)),
+            f.file_len,
+            f.raw_start.wrapping_sub(prev.raw_start.wrapping_add(prev.raw_len)),
+            f.raw_len,
+            zigzag(f.rec_start.wrapping_sub(f.raw_start)),
+            zigzag(f.first_ts.wrapping_sub(prev.first_ts)),
+            zigzag(f.last_ts.wrapping_sub(f.first_ts)),
+            f.packets,
+        ];
+        for v in fields {
+            crate::build::put_varint(out, v);
+        }
+        prev = *f;
+    }
+}
+
+/// The `n` frames of a frames section; `None` if the bytes do not hold exactly that.
+fn decode_frames(mut b: &[u8], n: u32) -> Option<Vec<Frame>> {
+    // Each frame takes at least 8 bytes: a damaged count must not allocate without bound.
+    let mut frames = Vec::with_capacity((n as usize).min(b.len() / 8));
+    let mut prev = Frame::default();
+    for _ in 0..n {
+        let mut v = [0u64; 8];
+        for x in &mut v {
+            let (value, used) = varint(b)?;
+            *x = value;
+            b = &b[used..];
+        }
+        let file_off = prev.file_off.wrapping_add(prev.file_len).wrapping_add(v[0]);
+        let raw_start = prev.raw_start.wrapping_add(prev.raw_len).wrapping_add(v[2]);
+        let first_ts = prev.first_ts.wrapping_add(unzigzag(v[5]));
+        let f = Frame {
+            file_off,
+            file_len: v[1],
+            raw_start,
+            raw_len: v[3],
+            rec_start: raw_start.wrapping_add(unzigzag(v[4])),
+            first_ts,
+            last_ts: first_ts.wrapping_add(unzigzag(v[6])),
+            packets: v[7],
+        };
+        frames.push(f);
+        prev = f;
+    }
+    b.is_empty().then_some(frames)
+}
+
+fn zigzag(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> u64 {
+    ((v >> 1) as i64 ^ -((v & 1) as i64)) as u64
+}
+
+/// A LEB128 varint (as [`crate::build::put_varint`] writes it) and the bytes it took.
+pub(crate) fn varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &x) in b.iter().enumerate().take(10) {
+        v |= u64::from(x & 0x7f) << (7 * i);
+        if x & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
 }
 
 /// One flow as stored.
@@ -462,11 +514,15 @@ impl IndexFile {
         }
         let prelude_end = header.prelude_len as usize;
         let frames_at = prelude_end.div_ceil(8) * 8;
-        let addrs_at = frames_at + header.frames as usize * FRAME_LEN;
+        // Lengths are read from the file: a sum that overflows is a corrupt index, not a panic.
+        let frames_end = (frames_at as u64)
+            .checked_add(header.frames_len)
+            .filter(|&e| e <= body_len as u64)
+            .ok_or_else(corrupt)?;
+        let addrs_at = frames_end as usize;
         let flows_at = addrs_at + header.addrs as usize * 16;
         let by_b_at = flows_at + header.flows as usize * FLOW_LEN;
         let postings_at = by_b_at + header.flows as usize * BY_B_LEN;
-        // postings_len is read from the file: a sum that overflows is a corrupt index, not a panic.
         if (postings_at as u64).checked_add(header.postings_len) != Some(body_len as u64) {
             return Err(corrupt());
         }
@@ -568,9 +624,8 @@ impl IndexFile {
 
     /// Every frame, in file order.
     pub fn frames(&self) -> Result<Vec<Frame>, IndexError> {
-        let n = self.header.frames as usize;
-        let b = self.raw(self.frames_at, n * FRAME_LEN)?;
-        Ok(b.chunks_exact(FRAME_LEN).map(Frame::read).collect())
+        let b = self.raw(self.frames_at, self.header.frames_len as usize)?;
+        decode_frames(&b, self.header.frames).ok_or_else(|| self.corrupt())
     }
 
     fn addr(&self, i: u32) -> Result<[u8; 16], IndexError> {
@@ -615,5 +670,42 @@ impl IndexFile {
             return Err(self.corrupt());
         }
         Ok((addr, flow))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_survive_their_encoding_including_odd_ones() {
+        let f = |file_off, file_len, raw_start, raw_len, rec_start, first_ts, last_ts, packets| {
+            Frame {
+                file_off,
+                file_len,
+                raw_start,
+                raw_len,
+                rec_start,
+                first_ts,
+                last_ts,
+                packets,
+            }
+        };
+        let frames = [
+            f(0, 4100, 0, 8192, 24, 1_700_000_000_000_000_000, 1_700_000_000_500_000_000, 12),
+            // Contiguous, as ringcap writes them.
+            f(4100, 3900, 8192, 8150, 8192, 1_700_000_000_400_000_000, 1_700_000_001_000_000_000, 11),
+            // A gap in the file (a skippable frame), time going back, a frame without packets.
+            f(9000, 10, 16342, 0, 16342, 1_600_000_000_000_000_000, 1_600_000_000_000_000_000, 0),
+            // A record that started in an earlier frame (plain files), extreme values.
+            f(u64::MAX / 2, u64::MAX / 4, 20_000, 5, 19_990, 0, u64::MAX, u64::MAX),
+        ];
+        let mut b = Vec::new();
+        encode_frames(&frames, &mut b);
+        assert_eq!(decode_frames(&b, 4).unwrap(), frames);
+        // A count or length that does not match is refused, not guessed.
+        assert_eq!(decode_frames(&b, 3), None);
+        assert_eq!(decode_frames(&b, 5), None);
+        assert_eq!(decode_frames(&b[..b.len() - 1], 4), None);
     }
 }

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
 
-use super::{FlowRow, IndexError, IndexFile, DIR_STEP, FLOW_LEN};
+use super::{varint, FlowRow, IndexError, IndexFile, DIR_STEP, FLOW_LEN};
 
 impl IndexFile {
     /// Address ids in `[lo, hi]` (16-byte form): a contiguous range, addresses being sorted.
@@ -246,15 +246,4 @@ fn net_range(addr: std::net::IpAddr, prefix: u8) -> ([u8; 16], [u8; 16]) {
         u128::MAX << (128 - bits)
     };
     ((v & mask).to_be_bytes(), (v | !mask).to_be_bytes())
-}
-
-fn varint(b: &[u8]) -> Option<(u64, usize)> {
-    let mut v = 0u64;
-    for (i, &x) in b.iter().enumerate().take(10) {
-        v |= u64::from(x & 0x7f) << (7 * i);
-        if x & 0x80 == 0 {
-            return Some((v, i + 1));
-        }
-    }
-    None
 }
