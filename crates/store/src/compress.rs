@@ -271,10 +271,10 @@ pub fn lz4_frame(src: &[u8], out: &mut [u8], stored: bool) -> usize {
 pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
 /// Compressed frame size when the files are indexed (`--frame-size`'s default then): a query
 /// decompresses every frame holding a candidate packet whole, so smaller frames mean less to read
-/// for a sparse query. 64 KiB against 256 KiB on the bench-query traffic: one host read 3.5× less
-/// (2.1× faster warm), for 0.5 % more bytes and an index of 0.96 % of the store instead of 0.83 %
-/// (BENCHMARKS.md, issue 11, frame size).
-pub const INDEXED_FRAME_SIZE: usize = 64 << 10;
+/// for a sparse query. On the bench-query traffic, 32 KiB against 64 KiB: one host reads half
+/// as much (~1.6× faster warm) for 0.3 % more bytes on disk, with an index of 0.99 % of the store
+/// (16 KiB: 1.09 %, over the 1 % target) (BENCHMARKS.md, issue 11, frame size).
+pub const INDEXED_FRAME_SIZE: usize = 32 << 10;
 /// Smallest and largest `--frame-size` (a frame never spans two buffers, which hold at most 4 MiB).
 pub const MIN_FRAME_SIZE: usize = 4 << 10;
 pub const MAX_FRAME_SIZE: usize = 4 << 20;
