@@ -292,9 +292,11 @@ pub(crate) fn encode_frames(frames: &[Frame], out: &mut Vec<u8>) {
     let mut prev = Frame::default();
     for f in frames {
         let fields = [
-            f.file_off.wrapping_sub(prev.file_off.wrapping_add(prev.file_len)),
+            f.file_off
+                .wrapping_sub(prev.file_off.wrapping_add(prev.file_len)),
             f.file_len,
-            f.raw_start.wrapping_sub(prev.raw_start.wrapping_add(prev.raw_len)),
+            f.raw_start
+                .wrapping_sub(prev.raw_start.wrapping_add(prev.raw_len)),
             f.raw_len,
             zigzag(f.rec_start.wrapping_sub(f.raw_start)),
             zigzag(f.first_ts.wrapping_sub(prev.first_ts)),
@@ -679,26 +681,44 @@ mod tests {
 
     #[test]
     fn frames_survive_their_encoding_including_odd_ones() {
-        let f = |file_off, file_len, raw_start, raw_len, rec_start, first_ts, last_ts, packets| {
-            Frame {
-                file_off,
-                file_len,
-                raw_start,
-                raw_len,
-                rec_start,
-                first_ts,
-                last_ts,
-                packets,
-            }
+        // file_off, file_len, raw_start, raw_len, rec_start, first_ts, last_ts, packets
+        let f = |v: [u64; 8]| Frame {
+            file_off: v[0],
+            file_len: v[1],
+            raw_start: v[2],
+            raw_len: v[3],
+            rec_start: v[4],
+            first_ts: v[5],
+            last_ts: v[6],
+            packets: v[7],
         };
+        let t = 1_700_000_000_000_000_000;
         let frames = [
-            f(0, 4100, 0, 8192, 24, 1_700_000_000_000_000_000, 1_700_000_000_500_000_000, 12),
+            f([0, 4100, 0, 8192, 24, t, t + 500_000_000, 12]),
             // Contiguous, as ringcap writes them.
-            f(4100, 3900, 8192, 8150, 8192, 1_700_000_000_400_000_000, 1_700_000_001_000_000_000, 11),
+            f([
+                4100,
+                3900,
+                8192,
+                8150,
+                8192,
+                t + 400_000_000,
+                t + 1_000_000_000,
+                11,
+            ]),
             // A gap in the file (a skippable frame), time going back, a frame without packets.
-            f(9000, 10, 16342, 0, 16342, 1_600_000_000_000_000_000, 1_600_000_000_000_000_000, 0),
+            f([9000, 10, 16342, 0, 16342, t - 10_000, t - 10_000, 0]),
             // A record that started in an earlier frame (plain files), extreme values.
-            f(u64::MAX / 2, u64::MAX / 4, 20_000, 5, 19_990, 0, u64::MAX, u64::MAX),
+            f([
+                u64::MAX / 2,
+                u64::MAX / 4,
+                20_000,
+                5,
+                19_990,
+                0,
+                u64::MAX,
+                u64::MAX,
+            ]),
         ];
         let mut b = Vec::new();
         encode_frames(&frames, &mut b);

@@ -208,7 +208,8 @@ pub(super) fn by_index(
             .collect();
         r.frames_read = pieces.len() as u64;
         r.bytes_read = pieces.iter().map(|p| p.len).sum();
-        let body = Frames::new(&file, job, pieces, h.compression, true).map_err(|e| e.to_string())?;
+        let body =
+            Frames::new(&file, job, pieces, h.compression, true).map_err(|e| e.to_string())?;
         read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
     } else if r.candidates.is_none() {
         // Runs of wanted frames, each read as one piece.
