@@ -237,6 +237,23 @@ pub(crate) fn zstd_decompress_into(src: &[u8], dst: &mut Vec<u8>) -> io::Result<
     with_zstd_dctx(|d| d.decompress_to_buffer(src, dst))
 }
 
+/// zstd frames up to this size (compressed and decoded) are read with one `pread` and decoded in
+/// one call with the thread's context; larger ones (another tool's single-frame file) stream.
+pub(crate) const WHOLE_FRAME_MAX: u64 = 8 << 20;
+
+/// Decodes the whole zstd frame `src` into `dst` when its header gives a size of at most
+/// [`WHOLE_FRAME_MAX`]; `Ok(false)` (nothing done) when it does not, for the caller to stream it.
+pub(crate) fn zstd_decompress_whole(src: &[u8], dst: &mut Vec<u8>) -> io::Result<bool> {
+    match zstd::zstd_safe::get_frame_content_size(src) {
+        Ok(Some(n)) if n <= WHOLE_FRAME_MAX => {
+            dst.reserve(n as usize);
+            zstd_decompress_into(src, dst)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// As [`zstd_decompress_into`], into a slice (the decoded size must fit it).
 pub(crate) fn zstd_decompress_to(src: &[u8], dst: &mut [u8]) -> io::Result<usize> {
     with_zstd_dctx(|d| d.decompress_to_buffer(src, dst))

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use wire::LinkType;
 
 use crate::build::Builder;
-use crate::file::Compression;
+use crate::file::{Compression, WHOLE_FRAME_MAX};
 
 /// Frames of a plain file: fixed pieces of this size (records may cross their edges).
 pub const PLAIN_FRAME: u64 = 4 << 20;
@@ -94,10 +94,9 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
                 builder.insert(Builder::new(prelude.to_vec(), compression))
             }
         };
-        // Frame starts known so far: refreshed only when the packet lies in the last known frame
-        // or beyond (a lock and a copy per packet cost 12 % of the time).
-        // Only the new ones are copied: a copy of them all per frame was 44 % of the time with
-        // 32 KiB frames (~8000 a file).
+        // Frame starts known so far: the new ones are fetched only when the packet lies in the
+        // last known frame or beyond (a lock and a copy per packet cost 12 % of the time; a copy
+        // of them all per frame 44 % with 32 KiB frames, ~8000 a file).
         if starts_now.last().is_none_or(|&last| p.offset >= last) {
             let all = starts.lock().unwrap_or_else(|e| e.into_inner());
             starts_now.extend_from_slice(&all[starts_now.len()..]);
@@ -178,9 +177,6 @@ struct FrameChain {
     head_shared: Arc<Mutex<Vec<u8>>>,
 }
 
-/// zstd frames up to this size (compressed and decoded) are decoded in one call.
-const WHOLE_FRAME_MAX: u64 = 8 << 20;
-
 impl FrameChain {
     /// A reader of the frame at `off`: a small zstd frame that gives its size is read with one
     /// `pread` and decoded at once with the thread's context (a streaming decoder per frame made
@@ -190,12 +186,9 @@ impl FrameChain {
         if self.compression == Compression::ZSTD && len <= WHOLE_FRAME_MAX {
             let mut packed = vec![0; len as usize];
             self.file.read_exact_at(&mut packed, off)?;
-            if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(&packed) {
-                if n <= WHOLE_FRAME_MAX {
-                    let mut raw = Vec::with_capacity(n as usize);
-                    crate::file::zstd_decompress_into(&packed, &mut raw)?;
-                    return Ok(Box::new(io::Cursor::new(raw)));
-                }
+            let mut raw = Vec::new();
+            if crate::file::zstd_decompress_whole(&packed, &mut raw)? {
+                return Ok(Box::new(io::Cursor::new(raw)));
             }
             return decoder(io::Cursor::new(packed), self.compression);
         }

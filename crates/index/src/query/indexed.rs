@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::pace::{Paced, ReadPace};
 use super::worker::{read_stream, scan_file, Out};
 use super::{FileReport, Job};
-use crate::file::{Compression, Frame, IndexError, IndexFile};
+use crate::file::{Compression, Frame, IndexError, IndexFile, WHOLE_FRAME_MAX};
 use crate::scan::decoder;
 
 /// Candidate records closer than this are read with one read.
@@ -21,10 +21,6 @@ const COALESCE: u64 = 64 << 10;
 /// a buffer of 1 MiB was a fresh mapping per run, whose page faults were a fifth of a 5-tuple
 /// query's time (~5 runs per file, `perf`).
 const RUN_BUFFER: usize = 64 << 10;
-
-/// Frames up to this size (compressed and decoded) are read with one `pread` and decoded in one
-/// call; larger ones (another tool's single-frame file) stream.
-const WHOLE_FRAME_MAX: u64 = 8 << 20;
 
 /// One piece of a compressed file to decode: a frame the index names, or the part it does not
 /// cover yet.
@@ -114,13 +110,11 @@ impl Frames {
             Ok(Some(n)) if p.skip == 0 && n as usize <= buf.len() => {
                 crate::file::zstd_decompress_to(&self.packed, &mut buf[..n as usize])
             }
-            Ok(Some(n)) if n <= WHOLE_FRAME_MAX => {
-                self.raw.reserve(n as usize);
-                crate::file::zstd_decompress_into(&self.packed, &mut self.raw)?;
+            _ if crate::file::zstd_decompress_whole(&self.packed, &mut self.raw)? => {
                 self.raw_pos = (p.skip as usize).min(self.raw.len());
                 Ok(0)
             }
-            // Size not in the header: stream the bytes already read.
+            // Size not in the header (or too large): stream the bytes already read.
             _ => {
                 let packed = Cursor::new(std::mem::take(&mut self.packed));
                 let mut dec = decoder(packed, self.compression)?;
