@@ -78,7 +78,19 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
     let mut packets = 0u64;
     let mut starts_now: Vec<u64> = Vec::new();
     while let Some(p) = reader.next_packet() {
-        let p = p.map_err(|e| e.to_string())?;
+        let p = p.map_err(|e| {
+            if compression == Compression::NONE {
+                e.to_string()
+            } else {
+                // A frame that does not decode: a bad checksum, damaged or missing bytes.
+                format!(
+                    "{}: the file is damaged: {}; not indexed (queries scan it up to there and \
+                     say what they could not read)",
+                    path.display(),
+                    std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string())
+                )
+            }
+        })?;
         let b = match builder.as_mut() {
             Some(b) => b,
             None => {
@@ -134,7 +146,7 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
     if damaged {
         // Offsets after damage cannot be trusted to line up: queries scan such a file instead.
         return Err(format!(
-            "{}: the file is damaged; not indexed (queries scan it; `ringcap repair` can fix it)",
+            "{}: the file is damaged; not indexed (queries scan it and say what they could not read)",
             path.display()
         ));
     }
@@ -210,9 +222,15 @@ impl Read for FrameChain {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(self.raw);
-                self.cur = Some(self.open(off, len)?);
+                self.cur = Some(self.open(off, len).map_err(|e| at_frame(off, e))?);
             }
-            let n = self.cur.as_mut().expect("set").read(buf)?;
+            let off = self.spans[self.next - 1].0;
+            let n = self
+                .cur
+                .as_mut()
+                .expect("set")
+                .read(buf)
+                .map_err(|e| at_frame(off, e))?;
             if n == 0 {
                 self.cur = None;
                 continue;
@@ -226,6 +244,11 @@ impl Read for FrameChain {
             return Ok(n);
         }
     }
+}
+
+/// A frame's error, saying which frame.
+fn at_frame(off: u64, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("the frame at file offset {off}: {e}"))
 }
 
 /// A reader of one frame's uncompressed bytes.

@@ -247,6 +247,8 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
         assert!(rebuilt.is_ok(), "{} not rebuilt: {rebuilt:?}", i.display());
     }
 
+    damaged_frames_are_skipped_and_said(&files[1], &work);
+
     // --max-read-rate paces what is read: a query over the whole store takes at least bytes / rate
     // (less the pace's 100 ms of credit), and still returns everything.
     let started = std::time::Instant::now();
@@ -375,6 +377,89 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
         assert!(got == want, "after kill -9 of index");
     }
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A zstd file with damaged frames in the middle (its index still current: the index checks the
+/// file's size and ends): a query reads every other frame and says what it skipped; the
+/// expectation is tcpdump over the frames that libzstd decodes, one by one. A scan (no index)
+/// stops at the first damage, as `zstd -dc | tcpdump -r -` does, and says so too.
+fn damaged_frames_are_skipped_and_said(original: &Path, work: &Path) {
+    let dir = work.join("damaged");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cap.pcap.zst");
+    std::fs::copy(original, &file).unwrap();
+    std::fs::copy(store::index_path(original), store::index_path(&file)).unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let n = zstd::zstd_safe::find_frame_compressed_size(&bytes[at..]).unwrap();
+        frames.push(at..at + n);
+        at += n;
+    }
+    let n = frames.len();
+    assert!(n >= 10, "only {n} frames in {}", original.display());
+    let bad = [n / 3, n / 2, 2 * n / 3];
+    for &k in &bad {
+        let mid = (frames[k].start + frames[k].end) / 2;
+        for b in &mut bytes[mid..mid + 8] {
+            *b ^= 0xff;
+        }
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    let mut good = Vec::new();
+    for (k, r) in frames.iter().enumerate() {
+        match zstd::stream::decode_all(&bytes[r.clone()]) {
+            Ok(raw) => good.extend_from_slice(&raw),
+            Err(_) => assert!(bad.contains(&k), "frame {k} of {n} does not decode"),
+        }
+    }
+    let readable = dir.join("readable.pcap");
+    std::fs::write(&readable, &good).unwrap();
+    for expr in ["", "host 10.0.0.7"] {
+        let want = decode(&sh(&format!(
+            "tcpdump -r '{}' -nn --nano -tt -xx '{expr}' 2>/dev/null",
+            readable.display()
+        )));
+        for (how, extra) in [("index", None), ("scan", Some("--no-index"))] {
+            let out_file = dir.join("result.pcap");
+            let _ = std::fs::remove_file(&out_file);
+            let out = Command::new(ringcap())
+                .arg("query")
+                .arg(&file)
+                .arg(expr)
+                .args(["-q", "-w"])
+                .arg(&out_file)
+                .args(extra)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{how} '{expr}': {err}");
+            let got = decode(&sh(&format!(
+                "tcpdump -r '{}' -nn --nano -tt -xx 2>/dev/null || true",
+                out_file.display()
+            )));
+            if how == "index" {
+                assert!(err.contains("3 damaged frame(s) skipped"), "{err}");
+                assert_eq!(got.len(), want.len(), "'{expr}': packet count");
+                assert!(
+                    got == want,
+                    "'{expr}': packets differ from the readable frames'"
+                );
+            } else {
+                assert!(err.contains("damaged") && err.contains("missing"), "{err}");
+                let cut = expected(std::slice::from_ref(&file), expr, 0, u64::MAX);
+                assert!(
+                    got == cut,
+                    "'{expr}' scanned: not what zstd -dc | tcpdump gives"
+                );
+                assert!(
+                    !expr.is_empty() || got.len() < want.len(),
+                    "the scan read past damage"
+                );
+            }
+        }
+    }
 }
 
 fn tempdir(name: &str) -> PathBuf {

@@ -7,7 +7,7 @@ use std::io::{self, Cursor, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::pace::{Paced, ReadPace};
 use super::worker::{read_stream, scan_file, Out};
@@ -35,6 +35,28 @@ struct Piece {
     skip: u64,
 }
 
+/// Whole frames that did not decode (a bad checksum, damaged bytes): each is skipped alone, as
+/// frames are independent, and the query reads on and says what it could not read.
+#[derive(Default)]
+struct Skipped {
+    frames: u64,
+    bytes: u64,
+    /// The first one's file offset and what was wrong.
+    first: Option<(u64, String)>,
+}
+
+impl Skipped {
+    /// What the report says, if anything was skipped.
+    fn describe(&self) -> Option<String> {
+        let (off, why) = self.first.as_ref()?;
+        Some(format!(
+            "{} damaged frame(s) skipped ({} bytes; the first at file offset {off}: {why}): their \
+             packets are missing, the other frames were read",
+            self.frames, self.bytes
+        ))
+    }
+}
+
 /// The wanted pieces of a compressed file as one stream of records, decoded piece by piece.
 /// Frames are cut at record boundaries, so the records of frames far apart join up.
 struct Frames {
@@ -52,6 +74,7 @@ struct Frames {
     packed: Vec<u8>,
     raw: Vec<u8>,
     raw_pos: usize,
+    skipped: Arc<Mutex<Skipped>>,
 }
 
 impl Frames {
@@ -79,47 +102,91 @@ impl Frames {
             packed: Vec::new(),
             raw: Vec::new(),
             raw_pos: 0,
+            skipped: Arc::default(),
         })
+    }
+
+    /// What was skipped as damaged; read it once the stream is done.
+    fn skipped(&self) -> Arc<Mutex<Skipped>> {
+        self.skipped.clone()
+    }
+
+    /// Streams the piece from `src`, less its first `skip` decoded bytes.
+    fn stream<R: Read + Send + 'static>(&mut self, src: R, skip: u64) -> io::Result<usize> {
+        let mut dec = decoder(src, self.compression)?;
+        io::copy(&mut dec.by_ref().take(skip), &mut io::sink())?;
+        self.cur = Some(dec);
+        Ok(0)
     }
 
     /// Starts piece `p`, decoding into `buf` when it is a small whole zstd frame that fits there
     /// (then returns how many bytes it put there). A small whole zstd frame is decoded at once
     /// with the thread's context (a context per frame: 26 % of a one-host query's samples; `udp`
     /// took 1.5× the CPU), straight into the reader's buffer when it fits (copying it there was
-    /// 19 % of a one-host query); anything else gets a streaming decoder.
+    /// 19 % of a one-host query); a small whole lz4 frame is decoded at once too. A whole frame
+    /// that does not decode is skipped (see [`Skipped`]): nothing of it reached the reader, so
+    /// the next frame's records line up. Anything else gets a streaming decoder.
     fn start(&mut self, p: Piece, buf: &mut [u8]) -> io::Result<usize> {
-        if !(self.whole_frames && self.compression == Compression::ZSTD && p.len <= WHOLE_FRAME_MAX)
-        {
+        let whole = self.whole_frames
+            && p.len <= WHOLE_FRAME_MAX
+            && matches!(self.compression, Compression::ZSTD | Compression::LZ4);
+        if !whole {
             let mut f = self.file.try_clone()?;
             f.seek(SeekFrom::Start(p.off))?;
             let paced = Paced {
                 inner: f.take(p.len),
                 pace: self.pace.clone(),
             };
-            let mut dec = decoder(paced, self.compression)?;
-            io::copy(&mut dec.by_ref().take(p.skip), &mut io::sink())?;
-            self.cur = Some(dec);
-            return Ok(0);
+            return self.stream(paced, p.skip);
         }
         self.packed.resize(p.len as usize, 0);
         self.file.read_exact_at(&mut self.packed, p.off)?;
         if let Some(pace) = &self.pace {
             pace.take(p.len)?;
         }
-        match zstd::zstd_safe::get_frame_content_size(&self.packed) {
-            Ok(Some(n)) if p.skip == 0 && n as usize <= buf.len() => {
-                crate::file::zstd_decompress_to(&self.packed, &mut buf[..n as usize])
+        let decoded = if self.compression == Compression::LZ4 {
+            // Decoded sizes are bounded as zstd's are: a larger frame streams.
+            self.raw.clear();
+            let n = lz4_flex::frame::FrameDecoder::new(&self.packed[..])
+                .take(WHOLE_FRAME_MAX + 1)
+                .read_to_end(&mut self.raw);
+            if matches!(n, Ok(n) if n as u64 > WHOLE_FRAME_MAX) {
+                self.raw.clear();
+                let packed = std::mem::take(&mut self.packed);
+                return self.stream(Cursor::new(packed), p.skip);
             }
-            _ if crate::file::zstd_decompress_whole(&self.packed, &mut self.raw)? => {
+            n.map(|_| None)
+        } else {
+            match zstd::zstd_safe::get_frame_content_size(&self.packed) {
+                Ok(Some(n)) if p.skip == 0 && n as usize <= buf.len() => {
+                    crate::file::zstd_decompress_to(&self.packed, &mut buf[..n as usize]).map(Some)
+                }
+                Ok(Some(n)) if n <= WHOLE_FRAME_MAX => {
+                    self.raw.clear();
+                    self.raw.reserve(n as usize);
+                    crate::file::zstd_decompress_into(&self.packed, &mut self.raw).map(|_| None)
+                }
+                // Size not in the header (or too large): stream the bytes already read.
+                Ok(_) => {
+                    let packed = std::mem::take(&mut self.packed);
+                    return self.stream(Cursor::new(packed), p.skip);
+                }
+                Err(_) => Err(io::Error::other("no zstd frame header")),
+            }
+        };
+        match decoded {
+            Ok(Some(n)) => Ok(n),
+            Ok(None) => {
                 self.raw_pos = (p.skip as usize).min(self.raw.len());
                 Ok(0)
             }
-            // Size not in the header (or too large): stream the bytes already read.
-            _ => {
-                let packed = Cursor::new(std::mem::take(&mut self.packed));
-                let mut dec = decoder(packed, self.compression)?;
-                io::copy(&mut dec.by_ref().take(p.skip), &mut io::sink())?;
-                self.cur = Some(dec);
+            Err(e) => {
+                self.raw.clear();
+                self.raw_pos = 0;
+                let mut s = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+                s.frames += 1;
+                s.bytes += p.len;
+                s.first.get_or_insert((p.off, e.to_string()));
                 Ok(0)
             }
         }
@@ -204,7 +271,12 @@ pub(super) fn by_index(
         r.bytes_read = pieces.iter().map(|p| p.len).sum();
         let body =
             Frames::new(&file, job, pieces, h.compression, true).map_err(|e| e.to_string())?;
+        let skipped = body.skipped();
         read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
+        let skipped = skipped.lock().unwrap_or_else(|e| e.into_inner());
+        if let (None, Some(why)) = (&r.error, skipped.describe()) {
+            r.error = Some(why);
+        }
     } else if r.candidates.is_none() {
         // Runs of wanted frames, each read as one piece.
         for run in wanted_runs(&wanted) {

@@ -99,7 +99,9 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         r.how = "scan (--no-index)".into();
         scan_file(path, &job.pace, &mut out, &mut r)
     };
-    if let Err(e) = result.and_then(|_| out.flush()) {
+    // The packets found before an error go out too: the report says what is missing.
+    let flushed = out.flush();
+    if let Err(e) = result.and(flushed) {
         if !job.stop.load(Relaxed) {
             r.error = Some(e);
         }
@@ -190,7 +192,31 @@ pub(super) fn read_stream(
         let p = p.map_err(|e| e.to_string())?;
         out.offer(r, &p)?;
     }
+    note_damage(&reader, r);
     Ok(())
+}
+
+/// Puts what the reader found damaged in the report (its packets are missing from the result;
+/// what it could read, before and after, was returned).
+fn note_damage(reader: &store::CaptureReader, r: &mut FileReport) {
+    let Some(first) = reader.issues().iter().find(|i| i.corrupt) else {
+        return;
+    };
+    if r.error.is_some() {
+        return;
+    }
+    let skipped = match first.skipped {
+        0 => String::new(),
+        n => format!(", {n} bytes skipped"),
+    };
+    let more = match reader.issues_total() {
+        0 | 1 => String::new(),
+        n => format!(" ({n} problems in all)"),
+    };
+    r.error = Some(format!(
+        "damaged {} bytes into its packet data ({}{skipped}){more}: what lay there is missing",
+        first.offset, first.reason
+    ));
 }
 
 /// The whole file, as `tcpdump -r` would read it.
@@ -211,6 +237,10 @@ pub(super) fn scan_file(
     while let Some(p) = reader.next_packet() {
         let p = p.map_err(|e| e.to_string())?;
         out.offer(r, &p)?;
+    }
+    // A file being written ends inside a record or a frame: that is its edge, not damage.
+    if completed_name(path).is_none() {
+        note_damage(&reader, r);
     }
     Ok(())
 }
