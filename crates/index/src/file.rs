@@ -173,12 +173,13 @@ struct ChunkSpec {
 /// Where the body's sections begin: frames, addresses, flows, `by_b`, postings; `None` when the
 /// header's sizes do not add up to `body_len` (a damaged header).
 fn sections(h: &Header, body_len: u64) -> Option<[usize; 5]> {
-    let frames_at = (h.prelude_len as u64).div_ceil(8) * 8;
+    let frames_at = u64::from(h.prelude_len).div_ceil(8) * 8;
     let addrs_at = frames_at.checked_add(h.frames_len)?;
-    let flows_at = addrs_at + u64::from(h.addrs) * 16;
-    let by_b_at = flows_at + u64::from(h.flows) * FLOW_LEN as u64;
-    let postings_at = by_b_at + u64::from(h.flows) * BY_B_LEN as u64;
-    (addrs_at <= body_len && postings_at.checked_add(h.postings_len)? == body_len).then_some([
+    // Counts are u32s: these products fit; the sums are checked.
+    let flows_at = addrs_at.checked_add(u64::from(h.addrs) * 16)?;
+    let by_b_at = flows_at.checked_add(u64::from(h.flows) * FLOW_LEN as u64)?;
+    let postings_at = by_b_at.checked_add(u64::from(h.flows) * BY_B_LEN as u64)?;
+    (postings_at.checked_add(h.postings_len)? == body_len).then_some([
         frames_at as usize,
         addrs_at as usize,
         flows_at as usize,
