@@ -620,7 +620,7 @@ for q in ["host", "5tuple", "port", "minute", "udp"]:
           f"{gb(br)} | {fi} | {scan_s} | {tdc_s} | {tdw_s} | {sp} |")
 print()
 print("Addresses and ports are drawn uniformly at random per packet, so one host's packets lie in a large share of the "
-      "compressed frames (32 KiB of pcap each when indexed; 64 KiB and 256 KiB earlier on 2026-11-27): `bytes read` shows how much of the store the index let "
+      "compressed frames (16 KiB of pcap each when indexed since 2026-11-28; 32, 64 and 256 KiB earlier): `bytes read` shows how much of the store the index let "
       "ringcap skip.")
 if facts.get("tcpdump_from"):
     print()

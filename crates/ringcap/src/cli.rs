@@ -339,7 +339,7 @@ pub struct CaptureArgs {
     /// Compressed frame size (with --compress): each frame holds at most SIZE bytes of whole records
     /// and decodes alone (standard zstd/lz4 frames; `zstd -dc` reads the file as before). A query
     /// decompresses every frame that holds a packet it may want, so smaller frames read less for a
-    /// narrow query (one host) at some cost in compression. Default: 32KiB when the files are
+    /// narrow query (one host) at some cost in compression. Default: 16KiB when the files are
     /// indexed, 1MiB with --no-index. 4KiB..4MiB.
     #[arg(long = "frame-size", value_name = "SIZE", value_parser = parse_frame_size)]
     pub frame_size: Option<u64>,

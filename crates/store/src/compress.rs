@@ -271,10 +271,11 @@ pub fn lz4_frame(src: &[u8], out: &mut [u8], stored: bool) -> usize {
 pub const DEFAULT_FRAME_SIZE: usize = 1 << 20;
 /// Compressed frame size when the files are indexed (`--frame-size`'s default then): a query
 /// decompresses every frame holding a candidate packet whole, so smaller frames mean less to read
-/// for a sparse query. On the bench-query traffic, 32 KiB against 64 KiB: one host reads half
-/// as much (~1.6× faster warm) for 0.3 % more bytes on disk, with an index of 0.99 % of the store
-/// (16 KiB: 1.09 %, over the 1 % target) (BENCHMARKS.md, issue 11, frame size).
-pub const INDEXED_FRAME_SIZE: usize = 32 << 10;
+/// for a sparse query. On the bench-query traffic over 20 GB, 16 KiB against 32 KiB: one host
+/// reads half as much and answers ~1.35× faster warm (0.41-0.48 against 0.56-0.69 s, same
+/// binary), 1.27 against 1.72 s cold, for 0.6 % more bytes on disk and an index of 0.77 % of the
+/// store (index v5; 32 KiB: 0.67 %; 8 KiB: 0.95 % on 1 GB) (BENCHMARKS.md, issue 11).
+pub const INDEXED_FRAME_SIZE: usize = 16 << 10;
 /// Smallest and largest `--frame-size` (a frame never spans two buffers, which hold at most 4 MiB).
 pub const MIN_FRAME_SIZE: usize = 4 << 10;
 pub const MAX_FRAME_SIZE: usize = 4 << 20;
