@@ -162,9 +162,7 @@ impl Frames {
                     crate::file::zstd_decompress_to(&self.packed, &mut buf[..n as usize]).map(Some)
                 }
                 Ok(Some(n)) if n <= WHOLE_FRAME_MAX => {
-                    self.raw.clear();
-                    self.raw.reserve(n as usize);
-                    crate::file::zstd_decompress_into(&self.packed, &mut self.raw).map(|_| None)
+                    crate::file::zstd_decompress_whole(&self.packed, &mut self.raw).map(|_| None)
                 }
                 // Size not in the header (or too large): stream the bytes already read.
                 Ok(_) => {
