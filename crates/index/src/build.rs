@@ -144,6 +144,15 @@ impl Builder {
         }
     }
 
+    /// Marks frame `k` (0-based, already begun) as damaged: it did not decode, so it holds no
+    /// packets the index knows of (see [`Frame::is_damaged`]).
+    pub fn mark_damaged(&mut self, k: usize) {
+        if let Some(f) = self.frames.get_mut(k) {
+            debug_assert_eq!(f.packets, 0);
+            f.last_ts = u64::MAX;
+        }
+    }
+
     /// Whether a limit stopped the index before the end of the file.
     pub fn is_full(&self) -> bool {
         self.full
@@ -381,6 +390,7 @@ impl Builder {
             prelude_len: self.prelude.len() as u32,
             frames_len: frames.len() as u64,
             postings_len: postings.len() as u64,
+            damaged: self.frames.iter().filter(|f| f.is_damaged()).count() as u32,
         };
         // The body (everything after the header), stored in chunks (see `file::assemble`).
         let mut body = Vec::with_capacity(

@@ -101,6 +101,9 @@ pub struct Header {
     /// Bytes of the frames section (see [`encode_frames`]).
     pub frames_len: u64,
     pub postings_len: u64,
+    /// Frames that did not decode when the file was indexed (see [`Frame::is_damaged`]): zero
+    /// bytes in version 5 indexes written before the field, which had none.
+    pub damaged: u32,
 }
 
 impl Header {
@@ -125,6 +128,7 @@ impl Header {
         out.extend_from_slice(&body_len.to_le_bytes());
         out.extend_from_slice(&chunks.to_le_bytes());
         out.extend_from_slice(&self.frames_len.to_le_bytes());
+        out.extend_from_slice(&self.damaged.to_le_bytes());
         out.resize(start + HEADER_LEN - 12, 0);
     }
 
@@ -149,6 +153,7 @@ impl Header {
             addrs: u32_at(64),
             prelude_len: u32_at(68),
             frames_len: u64_at(92),
+            damaged: u32_at(100),
             complete: b[72] != 0,
             compression: b[73],
         };
@@ -314,6 +319,12 @@ impl Frame {
     /// Whether any packet of the frame lies in `[after, before)`.
     pub fn overlaps(&self, after: u64, before: u64) -> bool {
         self.packets > 0 && self.last_ts >= after && self.first_ts < before
+    }
+
+    /// The frame did not decode when the file was indexed: its packets and their times are
+    /// unknown. Marked by a last timestamp no packet has, with no packets (an empty frame's is 0).
+    pub fn is_damaged(&self) -> bool {
+        self.packets == 0 && self.last_ts == u64::MAX
     }
 }
 

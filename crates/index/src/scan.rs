@@ -18,7 +18,7 @@ use crate::file::{Compression, WHOLE_FRAME_MAX};
 pub const PLAIN_FRAME: u64 = 4 << 20;
 
 /// What indexing one file did.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Indexed {
     pub packets: u64,
     pub frames: u64,
@@ -28,6 +28,30 @@ pub struct Indexed {
     pub file_bytes: u64,
     /// A limit or damage stopped the index before the end (queries scan the rest).
     pub partial: bool,
+    /// Frames that did not decode and were left out (their packets are lost), and what the first
+    /// one said.
+    pub damaged: Option<Damage>,
+}
+
+/// Whole compressed frames that did not decode.
+#[derive(Clone, Debug, Default)]
+pub struct Damage {
+    pub frames: u64,
+    pub bytes: u64,
+    /// The first one's file offset and the decoder's error.
+    pub first_off: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} damaged frame(s) left out ({} bytes; the first at file offset {}: {}): their \
+             packets are lost, the rest of the file is indexed",
+            self.frames, self.bytes, self.first_off, self.why
+        )
+    }
 }
 
 /// The compression of a file from its first bytes.
@@ -68,8 +92,10 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
         starts: starts.clone(),
         head: Vec::new(),
         head_shared: Arc::new(Mutex::new(Vec::new())),
+        damaged: Arc::default(),
     };
     let head = chain.head_shared.clone();
+    let damaged_frames = chain.damaged.clone();
     let mut reader =
         store::CaptureReader::from_reader(Box::new(chain), path).map_err(|e| e.to_string())?;
     let mut builder: Option<Builder> = None;
@@ -77,6 +103,10 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
     let mut last_file_off = 0;
     let mut packets = 0u64;
     let mut starts_now: Vec<u64> = Vec::new();
+    // Every frame with packets began with a record (ringcap cuts its frames at records; other
+    // tools' multi-frame files may not): only then can a frame that did not decode be left out,
+    // since the records after it still line up.
+    let mut cut_at_records = true;
     while let Some(p) = reader.next_packet() {
         let p = p.map_err(|e| {
             if compression == Compression::NONE {
@@ -120,6 +150,9 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
             frame = frame.wrapping_add(1);
             let (off, len) = spans[frame];
             b.frame(off, len, starts_now[frame], 0);
+            if frame == k && k > 0 && p.offset != starts_now[k] {
+                cut_at_records = false;
+            }
         }
         let lt = LinkType::from_pcap(p.linktype).unwrap_or(LinkType::Ethernet);
         b.packet(p.offset, p.ts_ns, p.wire_len, lt, p.data);
@@ -143,13 +176,38 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
         b.frame(spans[frame].0, spans[frame].1, starts[frame], 0);
     }
     b.set_raw_lens(&raw_lens(&starts, &spans, compression));
-    if damaged {
+    let left_out = std::mem::take(&mut *damaged_frames.lock().unwrap_or_else(|e| e.into_inner()));
+    if damaged && left_out.is_empty() {
         // Offsets after damage cannot be trusted to line up: queries scan such a file instead.
         return Err(format!(
             "{}: the file is damaged; not indexed (queries scan it and say what they could not read)",
             path.display()
         ));
     }
+    let damage = match left_out.first() {
+        None => None,
+        Some(first) if cut_at_records && !damaged => {
+            for d in &left_out {
+                b.mark_damaged(d.frame);
+            }
+            Some(Damage {
+                frames: left_out.len() as u64,
+                bytes: left_out.iter().map(|d| spans[d.frame].1).sum(),
+                first_off: spans[first.frame].0,
+                why: first.why.clone(),
+            })
+        }
+        Some(first) => {
+            return Err(format!(
+                "{}: the file is damaged: the frame at file offset {}: {}; not indexed (its frames \
+                 are not cut at packets, so the packets after the damage cannot be trusted; \
+                 queries scan it up to there and say what they could not read)",
+                path.display(),
+                spans[first.frame].0,
+                first.why
+            ))
+        }
+    };
     let partial = b.is_full();
     let frames = starts.len() as u64;
     let (index_bytes, flows_bytes) = crate::live::write_index_and_flows(path, b)?;
@@ -160,6 +218,7 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
         flows_bytes,
         file_bytes: size,
         partial,
+        damaged: damage,
     })
 }
 
@@ -187,6 +246,14 @@ struct FrameChain {
     starts: Arc<Mutex<Vec<u64>>>,
     head: Vec<u8>,
     head_shared: Arc<Mutex<Vec<u8>>>,
+    /// Whole frames that did not decode: left out of the stream (nothing of them was read).
+    damaged: Arc<Mutex<Vec<LeftOut>>>,
+}
+
+/// A frame left out of the stream.
+struct LeftOut {
+    frame: usize,
+    why: String,
 }
 
 impl FrameChain {
@@ -194,15 +261,40 @@ impl FrameChain {
     /// `pread` and decoded at once with the thread's context (a streaming decoder per frame made
     /// a zstd context each time: 12 % of `ringcap index` with 32 KiB frames); anything else
     /// streams.
+    /// A whole frame that does not decode gives an empty reader and is noted as left out: nothing
+    /// of it reached the stream, so the next frame's records line up (if frames are cut at
+    /// records, which `index_file` checks).
     fn open(&mut self, off: u64, len: u64) -> io::Result<Box<dyn Read + Send>> {
-        if self.compression == Compression::ZSTD && len <= WHOLE_FRAME_MAX {
+        if matches!(self.compression, Compression::ZSTD | Compression::LZ4)
+            && len <= WHOLE_FRAME_MAX
+        {
             let mut packed = vec![0; len as usize];
             self.file.read_exact_at(&mut packed, off)?;
             let mut raw = Vec::new();
-            if crate::file::zstd_decompress_whole(&packed, &mut raw)? {
-                return Ok(Box::new(io::Cursor::new(raw)));
-            }
-            return decoder(io::Cursor::new(packed), self.compression);
+            let decoded = if self.compression == Compression::ZSTD {
+                crate::file::zstd_decompress_whole(&packed, &mut raw)
+            } else {
+                // Bounded as zstd's: a larger frame streams.
+                lz4_flex::frame::FrameDecoder::new(&packed[..])
+                    .take(WHOLE_FRAME_MAX + 1)
+                    .read_to_end(&mut raw)
+                    .map(|n| n as u64 <= WHOLE_FRAME_MAX)
+            };
+            return match decoded {
+                Ok(true) => Ok(Box::new(io::Cursor::new(raw))),
+                Ok(false) => decoder(io::Cursor::new(packed), self.compression),
+                Err(e) => {
+                    let left_out = LeftOut {
+                        frame: self.next - 1,
+                        why: e.to_string(),
+                    };
+                    self.damaged
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(left_out);
+                    Ok(Box::new(io::empty()))
+                }
+            };
         }
         let mut f = self.file.try_clone()?;
         f.seek(SeekFrom::Start(off))?;

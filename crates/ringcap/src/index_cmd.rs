@@ -13,8 +13,13 @@ use crate::Fatal;
 Each FILE gets an index next to it (FILE.idx) and a flow table for DuckDB, Spark or Trino
 (FILE.flows.parquet: one row per flow, see docs/index.md). Directories are searched for capture
 files (.pcap, .pcapng, .cap, each plain or .gz/.zst/.lz4). A current index and flow table are
-left alone; if either is missing, stale (the file changed) or damaged, both are (re)built. ringcap capture -w BASE writes indexes
-as it goes; this command catches up files it could not index and files of other tools.
+left alone; if either is missing, stale (the file changed) or damaged, both are (re)built.
+`ringcap capture -w BASE` writes indexes as it goes; this command catches up files it could not
+index and files of other tools.
+A compressed frame that does not decode (bit rot, a torn write) is left out and the rest of the
+file is indexed, if the file's frames are cut at packets (ringcap's are); the file is named with
+the frames and bytes lost. Any other damaged file is not indexed: queries scan it.
+Exit status: 0 all indexed or current, 1 a file could not be indexed or was damaged, 2 bad usage.
 Examples:
   ringcap index /data/cap-*.pcap.zst
   ringcap index /data            # every capture file in /data")]
@@ -53,6 +58,9 @@ struct FileResult {
     flows_bytes: u64,
     file_bytes: u64,
     partial: bool,
+    /// Compressed frames that did not decode and were left out of the index (their packets are
+    /// lost; queries that touch them say so).
+    damaged_frames: u64,
     error: Option<String>,
 }
 
@@ -113,6 +121,10 @@ pub fn run(a: IndexArgs) -> Result<(), Fatal> {
         .flatten()
         .collect();
     let failed = results.iter().filter(|r| r.status == "failed").count();
+    let damaged = results
+        .iter()
+        .filter(|r| r.status == "indexed" && r.damaged_frames > 0)
+        .count();
     if a.json.on {
         println!(
             "{}",
@@ -122,6 +134,16 @@ pub fn run(a: IndexArgs) -> Result<(), Fatal> {
         for r in &results {
             match r.status {
                 "failed" => eprintln!("ringcap: {}", r.error.as_deref().unwrap_or("failed")),
+                "indexed" if r.damaged_frames > 0 => eprintln!(
+                    "ringcap: {}: {}",
+                    r.path.display(),
+                    r.error.as_deref().unwrap_or("damaged")
+                ),
+                "current" if !a.quiet.on && r.damaged_frames > 0 => println!(
+                    "{}: index is current ({} damaged frame(s) left out when it was built)",
+                    r.path.display(),
+                    r.damaged_frames
+                ),
                 "current" if !a.quiet.on => println!("{}: index is current", r.path.display()),
                 "indexed" if !a.quiet.on => println!(
                     "{}: {} packets, index {} ({:.2} % of the file), flow table {} ({:.2} %){}",
@@ -158,6 +180,13 @@ pub fn run(a: IndexArgs) -> Result<(), Fatal> {
             results.len()
         )));
     }
+    if damaged > 0 {
+        return Err(Fatal::runtime(anyhow::anyhow!(
+            "{damaged} of {} files are damaged (see above): indexed without the frames that do \
+             not decode, whose packets are lost; queries that reach those frames say so",
+            results.len()
+        )));
+    }
     Ok(())
 }
 
@@ -171,6 +200,7 @@ fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
         flows_bytes: 0,
         file_bytes,
         partial: false,
+        damaged_frames: 0,
         error: None,
     };
     if !force {
@@ -182,6 +212,7 @@ fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
             done.fetch_add(file_bytes, Relaxed);
             r.status = "current";
             r.packets = ix.header.packets;
+            r.damaged_frames = u64::from(ix.header.damaged);
             r.index_bytes = ix.len() as u64;
             r.flows_bytes = std::fs::metadata(index::flows_path(f)).map_or(0, |m| m.len());
             return r;
@@ -193,6 +224,10 @@ fn one(f: &Path, force: bool, done: &AtomicU64) -> FileResult {
             r.index_bytes = x.index_bytes;
             r.flows_bytes = x.flows_bytes;
             r.partial = x.partial;
+            if let Some(d) = x.damaged {
+                r.damaged_frames = d.frames;
+                r.error = Some(d.to_string());
+            }
         }
         Err(e) => {
             r.status = "failed";

@@ -460,6 +460,98 @@ fn damaged_frames_are_skipped_and_said(original: &Path, work: &Path) {
             }
         }
     }
+
+    // `ringcap index` of the damaged file: the frames that do not decode are left out and said
+    // (ringcap cuts its frames at packets, so the rest lines up); queries then read all the rest.
+    let run = |args: &[&str]| {
+        let out = Command::new(ringcap()).args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let f = file.to_str().unwrap();
+    let (code, text) = run(&["index", "--force", f]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("3 damaged frame(s) left out"), "{text}");
+    let (code, text) = run(&["index", f]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("index is current (3 damaged frame(s)"),
+        "{text}"
+    );
+    let out_file = dir.join("result.pcap");
+    for expr in ["", "host 10.0.0.7"] {
+        let want = decode(&sh(&format!(
+            "tcpdump -r '{}' -nn --nano -tt -xx '{expr}' 2>/dev/null",
+            readable.display()
+        )));
+        let (code, text) = run(&[
+            "query",
+            f,
+            expr,
+            "-q",
+            "--explain",
+            "-w",
+            out_file.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(1), "'{expr}': {text}");
+        assert!(
+            text.contains("3 damaged frame(s) skipped") && text.contains(": index;"),
+            "{text}"
+        );
+        let got = decode(&sh(&format!(
+            "tcpdump -r '{}' -nn --nano -tt -xx 2>/dev/null",
+            out_file.display()
+        )));
+        assert!(
+            got == want,
+            "'{expr}' after re-indexing: {} packets, tcpdump {}",
+            got.len(),
+            want.len()
+        );
+    }
+    // A window that ends before the first damaged frame's neighbours does not reach it.
+    let all = decode(&sh(&format!(
+        "tcpdump -r '{}' -nn --nano -tt -xx 2>/dev/null",
+        readable.display()
+    )));
+    let before = stamp(all[0].0 + 1);
+    let (code, text) = run(&[
+        "query",
+        f,
+        "",
+        "--before",
+        &before,
+        "-q",
+        "-w",
+        out_file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+
+    // Another tool's multi-frame file whose frames are not cut at packets: what follows a frame
+    // that does not decode cannot be trusted, so it is not indexed.
+    let pieces = dir.join("pieces");
+    std::fs::create_dir_all(&pieces).unwrap();
+    sh(&format!(
+        "cd '{}' && split -n 4 '{}' part. && for p in part.*; do zstd -q -f $p; done && cat part.*.zst > ../foreign.pcap.zst",
+        pieces.display(),
+        readable.display()
+    ));
+    let foreign = dir.join("foreign.pcap.zst");
+    let mut bytes = std::fs::read(&foreign).unwrap();
+    let first = zstd::zstd_safe::find_frame_compressed_size(&bytes).unwrap();
+    let second = zstd::zstd_safe::find_frame_compressed_size(&bytes[first..]).unwrap();
+    for b in &mut bytes[first + second / 2..first + second / 2 + 8] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&foreign, &bytes).unwrap();
+    let (code, text) = run(&["index", foreign.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("not cut at packets") && text.contains("not indexed"),
+        "{text}"
+    );
+    assert!(!store::index_path(&foreign).exists());
 }
 
 fn tempdir(name: &str) -> PathBuf {

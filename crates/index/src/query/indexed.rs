@@ -431,6 +431,18 @@ fn plan<'a>(ix: &'a IndexFile, job: &Job, after: u64, before: u64) -> Result<Pla
             }
         }
     }
+    // Frames that did not decode when the file was indexed are read again (they fail again and
+    // are reported as skipped, or decode now and go through the filter) when the window may
+    // hold their packets: between the frames around them.
+    for k in (0..frames.len()).filter(|&k| frames[k].is_damaged()) {
+        let before_it = frames[..k].iter().rev().find(|f| f.packets > 0);
+        let after_it = frames[k + 1..].iter().find(|f| f.packets > 0);
+        let from = before_it.map_or(0, |f| f.last_ts);
+        let to = after_it.map_or(u64::MAX, |f| f.first_ts);
+        if from < before && to >= after {
+            wanted[k] = true;
+        }
+    }
     Ok(Plan {
         frames,
         prelude,
