@@ -1,11 +1,15 @@
 //! The indexer that follows a capture (store's [`store::FileIndexer`]): one index per file the
 //! writer completes, written hidden and renamed into place.
 
+use std::collections::VecDeque;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 
-use store::{FileIndexer, FrameSpan};
+use store::{CaughtUp, FileIndexer, FrameSpan};
 use wire::LinkType;
 
 use crate::build::Builder;
@@ -85,9 +89,128 @@ pub struct LiveIndexer {
     finish_cpu_ns: u64,
     /// Flows and packets of the last file: the next builder starts that big.
     last_sizes: (usize, usize),
+    /// Where the files left unindexed go to be indexed from disk; started with the first one.
+    catch_up: Option<CatchUp>,
+    caught_up: Option<CaughtUp>,
+}
+
+/// Files left unindexed that the catch-up thread may index later, at most this many (older ones
+/// wait for `ringcap index`): a bound on its memory whatever the store's size.
+pub const CATCH_UP_MAX: usize = 4096;
+
+/// A thread that indexes the files the live indexer left behind (it fell behind, or a buffer of
+/// the file did not reach it), from disk, as `ringcap index` would, under SCHED_IDLE: below the
+/// live indexer (nice 19), which it must not starve, and far below the capture. A capture that
+/// runs at full speed for hours thus still ends up with every file indexed once the traffic
+/// leaves CPU time over, without a cron job. Reading a compressed file back costs more than
+/// following its buffers (decompression: ~1.4 µs a packet against ~0.25, BENCHMARKS.md).
+struct CatchUp {
+    queue: Arc<(Mutex<VecDeque<PathBuf>>, Condvar)>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl CatchUp {
+    fn start(caught_up: CaughtUp) -> std::io::Result<CatchUp> {
+        let queue: Arc<(Mutex<VecDeque<PathBuf>>, Condvar)> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (q, halt) = (queue.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("ringcap-index-c".into())
+            .spawn(move || {
+                sys::sched_idle();
+                while let Some(path) = next_behind(&q, &halt) {
+                    let started = sys::thread_cpu_ns();
+                    match catch_up_one(&path, &halt) {
+                        Ok(true) => caught_up(sys::thread_cpu_ns() - started),
+                        Ok(false) => {}
+                        Err(e) if halt.load(Relaxed) => log::debug!("{e}"),
+                        Err(e) => log::warn!("a file left unindexed could not be indexed: {e}"),
+                    }
+                }
+            })?;
+        Ok(CatchUp {
+            queue,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `path`; false if the queue is full (the file waits for `ringcap index`).
+    fn push(&self, path: PathBuf) -> bool {
+        let (q, ready) = &*self.queue;
+        let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
+        if q.len() >= CATCH_UP_MAX {
+            return false;
+        }
+        q.push_back(path);
+        ready.notify_one();
+        true
+    }
+
+    /// Stops at the next frame of the file being indexed (writing nothing for it) and waits.
+    fn stop(&mut self) {
+        self.stop.store(true, Relaxed);
+        self.queue.1.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The next file to catch up, waiting for one; `None` once stopped.
+fn next_behind(queue: &(Mutex<VecDeque<PathBuf>>, Condvar), stop: &AtomicBool) -> Option<PathBuf> {
+    let (q, ready) = queue;
+    let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if stop.load(Relaxed) {
+            return None;
+        }
+        if let Some(p) = q.pop_front() {
+            return Some(p);
+        }
+        q = ready.wait(q).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// Indexes one file left behind, unless it is gone (retention) or has a current index already
+/// (`ringcap index` ran). Whether it wrote an index.
+fn catch_up_one(path: &Path, stop: &AtomicBool) -> Result<bool, String> {
+    if !path.exists() {
+        return Ok(false);
+    }
+    if crate::IndexFile::open(&index_path(path), path).is_ok()
+        && crate::flows::check_flow_table(path).is_ok()
+    {
+        return Ok(false);
+    }
+    crate::scan::index_file_unless(path, &AtomicU64::new(0), stop)?;
+    if !path.exists() {
+        // Retention took the file meanwhile: its index must not outlive it.
+        let _ = fs::remove_file(index_path(path));
+        let _ = fs::remove_file(crate::flows::flows_path(path));
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 impl LiveIndexer {
+    /// Hands a file left unindexed to the catch-up thread (started with the first one).
+    fn leave_behind(&mut self, path: PathBuf) {
+        let Some(caught_up) = self.caught_up.clone() else {
+            return;
+        };
+        if self.catch_up.is_none() {
+            match CatchUp::start(caught_up) {
+                Ok(c) => self.catch_up = Some(c),
+                Err(e) => return log::warn!("no thread to index files left behind: {e}"),
+            }
+        }
+        if let Some(c) = &self.catch_up {
+            c.push(path);
+        }
+    }
+
     /// Waits for the previous file's index; says so if it could not be written.
     fn wait_finishing(&mut self) -> bool {
         match self.finishing.take().map(|h| h.join()) {
@@ -108,6 +231,9 @@ impl LiveIndexer {
 impl Drop for LiveIndexer {
     fn drop(&mut self) {
         self.wait_finishing();
+        if let Some(c) = self.catch_up.as_mut() {
+            c.stop();
+        }
     }
 }
 
@@ -134,17 +260,29 @@ impl FileIndexer for LiveIndexer {
         }
     }
 
+    fn start(&mut self, caught_up: CaughtUp) {
+        self.caught_up = Some(caught_up);
+    }
+
     fn wait_all(&mut self) -> u64 {
         self.wait_finishing();
+        // Files still waiting for the catch-up are left to `ringcap index`.
+        if let Some(c) = self.catch_up.as_mut() {
+            c.stop();
+        }
         self.finish_cpu_ns
     }
 
-    fn end(&mut self, complete: bool) -> Result<bool, String> {
+    fn end(&mut self, complete: bool, placed: bool) -> Result<bool, String> {
         let Some((path, b, _)) = self.file.take() else {
             return Ok(false);
         };
         self.last_sizes = b.sizes();
         if !complete {
+            drop(b);
+            if placed {
+                self.leave_behind(path);
+            }
             return Ok(false);
         }
         // One file finishes at a time: by the time the next file ends, this one is long done.
@@ -170,6 +308,77 @@ impl FileIndexer for LiveIndexer {
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    /// A pcap file of `n` UDP packets from 10.0.0.(i % 7) to 10.9.0.1, built here byte by byte.
+    fn udp_pcap(n: u32) -> Vec<u8> {
+        let mut f = Vec::new();
+        for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+            if v == 0x0004_0002 {
+                f.extend_from_slice(&2u16.to_ne_bytes());
+                f.extend_from_slice(&4u16.to_ne_bytes());
+            } else {
+                f.extend_from_slice(&v.to_ne_bytes());
+            }
+        }
+        for i in 0..n {
+            let mut p = vec![0u8; 60];
+            p[12..14].copy_from_slice(&[0x08, 0x00]);
+            p[14] = 0x45;
+            p[16..18].copy_from_slice(&46u16.to_be_bytes());
+            p[22] = 64;
+            p[23] = 17;
+            p[26..30].copy_from_slice(&[10, 0, 0, (i % 7) as u8]);
+            p[30..34].copy_from_slice(&[10, 9, 0, 1]);
+            p[34..36].copy_from_slice(&(1024 + i as u16 % 3).to_be_bytes());
+            p[36..38].copy_from_slice(&5001u16.to_be_bytes());
+            p[38..40].copy_from_slice(&26u16.to_be_bytes());
+            for v in [1_700_000_000 + i, i, 60, 60] {
+                f.extend_from_slice(&v.to_ne_bytes());
+            }
+            f.extend_from_slice(&p);
+        }
+        f
+    }
+
+    #[test]
+    fn a_file_left_behind_is_indexed_later_from_disk() {
+        let dir = std::env::temp_dir().join(format!("ringcap-catch-up-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let (a, b, gone) = (
+            dir.join("a.pcap"),
+            dir.join("b.pcap"),
+            dir.join("gone.pcap"),
+        );
+        fs::write(&a, udp_pcap(700)).unwrap();
+        fs::write(&b, udp_pcap(70)).unwrap();
+        let caught = Arc::new(AtomicU64::new(0));
+        let count = caught.clone();
+        let mut ix = LiveIndexer::default();
+        ix.start(Arc::new(move |_cpu| {
+            count.fetch_add(1, Relaxed);
+        }));
+        // `a` and `gone` were placed but some of their buffers never reached the indexer; `b` was
+        // never placed (a capture stopped inside it).
+        for (path, placed) in [(&a, true), (&gone, true), (&b, false)] {
+            ix.begin(path, &udp_pcap(0));
+            assert!(!ix.end(false, placed).unwrap());
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while caught.load(Relaxed) < 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        ix.wait_all();
+        assert_eq!(caught.load(Relaxed), 1);
+        let idx = crate::IndexFile::open(&index_path(&a), &a).unwrap();
+        idx.verify().unwrap();
+        assert_eq!(idx.header.packets, 700);
+        // 7 sources × 3 source ports to one destination port.
+        assert_eq!(idx.header.flows, 21);
+        assert!(crate::flows::check_flow_table(&a).is_ok());
+        assert!(!index_path(&b).exists() && !index_path(&gone).exists());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn an_index_is_owner_only_and_never_written_through_a_planted_symlink() {

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use wire::LinkType;
@@ -68,6 +68,16 @@ pub fn sniff(path: &Path) -> io::Result<u8> {
 
 /// Indexes `path` and writes its index next to it. `progress` counts file bytes read.
 pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> {
+    index_file_unless(path, progress, &AtomicBool::new(false))
+}
+
+/// As [`index_file`], giving up (with an error, writing nothing) as soon as `stop` is set: it is
+/// checked at every frame.
+pub fn index_file_unless(
+    path: &Path,
+    progress: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<Indexed, String> {
     let compression = sniff(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let size = std::fs::metadata(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
@@ -152,6 +162,9 @@ pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> 
             b.frame(off, len, starts_now[frame], 0);
             if frame == k && k > 0 && p.offset != starts_now[k] {
                 cut_at_records = false;
+            }
+            if stop.load(Relaxed) {
+                return Err(format!("{}: stopped", path.display()));
             }
         }
         let lt = LinkType::from_pcap(p.linktype).unwrap_or(LinkType::Ethernet);

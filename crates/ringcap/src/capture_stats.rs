@@ -175,7 +175,7 @@ impl StatsPrinter {
                         serde_json::json!({ "ratio": w.ratio(), "level": current_level(&w) });
                 }
                 if w.indexing {
-                    v["index"] = serde_json::json!({ "files": w.files_indexed, "unindexed": w.files_unindexed });
+                    v["index"] = serde_json::json!({ "files": w.files_indexed, "unindexed": w.files_unindexed, "caught_up": w.files_caught_up });
                 }
             }
             if !per_if.is_empty() {
@@ -199,7 +199,10 @@ impl StatsPrinter {
                 let index = if w.indexing {
                     format!(" | indexed {}", w.files_indexed)
                         + &if w.files_unindexed > 0 {
-                            format!(" ({} unindexed)", w.files_unindexed)
+                            format!(
+                                " ({} unindexed, {} since)",
+                                w.files_unindexed, w.files_caught_up
+                            )
                         } else {
                             String::new()
                         }
@@ -506,6 +509,8 @@ impl Summary {
                     "buffers_not_indexed": w.index_skipped,
                     "indexer_cpu_ns": w.index_cpu_ns,
                     "indexer_packets": w.index_packets,
+                    "caught_up": w.files_caught_up,
+                    "catch_up_cpu_ns": w.catch_up_cpu_ns,
                 });
                 if w.compressing {
                     let levels: serde_json::Map<String, serde_json::Value> = self
@@ -597,10 +602,18 @@ impl Summary {
                 if w.disk_full_events == 1 { "" } else { "s" }
             );
             if w.indexing {
+                let left = w.files_unindexed.saturating_sub(w.files_caught_up);
                 let behind = if w.files_unindexed > 0 {
                     format!(
-                        ", {} left unindexed (the indexer fell behind or a write failed: run `ringcap index` on them)",
-                        w.files_unindexed
+                        ", {} left behind by the indexer (it fell behind or a write failed), {} of them \
+                         indexed later when the CPU was idle{}",
+                        w.files_unindexed,
+                        w.files_caught_up,
+                        if left > 0 {
+                            format!("; {left} still without an index: run `ringcap index` on the store")
+                        } else {
+                            String::new()
+                        }
                     )
                 } else {
                     String::new()

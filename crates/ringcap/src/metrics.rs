@@ -359,8 +359,16 @@ fn render(s: &MetricSources, started: f64) -> String {
                 &mut out,
                 "files_unindexed_total",
                 "counter",
-                "Completed files left without an index (ringcap index catches up).",
+                "Completed files the live indexer left without an index (the capture indexes them \
+                 later when the CPU is idle, or ringcap index does).",
                 &one(w.files_unindexed),
+            );
+            family(
+                &mut out,
+                "files_caught_up_total",
+                "counter",
+                "Files left unindexed that the capture indexed later from disk.",
+                &one(w.files_caught_up),
             );
             let lag = w
                 .files_done

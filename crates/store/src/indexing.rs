@@ -39,13 +39,21 @@ pub trait FileIndexer: Send {
     /// A packet: its record's offset in the uncompressed stream, time, wire length, bytes.
     fn packet(&mut self, raw_off: u64, ts_ns: u64, wire_len: u32, data: &[u8]);
     /// The file is complete and in place (`complete`), or some of it was not seen: then nothing
-    /// may be written. Returns whether an index was written.
-    fn end(&mut self, complete: bool) -> Result<bool, String>;
+    /// may be written from what was seen; `placed`: the file is in place under its name all the
+    /// same (an indexer may index it from disk later, see [`FileIndexer::start`]). Returns
+    /// whether an index was written.
+    fn end(&mut self, complete: bool, placed: bool) -> Result<bool, String>;
+    /// Called once, on the indexer thread, before anything else: `caught_up` is to be called
+    /// with the CPU time it took for each file left unindexed that was indexed later.
+    fn start(&mut self, _caught_up: CaughtUp) {}
     /// Waits for work done on other threads; returns the CPU time it took (ns).
     fn wait_all(&mut self) -> u64 {
         0
     }
 }
+
+/// Counts a file indexed after it was left behind, and the CPU time (ns) that took.
+pub type CaughtUp = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// Makes the indexer when the writer starts.
 pub type IndexerFactory = Arc<dyn Fn() -> Box<dyn FileIndexer> + Send + Sync>;
@@ -61,6 +69,7 @@ enum Msg {
     },
     End {
         complete: bool,
+        placed: bool,
     },
 }
 
@@ -181,7 +190,7 @@ impl Feed {
     /// The open file is closed: `placed` when it was renamed into place.
     pub fn end(&mut self, placed: bool) {
         let complete = placed && !self.gap;
-        self.send(Msg::End { complete });
+        self.send(Msg::End { complete, placed });
     }
 
     /// Waits until every index is written.
@@ -214,11 +223,16 @@ fn run(
     // The start of a record cut by the end of the previous buffer, and its stream offset.
     let mut carry: Vec<u8> = Vec::new();
     let mut carry_off = 0u64;
+    let c = counters.clone();
+    ix.start(Arc::new(move |cpu_ns| {
+        c.files_caught_up.fetch_add(1, Relaxed);
+        c.catch_up_cpu_ns.fetch_add(cpu_ns, Relaxed);
+    }));
     for m in rx {
         match m {
             Msg::Begin(path, header) => {
                 if open {
-                    let _ = ix.end(false);
+                    let _ = ix.end(false, false);
                     counters.files_unindexed.fetch_add(1, Relaxed);
                 }
                 ix.begin(&path, &header);
@@ -250,13 +264,13 @@ fn run(
                 let _ = empty.send(buf);
                 in_flight.fetch_sub(1, Relaxed);
             }
-            Msg::End { complete } => {
+            Msg::End { complete, placed } => {
                 if !open {
                     continue;
                 }
                 open = false;
                 let ok = complete && !broken && carry.is_empty();
-                match ix.end(ok) {
+                match ix.end(ok, placed) {
                     Ok(true) => counters.files_indexed.fetch_add(1, Relaxed),
                     _ => counters.files_unindexed.fetch_add(1, Relaxed),
                 };
@@ -264,7 +278,7 @@ fn run(
         }
     }
     if open {
-        let _ = ix.end(false);
+        let _ = ix.end(false, false);
         counters.files_unindexed.fetch_add(1, Relaxed);
     }
     let elsewhere = ix.wait_all();

@@ -33,7 +33,7 @@ pub use format::{
     own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, TSRESOL_NS,
     TSRESOL_US,
 };
-pub use indexing::{FileIndexer, FrameSpan, IndexerFactory};
+pub use indexing::{CaughtUp, FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;
 pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
 pub use repair::{finished_name, repair, RepairOptions, RepairReport};

@@ -41,6 +41,9 @@ pub struct WriterCounters {
     pub(crate) index_skipped: AtomicU64,
     pub(crate) index_packets: AtomicU64,
     pub(crate) index_cpu_ns: AtomicU64,
+    // The indexer's catch-up thread (once per file).
+    pub(crate) files_caught_up: AtomicU64,
+    pub(crate) catch_up_cpu_ns: AtomicU64,
 }
 
 /// Counters of one [`crate::Producer`], written only by its thread (plain stores of its local
@@ -156,6 +159,10 @@ pub struct WriterStats {
     /// Packets handed to the indexer, and its thread's CPU time (set when it ends).
     pub index_packets: u64,
     pub index_cpu_ns: u64,
+    /// Files left unindexed that the capture indexed later from disk, when the CPU was idle
+    /// (counted in `files_unindexed` too), and the CPU time that took.
+    pub files_caught_up: u64,
+    pub catch_up_cpu_ns: u64,
 }
 
 impl WriterStats {
@@ -201,6 +208,8 @@ impl WriterCounters {
             index_skipped: self.index_skipped.load(Relaxed),
             index_packets: self.index_packets.load(Relaxed),
             index_cpu_ns: self.index_cpu_ns.load(Relaxed),
+            files_caught_up: self.files_caught_up.load(Relaxed),
+            catch_up_cpu_ns: self.catch_up_cpu_ns.load(Relaxed),
         }
     }
 }
