@@ -414,7 +414,7 @@ fi
 for m in "${MISMATCH[@]}"; do say "MISMATCH: $m"; done
 
 # ---- 4. Loss with indexing on vs off -------------------------------------------------------------------------
-echo "mode,round,offered,captured,kernel_drops,storage_drops,cpu_ns,files,indexed,unindexed,indexer_cpu_ns,indexer_packets,store_bytes,index_bytes" >"$LOSS_CSV"
+echo "mode,round,offered,captured,kernel_drops,storage_drops,cpu_ns,files,indexed,unindexed,indexer_cpu_ns,indexer_packets,store_bytes,index_bytes,caught_up" >"$LOSS_CSV"
 loss_run() {
   local mode="$1" round="$2" dir="$BENCH_DIR/loss-$1-$2" p0 p1 extra=() u s
   [ "$mode" = off ] && extra=(--no-index)
@@ -449,8 +449,8 @@ loss_run() {
   local nfiles
   nfiles="$(capture_files "$dir" | wc -l)"
   local idx=()
-  for k in files.indexed files.unindexed files.indexer_cpu_ns files.indexer_packets; do idx+=("$(summary_field "$CAP_LOG" "$k")"); done
-  echo "$mode,$round,$((p1 - p0)),${f[0]},${f[1]},${f[2]},$((u + s)),$nfiles,${idx[0]},${idx[1]},${idx[2]},${idx[3]},$(($(sum_bytes "$dir" 'cap-*') - $(side_bytes "$dir"))),$(sum_bytes "$dir" '*.idx')" >>"$LOSS_CSV"
+  for k in files.indexed files.unindexed files.indexer_cpu_ns files.indexer_packets files.caught_up; do idx+=("$(summary_field "$CAP_LOG" "$k")"); done
+  echo "$mode,$round,$((p1 - p0)),${f[0]},${f[1]},${f[2]},$((u + s)),$nfiles,${idx[0]},${idx[1]},${idx[2]},${idx[3]},$(($(sum_bytes "$dir" 'cap-*') - $(side_bytes "$dir"))),$(sum_bytes "$dir" '*.idx'),${idx[4]:-0}" >>"$LOSS_CSV"
   progress "loss $mode round $round: offered $((p1 - p0)), captured ${f[0]}, drops kernel ${f[1]} storage ${f[2]}, indexed ${idx[0]}/${nfiles} files"
   rm -rf "$dir"
   sync
@@ -638,7 +638,7 @@ print("Capture loss, indexing off vs on vs on with a broad query (`ringcap query
       "capturer pinned to CPU1, gen + softirq on CPU0):")
 print(f"`{facts.get('loss_gen_cmd')}` into `{facts.get('loss_capture_cmd')}` (off: `--no-index`)")
 print()
-print("| mode | round | offered | captured | kernel drops | storage drops | loss | capture CPU ns/pkt | files indexed during capture | indexer ns/pkt | index % |")
+print("| mode | round | offered | captured | kernel drops | storage drops | loss | capture CPU ns/pkt | files indexed during capture (live + caught up) | indexer ns/pkt | index % |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 idx_nspp = []
 loss_by = {"on": [], "off": [], "query": [], "query-low": []}
@@ -654,7 +654,7 @@ for r in loss:
         idx_nspp.append(ic / ip_)
     ipc = f"{100 * num(r['index_bytes']) / num(r['store_bytes']):.2f}" if num(r["store_bytes"]) else "-"
     print(f"| {r['mode']} | {r['round']} | {int(off or 0):,} | {r['captured']} | {r['kernel_drops']} | {r['storage_drops']} | {lost} | {cpu} | "
-          f"{r['indexed']}/{r['files']} | {nspp} | {ipc} |")
+          f"{r['indexed']}{' + ' + r['caught_up'] if r.get('caught_up') else ''}/{r['files']} | {nspp} | {ipc} |")
 for m in ["query", "query-low"]:
     nq = [facts[k] for k in sorted(facts) if k.startswith(f"loss_queries_{m}_")]
     if nq:

@@ -20,5 +20,5 @@ pub use file::{IndexError, IndexFile};
 pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use flows::{check_flow_table, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
-pub use query::{prepare_query, FileReport, Hit, Priority, QueryOptions};
+pub use query::{prepare_query, FileReport, Hit, Priority, Progress, QueryOptions};
 pub use scan::{index_file, Indexed};

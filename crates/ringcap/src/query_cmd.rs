@@ -2,6 +2,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
@@ -24,6 +26,8 @@ The result equals `tcpdump -r` of the same files with the same expression, packe
 time order across files. Time picks files and frames first, the index narrows host/net/port/
 proto/vlan terms to candidate packets, and libpcap's compiled filter decides each candidate.
 Files without a current index are scanned (run `ringcap index` to index them).
+With -w, a query that takes more than half a second shows its progress on stderr (a terminal
+only; not with -q or --json): files done, bytes read, packets matched.
 
 Examples:
   ringcap query /data 'host 10.1.2.3 and after 2026-11-23T14:00:00Z and before 2026-11-23T14:05:00Z'
@@ -162,27 +166,38 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     let priority = a.priority.resolve(&files);
     // The merging and writing thread too, not only the file workers.
     priority.apply();
+    let progress = Arc::new(index::Progress::default());
     let opts = index::QueryOptions {
         jobs: a.jobs.max(1),
         use_index: !a.no_index,
         max_read_rate: a.max_read_rate,
         deadline: None,
         priority,
+        progress: Some(progress.clone()),
     };
     let started = Instant::now();
     let mut out = Output::new(&a)?;
     let mut packets = 0u64;
     let limit = a.limit.unwrap_or(u64::MAX);
+    // A bar on stderr while packets go to a file or a pipe (not among tcpdump-style lines on
+    // stdout); it shows only on a terminal, and only once the query has taken a moment.
+    let bar = Bar::start(
+        files.len() as u64,
+        progress,
+        a.quiet.on || a.json.on || a.write.is_none(),
+    );
     let reports = if limit == 0 {
         Vec::new()
     } else {
         index::query::run(&files, &q, &opts, |hit| {
             out.packet(hit)?;
             packets += 1;
+            bar.matched.store(packets, Relaxed);
             Ok(packets < limit)
         })
         .map_err(|e| Fatal::runtime(anyhow::anyhow!("writing the result: {e}")))?
     };
+    bar.finish();
     out.finish()?;
     let elapsed = started.elapsed();
     let errors: Vec<String> = reports.iter().filter_map(|r| r.error_line()).collect();
@@ -244,6 +259,68 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         )));
     }
     Ok(())
+}
+
+/// The progress bar of a query: files done of all, bytes read, packets matched; updated from
+/// counters by a thread of its own (a call into the bar per packet would cost seconds over
+/// tens of millions of packets).
+struct Bar {
+    matched: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bar {
+    /// Time before the bar appears: a query that is over at once shows none.
+    const DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
+    fn start(files: u64, progress: Arc<index::Progress>, hidden: bool) -> Bar {
+        let matched = Arc::new(AtomicU64::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = (!hidden).then(|| {
+            let (m, d) = (matched.clone(), done.clone());
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let bar = indicatif::ProgressBar::with_draw_target(
+                    Some(files),
+                    indicatif::ProgressDrawTarget::hidden(),
+                );
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{bar:20} {pos}/{len} files, {msg} (eta {eta})",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                let mut shown = false;
+                while !d.load(Relaxed) {
+                    if !shown && started.elapsed() >= Self::DELAY {
+                        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                        shown = true;
+                    }
+                    bar.set_position(progress.files_done.load(Relaxed));
+                    bar.set_message(format!(
+                        "{} read, {} packets",
+                        units::bytes(progress.bytes_read.load(Relaxed)),
+                        units::si(m.load(Relaxed) as f64, "")
+                    ));
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                bar.finish_and_clear();
+            })
+        });
+        Bar {
+            matched,
+            done,
+            thread,
+        }
+    }
+
+    fn finish(mut self) {
+        self.done.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Where matching packets go: a capture file (made at the first packet, which sets the link

@@ -249,6 +249,7 @@ impl QueryService {
                 max_read_rate: a.max_read_rate,
                 deadline: None,
                 priority: index::Priority::Low,
+                progress: None,
             },
             timeout: a.query_timeout,
             format: a.format.into(),

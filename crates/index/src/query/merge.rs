@@ -179,7 +179,12 @@ pub fn run(
                 let mut s = streams.remove(i);
                 since_check = 0;
                 if let Some(h) = s.handle.take() {
-                    reports[s.order] = Some(h.join().unwrap_or_default());
+                    let r = h.join().unwrap_or_default();
+                    if let Some(p) = &opts.progress {
+                        p.files_done.fetch_add(1, Relaxed);
+                        p.bytes_read.fetch_add(r.bytes_read, Relaxed);
+                    }
+                    reports[s.order] = Some(r);
                 }
             } else {
                 i += 1;

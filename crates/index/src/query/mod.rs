@@ -44,6 +44,15 @@ pub struct QueryOptions {
     pub deadline: Option<std::time::Instant>,
     /// How the workers yield to a capture.
     pub priority: Priority,
+    /// Counted as files are done, for a progress bar.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// How far a query got: files done (merged whole) and the bytes read from them.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub files_done: std::sync::atomic::AtomicU64,
+    pub bytes_read: std::sync::atomic::AtomicU64,
 }
 
 impl Default for QueryOptions {
@@ -54,6 +63,7 @@ impl Default for QueryOptions {
             max_read_rate: None,
             deadline: None,
             priority: Priority::Low,
+            progress: None,
         }
     }
 }
