@@ -184,7 +184,10 @@ fn catch_up_one(path: &Path, stop: &AtomicBool) -> Result<bool, String> {
     {
         return Ok(false);
     }
-    crate::scan::index_file_unless(path, &AtomicU64::new(0), stop)?;
+    let done = crate::scan::index_file_unless(path, &AtomicU64::new(0), stop)?;
+    if let Some(d) = done.damaged {
+        log::warn!("{}: {d}", path.display());
+    }
     if !path.exists() {
         // Retention took the file meanwhile: its index must not outlive it.
         let _ = fs::remove_file(index_path(path));
