@@ -241,6 +241,17 @@ pub(super) fn scan_file(
     // A file being written ends inside a record or a frame: that is its edge, not damage.
     if completed_name(path).is_none() {
         note_damage(&reader, r);
+        let compressed = matches!(
+            reader.compression(),
+            store::Compression::Zstd | store::Compression::Lz4
+        );
+        if let (Some(e), true) = (r.error.as_mut(), compressed) {
+            // The scan stops at a frame that does not decode; the index can step over it.
+            e.push_str(
+                "; `ringcap index` on the file leaves frames that do not decode out and indexes \
+                 the rest (if its frames are cut at packets, as ringcap's are), so queries read on",
+            );
+        }
     }
     Ok(())
 }
