@@ -151,7 +151,11 @@ impl CatchUp {
     /// Stops at the next frame of the file being indexed (writing nothing for it) and waits.
     fn stop(&mut self) {
         self.stop.store(true, Relaxed);
-        self.queue.1.notify_one();
+        {
+            // Under the lock: the thread is then either before its check of `stop` or waiting.
+            let _q = self.queue.0.lock().unwrap_or_else(|e| e.into_inner());
+            self.queue.1.notify_one();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
