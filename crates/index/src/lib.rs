@@ -13,6 +13,8 @@ pub mod live;
 pub mod priority;
 pub mod query;
 pub mod scan;
+#[cfg(test)]
+mod testdata;
 
 pub use build::Builder;
 pub use expr::{parse_query, parse_time, Narrow, Query};

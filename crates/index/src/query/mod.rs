@@ -171,29 +171,7 @@ fn timed_out() -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A pcap stream (µs) of `n` Ethernet/IPv4/UDP packets from 10.0.0.(i % 4 + 1).
-    fn pcap_packets(range: std::ops::Range<u32>) -> Vec<u8> {
-        let mut v = Vec::new();
-        for i in range {
-            let mut f = vec![0u8; 60];
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
-            f[14] = 0x45;
-            f[16..18].copy_from_slice(&46u16.to_be_bytes());
-            f[22] = 64;
-            f[23] = 17;
-            f[26..30].copy_from_slice(&[10, 0, 0, (i % 4 + 1) as u8]);
-            f[30..34].copy_from_slice(&[10, 1, 0, 1]);
-            f[34..36].copy_from_slice(&1000u16.to_be_bytes());
-            f[36..38].copy_from_slice(&53u16.to_be_bytes());
-            f[38..40].copy_from_slice(&26u16.to_be_bytes());
-            for x in [1_700_000_000 + i, i, 60, 60] {
-                v.extend_from_slice(&x.to_le_bytes());
-            }
-            v.extend_from_slice(&f);
-        }
-        v
-    }
+    use crate::testdata::{pcap_header, pcap_packets};
 
     #[test]
     fn a_compressed_files_first_frame_is_read_without_its_header_twice() {
@@ -202,10 +180,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("c.pcap.zst");
         // Two zstd frames, as ringcap writes them: the first holds the file header.
-        let mut header = Vec::new();
-        for x in [store::PCAP_MAGIC_US, 0x0004_0002, 0, 0, 65535, 1] {
-            header.extend_from_slice(&x.to_le_bytes());
-        }
+        let header = pcap_header();
         let mut first = header.clone();
         first.extend(pcap_packets(0..40));
         // Streamed frames (no content size in their headers, as `zstd` writes from a pipe) and
