@@ -4,6 +4,7 @@
 
 pub mod auth_harness;
 pub mod collector;
+pub mod disk;
 pub mod stores;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
