@@ -89,7 +89,8 @@ pub struct LiveIndexer {
     finish_cpu_ns: u64,
     /// Flows and packets of the last file: the next builder starts that big.
     last_sizes: (usize, usize),
-    /// Where the files left unindexed go to be indexed from disk; started with the first one.
+    /// Where the files left unindexed go to be indexed from disk; started with the first one, or
+    /// at the start for the older files of the store.
     catch_up: Option<CatchUp>,
     caught_up: Option<CaughtUp>,
 }
@@ -99,7 +100,9 @@ pub struct LiveIndexer {
 pub const CATCH_UP_MAX: usize = 4096;
 
 /// A thread that indexes the files the live indexer left behind (it fell behind, or a buffer of
-/// the file did not reach it), from disk, as `ringcap index` would, under SCHED_IDLE: below the
+/// the file did not reach it), and then the store's older files that have no current index (a
+/// run killed or stopped before it caught up, or one with `--no-index`), from disk, as
+/// `ringcap index` would, under SCHED_IDLE: below the
 /// live indexer (nice 19), which it must not starve, and far below the capture. A capture that
 /// runs at full speed for hours thus still ends up with every file indexed once the traffic
 /// leaves CPU time over, without a cron job. Reading a compressed file back costs more than
@@ -111,7 +114,9 @@ struct CatchUp {
 }
 
 impl CatchUp {
-    fn start(caught_up: CaughtUp) -> std::io::Result<CatchUp> {
+    /// `older`: files found in the store at the start, newest first, checked (and indexed if
+    /// they need it) whenever no file of this run is waiting.
+    fn start(caught_up: CaughtUp, older: Vec<PathBuf>) -> std::io::Result<CatchUp> {
         let queue: Arc<(Mutex<VecDeque<PathBuf>>, Condvar)> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (q, halt) = (queue.clone(), stop.clone());
@@ -119,13 +124,14 @@ impl CatchUp {
             .name("ringcap-index-c".into())
             .spawn(move || {
                 sys::sched_idle();
-                while let Some(path) = next_behind(&q, &halt) {
+                let mut older = older.into_iter();
+                while let Some((path, is_older)) = next_behind(&q, &halt, &mut older) {
                     let started = sys::thread_cpu_ns();
-                    match catch_up_one(&path, &halt) {
-                        Ok(true) => caught_up(sys::thread_cpu_ns() - started),
+                    match catch_up_one(&path, is_older, &halt) {
+                        Ok(true) => caught_up(sys::thread_cpu_ns() - started, is_older),
                         Ok(false) => {}
                         Err(e) if halt.load(Relaxed) => log::debug!("{e}"),
-                        Err(e) => log::warn!("a file left unindexed could not be indexed: {e}"),
+                        Err(e) => log::warn!("a file without an index could not be indexed: {e}"),
                     }
                 }
             })?;
@@ -162,8 +168,13 @@ impl CatchUp {
     }
 }
 
-/// The next file to catch up, waiting for one; `None` once stopped.
-fn next_behind(queue: &(Mutex<VecDeque<PathBuf>>, Condvar), stop: &AtomicBool) -> Option<PathBuf> {
+/// The next file to catch up, waiting for one, and whether it is an older one (files this run
+/// left behind come first); `None` once stopped.
+fn next_behind(
+    queue: &(Mutex<VecDeque<PathBuf>>, Condvar),
+    stop: &AtomicBool,
+    older: &mut impl Iterator<Item = PathBuf>,
+) -> Option<(PathBuf, bool)> {
     let (q, ready) = queue;
     let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
     loop {
@@ -171,20 +182,30 @@ fn next_behind(queue: &(Mutex<VecDeque<PathBuf>>, Condvar), stop: &AtomicBool) -
             return None;
         }
         if let Some(p) = q.pop_front() {
-            return Some(p);
+            return Some((p, false));
+        }
+        if let Some(p) = older.next() {
+            return Some((p, true));
         }
         q = ready.wait(q).unwrap_or_else(|e| e.into_inner());
     }
 }
 
-/// Indexes one file left behind, unless it is gone (retention) or has a current index already
-/// (`ringcap index` ran). Whether it wrote an index.
-fn catch_up_one(path: &Path, stop: &AtomicBool) -> Result<bool, String> {
+/// Indexes one file left behind (or an older one), unless it is gone (retention) or has a
+/// current index already (`ringcap index` ran, or an older file was indexed by its own run).
+/// An older file's flow table is only looked for, not read whole: it was written hidden and
+/// renamed, and a store of thousands of files is checked at every start. Whether it wrote an
+/// index.
+fn catch_up_one(path: &Path, older: bool, stop: &AtomicBool) -> Result<bool, String> {
     if !path.exists() {
         return Ok(false);
     }
     if crate::IndexFile::open(&index_path(path), path).is_ok()
-        && crate::flows::check_flow_table(path).is_ok()
+        && if older {
+            crate::flows::flows_path(path).exists()
+        } else {
+            crate::flows::check_flow_table(path).is_ok()
+        }
     {
         return Ok(false);
     }
@@ -202,19 +223,25 @@ fn catch_up_one(path: &Path, stop: &AtomicBool) -> Result<bool, String> {
 }
 
 impl LiveIndexer {
-    /// Hands a file left unindexed to the catch-up thread (started with the first one).
+    /// Hands a file left unindexed to the catch-up thread.
     fn leave_behind(&mut self, path: PathBuf) {
+        self.start_catch_up(Vec::new());
+        if let Some(c) = &self.catch_up {
+            c.push(path);
+        }
+    }
+
+    /// Starts the catch-up thread unless it runs: at the start when there are `older` files,
+    /// else with the first file left behind.
+    fn start_catch_up(&mut self, older: Vec<PathBuf>) {
         let Some(caught_up) = self.caught_up.clone() else {
             return;
         };
         if self.catch_up.is_none() {
-            match CatchUp::start(caught_up) {
+            match CatchUp::start(caught_up, older) {
                 Ok(c) => self.catch_up = Some(c),
-                Err(e) => return log::warn!("no thread to index files left behind: {e}"),
+                Err(e) => log::warn!("no thread to index files without an index: {e}"),
             }
-        }
-        if let Some(c) = &self.catch_up {
-            c.push(path);
         }
     }
 
@@ -267,8 +294,11 @@ impl FileIndexer for LiveIndexer {
         }
     }
 
-    fn start(&mut self, caught_up: CaughtUp) {
+    fn start(&mut self, caught_up: CaughtUp, older: Vec<PathBuf>) {
         self.caught_up = Some(caught_up);
+        if !older.is_empty() {
+            self.start_catch_up(older);
+        }
     }
 
     fn wait_all(&mut self) -> u64 {
@@ -332,9 +362,12 @@ mod tests {
         let caught = Arc::new(AtomicU64::new(0));
         let count = caught.clone();
         let mut ix = LiveIndexer::default();
-        ix.start(Arc::new(move |_cpu| {
-            count.fetch_add(1, Relaxed);
-        }));
+        ix.start(
+            Arc::new(move |_cpu, _older| {
+                count.fetch_add(1, Relaxed);
+            }),
+            Vec::new(),
+        );
         // `a` and `gone` were placed but some of their buffers never reached the indexer; `b` was
         // never placed (a capture stopped inside it).
         for (path, placed) in [(&a, true), (&gone, true), (&b, false)] {

@@ -175,7 +175,7 @@ impl StatsPrinter {
                         serde_json::json!({ "ratio": w.ratio(), "level": current_level(&w) });
                 }
                 if w.indexing {
-                    v["index"] = serde_json::json!({ "files": w.files_indexed, "unindexed": w.files_unindexed, "caught_up": w.files_caught_up });
+                    v["index"] = serde_json::json!({ "files": w.files_indexed, "unindexed": w.files_unindexed, "caught_up": w.files_caught_up, "older_indexed": w.older_files_indexed });
                 }
             }
             if !per_if.is_empty() {
@@ -203,6 +203,11 @@ impl StatsPrinter {
                                 " ({} unindexed, {} since)",
                                 w.files_unindexed, w.files_caught_up
                             )
+                        } else {
+                            String::new()
+                        }
+                        + &if w.older_files_indexed > 0 {
+                            format!(" (+{} older)", w.older_files_indexed)
                         } else {
                             String::new()
                         }
@@ -510,6 +515,7 @@ impl Summary {
                     "indexer_cpu_ns": w.index_cpu_ns,
                     "indexer_packets": w.index_packets,
                     "caught_up": w.files_caught_up,
+                    "older_indexed": w.older_files_indexed,
                     "catch_up_cpu_ns": w.catch_up_cpu_ns,
                 });
                 if w.compressing {
@@ -618,9 +624,16 @@ impl Summary {
                 } else {
                     String::new()
                 };
+                let older = match w.older_files_indexed {
+                    0 => String::new(),
+                    n => format!(
+                        ", and {n} older file{} of the store that had no index",
+                        if n == 1 { "" } else { "s" }
+                    ),
+                };
                 let per_packet = w.index_cpu_ns as f64 / w.index_packets.max(1) as f64;
                 eprintln!(
-                    "ringcap: index: {} files indexed{behind}; indexer CPU {:.0} ns per packet",
+                    "ringcap: index: {} files indexed{behind}{older}; indexer CPU {:.0} ns per packet",
                     w.files_indexed, per_packet
                 );
             }

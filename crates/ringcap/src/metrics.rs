@@ -370,6 +370,14 @@ fn render(s: &MetricSources, started: f64) -> String {
                 "Files left unindexed that the capture indexed later from disk.",
                 &one(w.files_caught_up),
             );
+            family(
+                &mut out,
+                "older_files_indexed_total",
+                "counter",
+                "Files found in the store without an index when the capture started, which it \
+                 indexed from disk when the CPU was idle.",
+                &one(w.older_files_indexed),
+            );
             let lag = w
                 .files_done
                 .saturating_sub(w.files_indexed + w.files_unindexed);

@@ -44,16 +44,20 @@ pub trait FileIndexer: Send {
     /// whether an index was written.
     fn end(&mut self, complete: bool, placed: bool) -> Result<bool, String>;
     /// Called once, on the indexer thread, before anything else: `caught_up` is to be called
-    /// with the CPU time it took for each file left unindexed that was indexed later.
-    fn start(&mut self, _caught_up: CaughtUp) {}
+    /// for each file indexed later from disk (see [`CaughtUp`]); `older`: the complete files of
+    /// this capture that were in its directories when it started, newest first, which an
+    /// indexer may index from disk when they have no current index (an earlier run stopped
+    /// before it caught up, was killed, or ran with `--no-index`).
+    fn start(&mut self, _caught_up: CaughtUp, _older: Vec<PathBuf>) {}
     /// Waits for work done on other threads; returns the CPU time it took (ns).
     fn wait_all(&mut self) -> u64 {
         0
     }
 }
 
-/// Counts a file indexed after it was left behind, and the CPU time (ns) that took.
-pub type CaughtUp = Arc<dyn Fn(u64) + Send + Sync>;
+/// Counts a file indexed later from disk, with the CPU time (ns) that took and whether it was
+/// one of the older files (see [`FileIndexer::start`]) rather than one this capture left behind.
+pub type CaughtUp = Arc<dyn Fn(u64, bool) + Send + Sync>;
 
 /// Makes the indexer when the writer starts.
 pub type IndexerFactory = Arc<dyn Fn() -> Box<dyn FileIndexer> + Send + Sync>;
@@ -85,9 +89,11 @@ pub(crate) struct Feed {
 }
 
 impl Feed {
-    /// Starts the indexer thread; it returns buffers to `empty`.
+    /// Starts the indexer thread; it returns buffers to `empty`. `older`: see
+    /// [`FileIndexer::start`].
     pub fn start(
         indexer: Box<dyn FileIndexer>,
+        older: Vec<PathBuf>,
         format: Format,
         empty: Sender<OutBuf>,
         counters: Arc<WriterCounters>,
@@ -100,7 +106,7 @@ impl Feed {
             .name("ringcap-index".into())
             .spawn(move || {
                 sys::idle_priority();
-                run(indexer, format, rx, empty, flight, counters)
+                run(indexer, older, format, rx, empty, flight, counters)
             })?;
         Ok(Feed {
             tx: Some(tx),
@@ -212,6 +218,7 @@ impl Drop for Feed {
 /// spills from one buffer into the next.
 fn run(
     mut ix: Box<dyn FileIndexer>,
+    older: Vec<PathBuf>,
     format: Format,
     rx: Receiver<Msg>,
     empty: Sender<OutBuf>,
@@ -224,10 +231,18 @@ fn run(
     let mut carry: Vec<u8> = Vec::new();
     let mut carry_off = 0u64;
     let c = counters.clone();
-    ix.start(Arc::new(move |cpu_ns| {
-        c.files_caught_up.fetch_add(1, Relaxed);
-        c.catch_up_cpu_ns.fetch_add(cpu_ns, Relaxed);
-    }));
+    ix.start(
+        Arc::new(move |cpu_ns, older| {
+            let files = if older {
+                &c.older_files_indexed
+            } else {
+                &c.files_caught_up
+            };
+            files.fetch_add(1, Relaxed);
+            c.catch_up_cpu_ns.fetch_add(cpu_ns, Relaxed);
+        }),
+        older,
+    );
     for m in rx {
         match m {
             Msg::Begin(path, header) => {

@@ -43,6 +43,7 @@ pub struct WriterCounters {
     pub(crate) index_cpu_ns: AtomicU64,
     // The indexer's catch-up thread (once per file).
     pub(crate) files_caught_up: AtomicU64,
+    pub(crate) older_files_indexed: AtomicU64,
     pub(crate) catch_up_cpu_ns: AtomicU64,
 }
 
@@ -162,6 +163,10 @@ pub struct WriterStats {
     /// Files left unindexed that the capture indexed later from disk, when the CPU was idle
     /// (counted in `files_unindexed` too), and the CPU time that took.
     pub files_caught_up: u64,
+    /// Complete files of this capture found without a current index when it started (an
+    /// earlier run stopped before it caught up, was killed or ran with `--no-index`) and
+    /// indexed by it from disk, when the CPU was idle. The CPU time is in `catch_up_cpu_ns`.
+    pub older_files_indexed: u64,
     pub catch_up_cpu_ns: u64,
 }
 
@@ -209,6 +214,7 @@ impl WriterCounters {
             index_packets: self.index_packets.load(Relaxed),
             index_cpu_ns: self.index_cpu_ns.load(Relaxed),
             files_caught_up: self.files_caught_up.load(Relaxed),
+            older_files_indexed: self.older_files_indexed.load(Relaxed),
             catch_up_cpu_ns: self.catch_up_cpu_ns.load(Relaxed),
         }
     }

@@ -60,7 +60,13 @@ pub(crate) struct FileSink {
     /// Where the last buffer went whole: (first byte written, file offset, bytes in the file,
     /// file header bytes at the start of the written part).
     placed: Option<(usize, u64, u64, usize)>,
+    /// This base's complete files found in the directories at start, newest first: handed to
+    /// the indexer, which indexes those without a current index (see `FileIndexer::start`).
+    older: Vec<PathBuf>,
 }
+
+/// Older files handed to the indexer at most (the newest ones): a bound on what it holds.
+const OLDER_MAX: usize = 1 << 16;
 
 impl FileSink {
     /// Checks the directories and lists the complete files of `base` already in them.
@@ -80,6 +86,12 @@ impl FileSink {
             )));
         }
         let (done, seq) = list_done(&plan.dirs, &plan.base)?;
+        let older = done
+            .values()
+            .rev()
+            .take(OLDER_MAX)
+            .map(|f| f.path.clone())
+            .collect();
         let retention = Retention::new(
             plan.dirs.clone(),
             done,
@@ -122,6 +134,7 @@ impl FileSink {
             error: None,
             feed: None,
             placed: None,
+            older,
         })
     }
 
@@ -145,7 +158,8 @@ impl FileSink {
         indexer: Box<dyn FileIndexer>,
         empty: Sender<OutBuf>,
     ) -> io::Result<()> {
-        let feed = Feed::start(indexer, self.format, empty, self.counters.clone())?;
+        let older = std::mem::take(&mut self.older);
+        let feed = Feed::start(indexer, older, self.format, empty, self.counters.clone())?;
         self.feed = Some(feed);
         Ok(())
     }
