@@ -102,10 +102,9 @@ pub const CATCH_UP_MAX: usize = 4096;
 /// A thread that indexes the files the live indexer left behind (it fell behind, or a buffer of
 /// the file did not reach it), and then the store's older files that have no current index (a
 /// run killed or stopped before it caught up, or one with `--no-index`), from disk, as
-/// `ringcap index` would, under SCHED_IDLE: below the
-/// live indexer (nice 19), which it must not starve, and far below the capture. A capture that
-/// runs at full speed for hours thus still ends up with every file indexed once the traffic
-/// leaves CPU time over, without a cron job. Reading a compressed file back costs more than
+/// `ringcap index` would, under SCHED_IDLE: below the live indexer (nice 19), which it must not
+/// starve, and far below the capture. A capture that runs at full speed for hours thus still
+/// ends up with every file indexed once the traffic leaves CPU time over, without a cron job. Reading a compressed file back costs more than
 /// following its buffers (decompression: ~1.4 µs a packet against ~0.25, BENCHMARKS.md).
 struct CatchUp {
     queue: Arc<(Mutex<VecDeque<PathBuf>>, Condvar)>,

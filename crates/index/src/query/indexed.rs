@@ -592,3 +592,45 @@ impl Layout {
         Ok(u64::from(len))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn frames_in_the_page_cache_are_read_without_hints_and_the_first_miss_ends_that() {
+        let path = std::env::temp_dir().join(format!("ringcap-prefetch-{}", std::process::id()));
+        let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7) as u8).collect();
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        let f = File::open(&path).unwrap();
+        let mut buf = vec![0u8; 8192];
+        // Written just now: in the page cache.
+        let mut warm = Prefetch {
+            on: true,
+            advised: 0,
+            cached: true,
+        };
+        assert_eq!(warm.read_cached(&f, &mut buf, 4096), 8192);
+        assert!(warm.cached);
+        assert_eq!(buf, data[4096..4096 + 8192]);
+        // Dropped from the cache (clean pages go at once): the read says so and hints resume.
+        // SAFETY: a plain system call on an open descriptor.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let mut cold = Prefetch {
+            on: true,
+            advised: 0,
+            cached: true,
+        };
+        let got = cold.read_cached(&f, &mut buf, 16384);
+        assert!(got < 8192, "{got} bytes read from a dropped cache");
+        assert!(!cold.cached);
+        // Once a frame missed, the file is read as a cold one.
+        assert_eq!(cold.read_cached(&f, &mut buf, 4096), 0);
+        std::fs::remove_file(&path).unwrap();
+    }
+}
