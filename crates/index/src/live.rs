@@ -130,6 +130,8 @@ impl CatchUp {
                         Ok(true) => caught_up(sys::thread_cpu_ns() - started, is_older),
                         Ok(false) => {}
                         Err(e) if halt.load(Relaxed) => log::debug!("{e}"),
+                        // Said at every start otherwise; `ringcap index` says it when asked.
+                        Err(e) if is_older => log::info!("an older file could not be indexed: {e}"),
                         Err(e) => log::warn!("a file without an index could not be indexed: {e}"),
                     }
                 }
@@ -192,16 +194,15 @@ fn next_behind(
 
 /// Indexes one file left behind (or an older one), unless it is gone (retention) or has a
 /// current index already (`ringcap index` ran, or an older file was indexed by its own run).
-/// An older file's flow table is only looked for, not read whole: it was written hidden and
-/// renamed, and a store of thousands of files is checked at every start. Whether it wrote an
-/// index.
+/// An older file's flow table is checked from its footer, not read whole: a store of thousands
+/// of files is checked at every start. Whether it wrote an index.
 fn catch_up_one(path: &Path, older: bool, stop: &AtomicBool) -> Result<bool, String> {
     if !path.exists() {
         return Ok(false);
     }
     if crate::IndexFile::open(&index_path(path), path).is_ok()
         && if older {
-            crate::flows::flows_path(path).exists()
+            crate::flows::check_flow_table_footer(path).is_ok()
         } else {
             crate::flows::check_flow_table(path).is_ok()
         }

@@ -87,10 +87,13 @@ pub fn index_file_unless(
         Compression::NONE => (0..size.div_ceil(PLAIN_FRAME))
             .map(|i| (i * PLAIN_FRAME, PLAIN_FRAME.min(size - i * PLAIN_FRAME)))
             .collect(),
-        Compression::ZSTD => walk_frames(&file, size, zstd_frame_len),
-        Compression::LZ4 => walk_frames(&file, size, lz4_frame_len),
+        Compression::ZSTD => walk_frames(&file, size, zstd_frame_len, stop),
+        Compression::LZ4 => walk_frames(&file, size, lz4_frame_len, stop),
         _ => vec![(0, size)],
     };
+    if stop.load(Relaxed) {
+        return Err(format!("{}: stopped", path.display()));
+    }
     let starts = Arc::new(Mutex::new(Vec::with_capacity(spans.len())));
     let chain = FrameChain {
         file,
@@ -379,10 +382,12 @@ fn walk_frames(
     file: &File,
     size: u64,
     frame_len: fn(&File, u64) -> Option<u64>,
+    stop: &AtomicBool,
 ) -> Vec<(u64, u64)> {
     let mut spans = Vec::new();
     let mut at = 0;
-    while at < size {
+    // A cold file's block headers are many small reads: a stop must not wait for all of them.
+    while at < size && !stop.load(Relaxed) {
         match frame_len(file, at).filter(|&n| n > 0 && at + n <= size) {
             Some(n) => {
                 spans.push((at, n));

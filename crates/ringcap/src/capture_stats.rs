@@ -627,13 +627,13 @@ impl Summary {
                 let older = match w.older_files_indexed {
                     0 => String::new(),
                     n => format!(
-                        ", and {n} older file{} of the store that had no index",
+                        " (+{n} older file{} of the store that had no index)",
                         if n == 1 { "" } else { "s" }
                     ),
                 };
                 let per_packet = w.index_cpu_ns as f64 / w.index_packets.max(1) as f64;
                 eprintln!(
-                    "ringcap: index: {} files indexed{behind}{older}; indexer CPU {:.0} ns per packet",
+                    "ringcap: index: {} files indexed{older}{behind}; indexer CPU {:.0} ns per packet",
                     w.files_indexed, per_packet
                 );
             }

@@ -372,7 +372,7 @@ fn render(s: &MetricSources, started: f64) -> String {
             );
             family(
                 &mut out,
-                "older_files_indexed_total",
+                "files_older_indexed_total",
                 "counter",
                 "Files found in the store without an index when the capture started, which it \
                  indexed from disk when the CPU was idle.",

@@ -144,8 +144,13 @@ impl Frames {
         }
         self.packed.resize(p.len as usize, 0);
         let got = self.ahead.read_cached(&self.file, &mut self.packed, p.off);
-        self.file
-            .read_exact_at(&mut self.packed[got..], p.off + got as u64)?;
+        if got < self.packed.len() {
+            // Not (all) cached: announce the frames from this one on before waiting for it, so
+            // that they are read while this one is.
+            self.ahead.advise(&self.file, &self.pieces, self.next - 1);
+            self.file
+                .read_exact_at(&mut self.packed[got..], p.off + got as u64)?;
+        }
         if let Some(pace) = &self.pace {
             pace.take(p.len)?;
         }
@@ -601,13 +606,18 @@ mod tests {
 
     #[test]
     fn frames_in_the_page_cache_are_read_without_hints_and_the_first_miss_ends_that() {
-        let path = std::env::temp_dir().join(format!("ringcap-prefetch-{}", std::process::id()));
+        // On a disk (/tmp may be tmpfs, whose pages cannot be dropped).
+        let path = Path::new("/var/tmp").join(format!("ringcap-prefetch-{}", std::process::id()));
         let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7) as u8).collect();
         let mut f = File::create(&path).unwrap();
         f.write_all(&data).unwrap();
         f.sync_all().unwrap();
         drop(f);
         let f = File::open(&path).unwrap();
+        // No read-ahead: a read (even a missed RWF_NOWAIT one, which starts the reading) must
+        // bring in its own pages only, or the pages dropped below may still be on their way.
+        // SAFETY: a plain system call on an open descriptor.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
         let mut buf = vec![0u8; 8192];
         // Written just now: in the page cache.
         let mut warm = Prefetch {
@@ -619,7 +629,7 @@ mod tests {
         assert!(warm.cached);
         assert_eq!(buf, data[4096..4096 + 8192]);
         // Dropped from the cache (clean pages go at once): the read says so and hints resume.
-        // SAFETY: a plain system call on an open descriptor.
+        // SAFETY: as above.
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         let mut cold = Prefetch {
             on: true,
@@ -631,6 +641,20 @@ mod tests {
         assert!(!cold.cached);
         // Once a frame missed, the file is read as a cold one.
         assert_eq!(cold.read_cached(&f, &mut buf, 4096), 0);
+        // A frame half in the cache: the cached part is read, the rest is the caller's.
+        // SAFETY: as above.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        f.read_exact_at(&mut buf[..4096], 0).unwrap();
+        let mut half = Prefetch {
+            on: true,
+            advised: 0,
+            cached: true,
+        };
+        buf.fill(0);
+        let got = half.read_cached(&f, &mut buf, 0);
+        assert_eq!(got, 4096, "one page of two cached");
+        assert!(!half.cached);
+        assert_eq!(buf[..4096], data[..4096]);
         std::fs::remove_file(&path).unwrap();
     }
 }

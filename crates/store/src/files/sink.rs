@@ -176,6 +176,8 @@ impl FileSink {
         empty: Sender<OutBuf>,
         ordered: bool,
     ) -> Result<(), StoreError> {
+        // Taken by the indexer if there is one; not held for the whole run otherwise.
+        self.older = Vec::new();
         let mut waiting: BTreeMap<u64, OutBuf> = BTreeMap::new();
         let mut next = 0u64;
         for buf in filled {
