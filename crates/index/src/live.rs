@@ -391,6 +391,43 @@ mod tests {
     }
 
     #[test]
+    fn files_left_behind_come_before_older_ones_and_a_stop_ends_the_wait() {
+        let queue: Arc<(Mutex<VecDeque<PathBuf>>, Condvar)> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let p = |s: &str| PathBuf::from(s);
+        let mut older = vec![p("old-2"), p("old-1")].into_iter();
+        queue.0.lock().unwrap().push_back(p("behind-a"));
+        let mut next = || next_behind(&queue, &stop, &mut older);
+        assert_eq!(next(), Some((p("behind-a"), false)));
+        assert_eq!(next(), Some((p("old-2"), true)));
+        queue.0.lock().unwrap().push_back(p("behind-b"));
+        assert_eq!(next(), Some((p("behind-b"), false)));
+        assert_eq!(next(), Some((p("old-1"), true)));
+        // Nothing left: it waits until a file is left behind, then until it is stopped.
+        let (q, halt) = (queue.clone(), stop.clone());
+        let waiter = std::thread::spawn(move || {
+            let mut none = std::iter::empty();
+            let first = next_behind(&q, &halt, &mut none);
+            (first, next_behind(&q, &halt, &mut none))
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        {
+            let mut q = queue.0.lock().unwrap();
+            q.push_back(p("behind-c"));
+            queue.1.notify_one();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        {
+            let _q = queue.0.lock().unwrap();
+            stop.store(true, Relaxed);
+            queue.1.notify_one();
+        }
+        let (first, second) = waiter.join().unwrap();
+        assert_eq!(first, Some((p("behind-c"), false)));
+        assert_eq!(second, None);
+    }
+
+    #[test]
     fn an_index_is_owner_only_and_never_written_through_a_planted_symlink() {
         let dir = std::env::temp_dir().join(format!("ringcap-live-idx-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
