@@ -2,6 +2,8 @@
 
 use std::io;
 
+pub use bpf::FilterError;
+
 /// Setting up or running a capture source failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -99,30 +101,6 @@ impl CaptureError {
             _ => CaptureError::Io { op, source },
         }
     }
-}
-
-/// A filter expression could not be compiled.
-#[derive(Debug, thiserror::Error)]
-pub enum FilterError {
-    /// libpcap rejected the expression; `message` is libpcap's own text.
-    #[error(
-        "bad filter expression: {message}; check the addresses and syntax \
-         (tcpdump -d '{expr}' shows the same)"
-    )]
-    Syntax {
-        /// The expression as given.
-        expr: String,
-        /// libpcap's message, e.g. "invalid IPv4 address '990.99.12.23'".
-        message: String,
-    },
-    /// The program is longer than the kernel accepts (BPF_MAXINSNS = 4096).
-    #[error("filter '{expr}' compiles to {len} instructions; the kernel accepts at most 4096: simplify it")]
-    TooLong {
-        /// The expression as given.
-        expr: String,
-        /// Its instruction count.
-        len: usize,
-    },
 }
 
 #[cfg(test)]

@@ -25,7 +25,6 @@ mod batch;
 mod copy;
 mod counters;
 mod error;
-mod filter;
 mod packet;
 mod ring;
 mod source;
@@ -41,7 +40,7 @@ pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
 pub use copy::{CopyConfig, CopySource};
 pub use counters::{CounterSnapshot, Counters, KernelStats};
 pub use error::{CaptureError, FilterError};
-pub use filter::{
+pub use bpf::{
     accept_all, compile_filter, drop_all, dump, run_filter, set_snaplen, DumpStyle, MAX_INSNS,
     MAX_SNAPLEN,
 };

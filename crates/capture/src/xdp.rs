@@ -25,7 +25,7 @@ use xdp::{Program, XdpError, XskSocket};
 use crate::batch::Batch;
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
-use crate::filter;
+use bpf as filter;
 use crate::packet::{clip_len, Packet};
 use crate::source::SourceConfig;
 

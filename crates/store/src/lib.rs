@@ -14,6 +14,7 @@ mod output;
 mod pool;
 mod producer;
 mod reader;
+mod record_time;
 mod repair;
 mod stage;
 mod stats;
@@ -35,7 +36,8 @@ pub use format::{
 };
 pub use indexing::{CaughtUp, FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;
-pub use reader::{open_capture, CaptureReader, Compression, InputFormat, Issue, Packet};
+pub use reader::{open_capture, CaptureReader, Compression, FileLink, InputFormat, Issue, Packet};
+pub use record_time::{RecordTime, MICROS, NANOS};
 pub use repair::{finished_name, repair, RepairOptions, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
 pub use stream::{check_same_linktype, PacketStream};

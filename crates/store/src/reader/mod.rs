@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::error::StoreError;
+use crate::record_time::RecordTime;
 use source::Source;
 
 /// Size of the read buffer.
@@ -27,8 +28,10 @@ const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
 /// One packet, borrowed from the reader's buffer until the next call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet<'a> {
-    /// Timestamp in nanoseconds since the epoch.
+    /// Timestamp in nanoseconds since the epoch (saturating): for time windows and order.
     pub ts_ns: u64,
+    /// The record's time fields as the file gives them: for copies of the record.
+    pub time: RecordTime,
     /// Length on the wire.
     pub wire_len: u32,
     /// Captured bytes (caplen of them).
@@ -63,6 +66,22 @@ impl Compression {
             Compression::Lz4 => "lz4",
         }
     }
+}
+
+/// What a capture file says of its packets' link: what libpcap compiles a filter for and what a
+/// copy of the file's packets should say in its own header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileLink {
+    /// The link type field as the file gives it (pcap: with its FCS bits; pcapng: the first
+    /// interface's).
+    pub linktype: u32,
+    /// The snaplen as the file gives it (libpcap adjusts 0 and too-large values).
+    pub snaplen: u32,
+    /// The file is in the other byte order than this machine's.
+    pub swapped: bool,
+    /// Times finer than microseconds (a nanosecond pcap; a pcapng interface with a finer
+    /// if_tsresol): a copy keeps nanoseconds.
+    pub nanos: bool,
 }
 
 /// The capture format found inside the stream.
@@ -110,6 +129,7 @@ struct Meta {
     start: usize,
     len: usize,
     ts_ns: u64,
+    time: RecordTime,
     wire_len: u32,
     linktype: u32,
     interface: u32,
@@ -188,9 +208,31 @@ impl CaptureReader {
     /// As [`Self::from_reader`] with a read buffer of `capacity` bytes to begin with (it grows for
     /// larger records): for reading many small pieces of a file, as a query does.
     pub fn from_reader_sized(
+        r: Box<dyn Read + Send>,
+        label: &Path,
+        capacity: usize,
+    ) -> Result<CaptureReader, StoreError> {
+        Self::from_reader_with(r, label, capacity, false)
+    }
+
+    /// As [`Self::from_reader_sized`], reading as libpcap (and so `tcpdump -r`) does: the stream
+    /// ends at the first damage or at anything libpcap refuses (an interface of another link
+    /// type, a packet longer than the snapshot length, ...), said as an issue, where a lenient
+    /// reader skips to the next plausible record. What a query returns must be what tcpdump
+    /// returns.
+    pub fn strict_from_reader(
+        r: Box<dyn Read + Send>,
+        label: &Path,
+        capacity: usize,
+    ) -> Result<CaptureReader, StoreError> {
+        Self::from_reader_with(r, label, capacity, true)
+    }
+
+    fn from_reader_with(
         mut r: Box<dyn Read + Send>,
         label: &Path,
         capacity: usize,
+        strict: bool,
     ) -> Result<CaptureReader, StoreError> {
         let path = label.to_path_buf();
         let read_err = |source| StoreError::Read {
@@ -265,7 +307,10 @@ impl CaptureReader {
             kind,
             path,
             compression,
-            log: Log::default(),
+            log: Log {
+                strict,
+                ..Log::default()
+            },
             packets: 0,
             clean_end: 0,
             clean_packets: 0,
@@ -280,7 +325,7 @@ impl CaptureReader {
 
     fn read_header(&mut self) -> Result<(), StoreError> {
         let result = match &mut self.kind {
-            Kind::Pcap(st) => st.read_header(&mut self.src),
+            Kind::Pcap(st) => st.read_header(&mut self.src, self.log.strict),
             Kind::PcapNg(_) => pcapng::check_first_block(&mut self.src),
         };
         match result {
@@ -303,6 +348,7 @@ impl CaptureReader {
         match self.advance() {
             Ok(Some(m)) => Some(Ok(Packet {
                 ts_ns: m.ts_ns,
+                time: m.time,
                 wire_len: m.wire_len,
                 data: &self.src.buf[m.start..m.start + m.len],
                 linktype: m.linktype,
@@ -348,6 +394,11 @@ impl CaptureReader {
                 }
             };
             self.damaged = self.log.damaged;
+            let step = if self.damaged && self.log.strict {
+                Step::End
+            } else {
+                step
+            };
             if !matches!(step, Step::End) {
                 self.records_end = self.src.offset();
             }
@@ -399,6 +450,37 @@ impl CaptureReader {
         match &self.kind {
             Kind::Pcap(st) => Some(st.linktype),
             Kind::PcapNg(st) => st.first_linktype(),
+        }
+    }
+
+    /// What libpcap needs to compile a filter for this file's packets and to write a file like
+    /// it: the link type field as the file gives it (pcap: FCS bits included), the snaplen, and
+    /// whether the file is in the other byte order. None for a pcapng file before its first
+    /// interface.
+    pub fn link(&self) -> Option<FileLink> {
+        match &self.kind {
+            Kind::Pcap(st) => Some(FileLink {
+                linktype: st.linktype_field,
+                snaplen: st.snaplen,
+                swapped: st.be != cfg!(target_endian = "big"),
+                nanos: st.nanos,
+            }),
+            Kind::PcapNg(st) => Some(FileLink {
+                linktype: st.first_linktype()?,
+                snaplen: st.first_snaplen()?,
+                swapped: st.swapped(),
+                nanos: st.first_resolution_finer_than_micros(),
+            }),
+        }
+    }
+
+    /// pcapng: an interface or a section was described after the first packet, so the blocks
+    /// before the first packet do not describe the whole file (a reader of a piece of the file
+    /// after it could not know its packets' interfaces).
+    pub fn late_interfaces(&self) -> bool {
+        match &self.kind {
+            Kind::Pcap(_) => false,
+            Kind::PcapNg(st) => st.late_interfaces(),
         }
     }
 
@@ -510,6 +592,9 @@ impl<R: BufRead> Read for Lz4Frames<R> {
 /// Collects issues, keeping the first [`MAX_ISSUES`] in full.
 #[derive(Default)]
 pub(crate) struct Log {
+    /// Read as libpcap does: the first damage (or anything libpcap refuses) ends the stream, where
+    /// a lenient reader skips to the next plausible record.
+    pub strict: bool,
     list: Vec<Issue>,
     total: u64,
     damaged: bool,

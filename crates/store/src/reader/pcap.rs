@@ -5,6 +5,7 @@ use std::io;
 
 use super::source::Source;
 use super::{rd16, rd32, truncated, Log, Meta, Step};
+use crate::record_time::{RecordTime, MICROS, NANOS};
 use crate::format::{MAX_SNAPLEN, PCAP_HEADER_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_LEN};
 
 /// Longest wire length believed while resynchronising (TSO/GRO frames reach 64 KiB and more).
@@ -17,6 +18,8 @@ pub(crate) struct PcapState {
     pub nanos: bool,
     pub snaplen: u32,
     pub linktype: u32,
+    /// The header's link type field whole (FCS bits included), as libpcap writes it back.
+    pub linktype_field: u32,
     /// Longest packet returned: the snaplen as libpcap adjusts it (0 or too large: the link
     /// type's maximum); longer records are cut to it, as libpcap does.
     snapshot: u32,
@@ -35,7 +38,7 @@ enum Lengths {
 }
 
 /// libpcap's `max_snaplen_for_dlt`: 256 KiB, more for a few link types.
-fn max_caplen(linktype: u32) -> u32 {
+pub(super) fn max_caplen(linktype: u32) -> u32 {
     match linktype {
         231 => 128 << 20, // D-Bus
         279 => 8 << 20,   // EBHSCR
@@ -60,6 +63,7 @@ impl PcapState {
             nanos,
             snaplen: 0,
             linktype: 0,
+            linktype_field: 0,
             snapshot: MAX_SNAPLEN,
             max_caplen: MAX_SNAPLEN,
             lengths: Lengths::Normal,
@@ -68,7 +72,11 @@ impl PcapState {
     }
 
     /// Parses the file header; the inner `Err` is a reason the file cannot be read.
-    pub fn read_header(&mut self, src: &mut Source) -> io::Result<Result<(), String>> {
+    pub fn read_header(
+        &mut self,
+        src: &mut Source,
+        strict: bool,
+    ) -> io::Result<Result<(), String>> {
         if !src.fill(PCAP_HEADER_LEN)? {
             return Ok(Err("the file ends inside the 24-byte pcap header".into()));
         }
@@ -79,6 +87,11 @@ impl PcapState {
                 "unsupported pcap version {major}.{minor} (only 2.x exists)"
             )));
         }
+        if strict && minor > 4 {
+            return Ok(Err(format!(
+                "unsupported pcap savefile version {major}.{minor} (libpcap reads 2.0 to 2.4)"
+            )));
+        }
         self.lengths = match minor {
             0..=2 => Lengths::Swapped,
             3 => Lengths::MaybeSwapped,
@@ -86,7 +99,8 @@ impl PcapState {
         };
         self.snaplen = rd32(h, 16, self.be);
         // The top bits carry FCS information, not the link type (libpcap's LT_LINKTYPE).
-        self.linktype = rd32(h, 20, self.be) & 0x03ff_ffff;
+        self.linktype_field = rd32(h, 20, self.be);
+        self.linktype = self.linktype_field & 0x03ff_ffff;
         self.max_caplen = max_caplen(self.linktype);
         self.snapshot = match self.snaplen {
             0 => self.max_caplen,
@@ -139,15 +153,18 @@ impl PcapState {
                 ),
             );
         }
-        let sub_ns = if self.nanos {
-            u64::from(frac)
-        } else {
-            u64::from(frac) * 1000
+        // The fields as they are: libpcap carries nothing into the seconds.
+        let time = RecordTime {
+            sec: u64::from(sec),
+            frac: u64::from(frac),
+            per_sec: if self.nanos { NANOS } else { MICROS },
+            binary: false,
         };
         let meta = Meta {
             start: src.pos + PCAP_RECORD_LEN,
             len: kept as usize,
-            ts_ns: u64::from(sec) * 1_000_000_000 + sub_ns,
+            ts_ns: time.ns(),
+            time,
             wire_len,
             linktype: self.linktype,
             interface: 0,
@@ -182,6 +199,11 @@ impl PcapState {
         offset: u64,
         why: String,
     ) -> io::Result<Step> {
+        if log.strict {
+            // libpcap stops at the first bad record; so does a strict reader.
+            log.corrupt(offset, 0, format!("{why} (libpcap stops here)"));
+            return Ok(Step::End);
+        }
         let mut skipped = 0u64;
         loop {
             src.consume(1);

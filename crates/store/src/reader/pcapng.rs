@@ -6,6 +6,7 @@ use std::io;
 
 use super::source::Source;
 use super::{rd16, rd32, truncated, Log, Meta, Step};
+use crate::record_time::{RecordTime, MICROS};
 use crate::format::{
     pad4, BT_EPB, BT_IDB, BT_ISB, BT_NRB, BT_OPB, BT_SHB, BT_SPB, BYTE_ORDER_MAGIC, MAX_SNAPLEN,
 };
@@ -13,40 +14,37 @@ use crate::format::{
 /// Largest packet block believed: maximal caplen plus generous room for options.
 const MAX_PACKET_BLOCK: usize = MAX_SNAPLEN as usize + 32 + 65_536;
 /// Largest other block read (larger ones are treated as damage).
-const MAX_BLOCK: usize = 8 << 20;
+const MAX_BLOCK: usize = 16 << 20;
 /// Blocks that are legal and ignored: NRB, ISB, custom (2), systemd journal, decryption secrets.
 const IGNORED: [u32; 6] = [BT_NRB, BT_ISB, 0x0000_0bad, 0x4000_0bad, 9, 10];
 
-/// Converts an interface's timestamp units to nanoseconds.
-#[derive(Clone, Copy, Debug)]
-enum TsScale {
-    Mul(u64),
-    Div(u64),
-    /// Units of 2^-n seconds.
-    Pow2(u32),
+/// An interface's timestamp resolution (if_tsresol): units per second, 10^n or 2^n.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Resolution {
+    per_sec: u64,
+    binary: bool,
 }
 
-impl TsScale {
-    /// From the if_tsresol byte: 10^-n, or 2^-n when the top bit is set.
-    fn from_tsresol(v: u8) -> TsScale {
+impl Resolution {
+    const MICROS: Resolution = Resolution {
+        per_sec: MICROS,
+        binary: false,
+    };
+
+    /// From the if_tsresol byte: 10^-n, or 2^-n when the top bit is set; None past what libpcap
+    /// reads (10^-19, 2^-63).
+    fn from_tsresol(v: u8) -> Option<Resolution> {
         let n = u32::from(v & 0x7f);
         if v & 0x80 != 0 {
-            TsScale::Pow2(n)
-        } else if n <= 9 {
-            TsScale::Mul(10u64.pow(9 - n))
+            (n <= 63).then(|| Resolution {
+                per_sec: 1 << n,
+                binary: true,
+            })
         } else {
-            TsScale::Div(10u64.checked_pow(n - 9).unwrap_or(u64::MAX))
-        }
-    }
-
-    #[inline]
-    fn to_ns(self, ts: u64) -> u64 {
-        match self {
-            TsScale::Mul(m) => ts.saturating_mul(m),
-            TsScale::Div(d) => ts / d,
-            TsScale::Pow2(n) => {
-                u64::try_from((u128::from(ts) * 1_000_000_000) >> n).unwrap_or(u64::MAX)
-            }
+            10u64.checked_pow(n).map(|per_sec| Resolution {
+                per_sec,
+                binary: false,
+            })
         }
     }
 }
@@ -55,14 +53,36 @@ impl TsScale {
 struct Iface {
     linktype: u32,
     snaplen: u32,
-    scale: TsScale,
-    offset_ns: i64,
+    resolution: Resolution,
+    /// if_tsoffset: seconds added to every time (wrapping, as libpcap adds it).
+    offset_s: u64,
+}
+
+/// Interfaces one section may describe: each costs a few dozen bytes, and a file of nothing but
+/// interface blocks must not grow the reader without bound (150 M of them in a 275 KB .zst).
+const MAX_INTERFACES: usize = 1 << 16;
+
+/// libpcap's `pcap_adjust_snapshot`: 0 or more than the link type's maximum means the maximum.
+fn adjust_snapshot(linktype: u32, snaplen: u32) -> u32 {
+    let max = super::pcap::max_caplen(linktype);
+    if snaplen == 0 || snaplen > max {
+        max
+    } else {
+        snaplen
+    }
 }
 
 #[derive(Default)]
 pub(crate) struct NgState {
     be: bool,
     ifaces: Vec<Iface>,
+    /// What libpcap fixes at the file's first interface (its link type and adjusted snaplen) and
+    /// first section (byte order): a strict reader stops where a later one differs.
+    first: Option<(u32, u32)>,
+    first_be: Option<bool>,
+    /// A packet was returned: interfaces described after it are not in a file's prelude.
+    seen_packet: bool,
+    late_interfaces: bool,
 }
 
 /// Checks that the stream starts with a whole, sane Section Header Block.
@@ -106,6 +126,21 @@ impl NgState {
 
     pub fn first_snaplen(&self) -> Option<u32> {
         self.ifaces.first().map(|i| i.snaplen)
+    }
+
+    /// The first interface's times are finer than microseconds.
+    pub fn first_resolution_finer_than_micros(&self) -> bool {
+        self.ifaces.first().is_some_and(|i| i.resolution.per_sec > MICROS)
+    }
+
+    /// The first section's byte order is not this machine's.
+    pub fn swapped(&self) -> bool {
+        self.first_be.unwrap_or(self.be) != cfg!(target_endian = "big")
+    }
+
+    /// An interface or section was described after the first packet.
+    pub fn late_interfaces(&self) -> bool {
+        self.late_interfaces
     }
 
     pub fn step(&mut self, src: &mut Source, log: &mut Log) -> io::Result<Step> {
@@ -185,7 +220,17 @@ impl NgState {
                     return short(log, "section header");
                 }
                 let (major, minor) = (rd16(b, 12, be), rd16(b, 14, be));
+                self.late_interfaces |= self.seen_packet;
+                let first_be = *self.first_be.get_or_insert(be);
+                if log.strict && first_be != be {
+                    log.corrupt(offset, 0, "the file has sections with different byte orders (libpcap stops here)".into());
+                    return Step::Continue;
+                }
                 if major != 1 {
+                    if log.strict {
+                        log.corrupt(offset, 0, format!("unknown pcapng savefile major version number {major} (libpcap stops here)"));
+                        return Step::Continue;
+                    }
                     log.odd(
                         offset,
                         0,
@@ -199,34 +244,38 @@ impl NgState {
                 if len < 20 {
                     return short(log, "interface description");
                 }
+                self.late_interfaces |= self.seen_packet;
+                if self.ifaces.len() >= MAX_INTERFACES {
+                    log.corrupt(
+                        offset,
+                        len as u64,
+                        format!("more than {MAX_INTERFACES} interfaces in one section"),
+                    );
+                    return Step::Continue;
+                }
                 let mut iface = Iface {
                     linktype: u32::from(rd16(b, 8, be)),
                     snaplen: rd32(b, 12, be),
-                    scale: TsScale::Mul(1000), // default resolution: microseconds
-                    offset_ns: 0,
+                    resolution: Resolution::MICROS, // the default: microseconds
+                    offset_s: 0,
                 };
-                let opts = &b[16..len - 4];
-                let mut at = 0;
-                while at + 4 <= opts.len() {
-                    let (code, olen) = (rd16(opts, at, be), rd16(opts, at + 2, be) as usize);
-                    let v = at + 4;
-                    if code == 0 || v + olen > opts.len() {
-                        break;
+                match self.idb_options(&b[16..len - 4], &mut iface) {
+                    Err(why) if log.strict => {
+                        log.corrupt(offset, 0, format!("{why} (libpcap stops here)"));
+                        return Step::Continue;
                     }
-                    match (code, olen) {
-                        (9, 1..) => iface.scale = TsScale::from_tsresol(opts[v]),
-                        (14, 8..) => {
-                            let raw: [u8; 8] = opts[v..v + 8].try_into().expect("8 bytes");
-                            let secs = if be {
-                                i64::from_be_bytes(raw)
-                            } else {
-                                i64::from_le_bytes(raw)
-                            };
-                            iface.offset_ns = secs.saturating_mul(1_000_000_000);
-                        }
-                        _ => {}
-                    }
-                    at = v + pad4(olen);
+                    Err(why) => log.odd(offset, 0, format!("{why}: the option is ignored")),
+                    Ok(()) => {}
+                }
+                let link = (iface.linktype, adjust_snapshot(iface.linktype, iface.snaplen));
+                let first = *self.first.get_or_insert(link);
+                if log.strict && first.0 != link.0 {
+                    log.corrupt(offset, 0, format!("an interface has a type {} different from the type of the first interface (libpcap stops here)", link.0));
+                    return Step::Continue;
+                }
+                if log.strict && first.1 != link.1 {
+                    log.corrupt(offset, 0, format!("an interface has a snapshot length {} different from the snapshot length of the first interface (libpcap stops here)", iface.snaplen));
+                    return Step::Continue;
                 }
                 self.ifaces.push(iface);
                 Step::Continue
@@ -266,11 +315,18 @@ impl NgState {
                     return short(log, "simple packet block");
                 }
                 let wire_len = rd32(b, 8, be);
-                let snap = self.ifaces.first().map_or(0, |i| i.snaplen);
-                let mut caplen = (wire_len as usize).min(len - 16);
-                if snap != 0 {
-                    caplen = caplen.min(snap as usize);
+                // libpcap: the captured length is the packet's, cut to the snapshot length; a
+                // block too short for it is damage (a lenient reader keeps what is there).
+                let snap = self
+                    .ifaces
+                    .first()
+                    .map_or(0, |i| adjust_snapshot(i.linktype, i.snaplen));
+                let want = (wire_len as usize).min(snap as usize);
+                if log.strict && want > len - 16 {
+                    log.corrupt(offset, len as u64, format!("simple packet block of {len} bytes is too short for its {want} captured bytes (libpcap stops here)"));
+                    return Step::Continue;
                 }
+                let caplen = want.min(len - 16);
                 // SPBs carry no timestamp.
                 self.packet(start + 12, caplen, 0, wire_len, 0, offset, len, log)
             }
@@ -288,7 +344,7 @@ impl NgState {
 
     #[allow(clippy::too_many_arguments)]
     fn packet(
-        &self,
+        &mut self,
         start: usize,
         caplen: usize,
         ts: u64,
@@ -298,6 +354,7 @@ impl NgState {
         len: usize,
         log: &mut Log,
     ) -> Step {
+        self.seen_packet = true;
         let Some(iface) = self.ifaces.get(interface as usize) else {
             let n = self.ifaces.len();
             log.corrupt(
@@ -307,15 +364,79 @@ impl NgState {
             );
             return Step::Continue;
         };
+        if log.strict && caplen as u32 > adjust_snapshot(iface.linktype, iface.snaplen) {
+            log.corrupt(
+                offset,
+                len as u64,
+                format!(
+                    "invalid packet capture length {caplen}, bigger than snaplen of {} (libpcap stops here)",
+                    adjust_snapshot(iface.linktype, iface.snaplen)
+                ),
+            );
+            return Step::Continue;
+        }
+        // libpcap's split: seconds (plus if_tsoffset) and the rest in the interface's units.
+        let r = iface.resolution;
+        let time = RecordTime {
+            sec: (ts / r.per_sec).wrapping_add(iface.offset_s),
+            frac: ts % r.per_sec,
+            per_sec: r.per_sec,
+            binary: r.binary,
+        };
         Step::Packet(Meta {
             start,
             len: caplen,
-            ts_ns: iface.scale.to_ns(ts).saturating_add_signed(iface.offset_ns),
+            ts_ns: time.ns(),
+            time,
             wire_len,
             linktype: iface.linktype,
             interface,
             offset,
         })
+    }
+
+    /// Reads if_tsresol and if_tsoffset; Err with libpcap's complaint about them.
+    fn idb_options(&self, opts: &[u8], iface: &mut Iface) -> Result<(), String> {
+        let be = self.be;
+        let (mut saw_resol, mut saw_offset) = (false, false);
+        let mut at = 0;
+        while at + 4 <= opts.len() {
+            let (code, olen) = (rd16(opts, at, be), rd16(opts, at + 2, be) as usize);
+            let v = at + 4;
+            if code == 0 || v + olen > opts.len() {
+                break;
+            }
+            match code {
+                9 => {
+                    if olen != 1 {
+                        return Err(format!("Interface Description Block has if_tsresol option with length {olen} != 1"));
+                    }
+                    if std::mem::replace(&mut saw_resol, true) {
+                        return Err("Interface Description Block has more than one if_tsresol option".into());
+                    }
+                    iface.resolution = Resolution::from_tsresol(opts[v]).ok_or_else(|| {
+                        format!("Interface Description Block if_tsresol option resolution {:#04x} is too high", opts[v])
+                    })?;
+                }
+                14 => {
+                    if olen != 8 {
+                        return Err(format!("Interface Description Block has if_tsoffset option with length {olen} != 8"));
+                    }
+                    if std::mem::replace(&mut saw_offset, true) {
+                        return Err("Interface Description Block has more than one if_tsoffset option".into());
+                    }
+                    let raw: [u8; 8] = opts[v..v + 8].try_into().expect("8 bytes");
+                    iface.offset_s = if be {
+                        u64::from_be_bytes(raw)
+                    } else {
+                        u64::from_le_bytes(raw)
+                    };
+                }
+                _ => {}
+            }
+            at = v + pad4(olen);
+        }
+        Ok(())
     }
 
     /// Skips byte by byte to the next block whose two lengths agree.
@@ -326,6 +447,10 @@ impl NgState {
         offset: u64,
         why: String,
     ) -> io::Result<Step> {
+        if log.strict {
+            log.corrupt(offset, 0, format!("{why} (libpcap stops here)"));
+            return Ok(Step::End);
+        }
         let mut skipped = 0u64;
         loop {
             src.consume(1);

@@ -1,9 +1,17 @@
-//! tcpdump-syntax filters compiled by libpcap into classic BPF for SO_ATTACH_FILTER.
+//! tcpdump-syntax filters, compiled by libpcap into classic BPF: for a live socket
+//! ([`compile_filter`], attached with SO_ATTACH_FILTER by `capture`) and for the packets of a
+//! capture file ([`compile_for_file`], as `tcpdump -r` compiles them), run in user space by
+//! [`run_filter`]. One crate for the filter language so that `capture`, `index` and `xdp` agree on
+//! it without pulling in each other.
 //!
-//! The kernel runs the program on every packet before it reaches the socket; a packet the program
-//! rejects is never copied into the ring. The kernel counts only accepted packets
-//! (PACKET_STATISTICS), so **the number of packets a filter rejected is not known** to a packet socket;
-//! the caller can estimate it from interface counters when it is the only capturer.
+//! The kernel runs a live program on every packet before it reaches the socket; a packet the
+//! program rejects is never copied into the ring. The kernel counts only accepted packets
+//! (PACKET_STATISTICS), so **the number of packets a filter rejected is not known** to a packet
+//! socket; the caller can estimate it from interface counters when it is the only capturer.
+
+mod file;
+
+pub use file::{compile_for_file, tcpdump_file_header, SavefileLink};
 
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::fmt::Write as _;
@@ -13,7 +21,6 @@ use libc::sock_filter;
 
 use wire::LinkType;
 
-use crate::error::FilterError;
 
 /// The largest snaplen libpcap uses (MAXIMUM_SNAPLEN).
 pub const MAX_SNAPLEN: u32 = 262_144;
@@ -172,6 +179,30 @@ pub fn dump(insns: &[sock_filter], style: DumpStyle) -> String {
         }
     }
     out
+}
+
+/// A filter expression could not be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    /// libpcap rejected the expression; `message` is libpcap's own text.
+    #[error(
+        "bad filter expression: {message}; check the addresses and syntax \
+         (tcpdump -d '{expr}' shows the same)"
+    )]
+    Syntax {
+        /// The expression as given.
+        expr: String,
+        /// libpcap's message, e.g. "invalid IPv4 address '990.99.12.23'".
+        message: String,
+    },
+    /// The program is longer than the kernel accepts (BPF_MAXINSNS = 4096).
+    #[error("filter '{expr}' compiles to {len} instructions; the kernel accepts at most 4096: simplify it")]
+    TooLong {
+        /// The expression as given.
+        expr: String,
+        /// Its instruction count.
+        len: usize,
+    },
 }
 
 #[cfg(test)]
