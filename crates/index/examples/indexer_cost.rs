@@ -72,7 +72,7 @@ fn main() {
                 // The record header's wire length, from the copy in cache.
                 let at = *off as usize - from + 12;
                 let wire = u32::from_ne_bytes(scratch[at..at + 4].try_into().unwrap());
-                b.packet(*off, *ts, wire, linktype, data);
+                b.packet(*off, *ts, wire, Some(linktype), data);
             }
             filing_ns += sys::thread_cpu_ns() - t0;
             frame_start += FRAME;

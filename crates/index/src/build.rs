@@ -166,7 +166,7 @@ impl Builder {
         raw_off: u64,
         ts_ns: u64,
         wire_len: u32,
-        linktype: LinkType,
+        linktype: Option<LinkType>,
         data: &[u8],
     ) {
         if self.full {
@@ -178,7 +178,11 @@ impl Builder {
         let Some(f) = self.frames.last_mut() else {
             return;
         };
-        f.rec_start = f.rec_start.min(raw_off);
+        // The frame's first record: until then `rec_start` is its end (no record starts in it),
+        // which is not yet known when a file is indexed after the fact (its length is 0 then).
+        if f.packets == 0 {
+            f.rec_start = raw_off;
+        }
         f.first_ts = f.first_ts.min(ts_ns);
         f.last_ts = f.last_ts.max(ts_ns);
         f.packets += 1;
@@ -190,6 +194,12 @@ impl Builder {
         } else {
             self.frames.len() as u64 - 1
         };
+        // A link type the key's parser does not know is filed with the packets that have no IP
+        // header: a candidate of every query, so that libpcap decides (bytes of 802.11 or PPP
+        // read as Ethernet could look like an IP header of other hosts).
+        let Some(linktype) = linktype else {
+            return self.log_other(FlowKey::default(), pos, ts_ns, place(0, true, wire_len));
+        };
         if let Some((k, a_to_b)) = FlowKey::compact_v4_of(data, linktype) {
             return self.log_v4(k, place(pos, a_to_b, wire_len), ts_ns);
         }
@@ -197,6 +207,11 @@ impl Builder {
         if let Some(k) = key.compact_v4() {
             return self.log_v4(k, place(pos, a_to_b, wire_len), ts_ns);
         }
+        self.log_other(key, pos, ts_ns, place(0, a_to_b, wire_len));
+    }
+
+    /// Files a packet of `flows` (not an IPv4 pair).
+    fn log_other(&mut self, key: FlowKey, pos: u64, ts_ns: u64, place: u64) {
         let next = self.keys.len() as u32;
         let id = *self.flows.entry(key).or_insert(next);
         if id == next {
@@ -205,7 +220,7 @@ impl Builder {
         self.log_flow.push(id);
         self.log_off.push(pos);
         self.log_ts.push(ts_ns);
-        self.log_place.push(place(0, a_to_b, wire_len));
+        self.log_place.push(place);
         if self.keys.len() > MAX_FLOWS {
             self.stop_at_current_frame();
         }

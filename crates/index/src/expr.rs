@@ -267,9 +267,20 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
         .iter()
         .find(|t| t.kind == Kind::Word && encaps.contains(&t.text))
         .map_or(0, |t| t.start);
-    let narrow = match parse_or_and(rest, 0, outer) {
-        Some((n, end)) if end == rest.len() => n.simplify(),
-        _ => Narrow::All,
+    // The narrowing is a superset: an expression too deep or too long to narrow (a hostile one,
+    // 16 KiB of `!` or `(`) narrows nothing, and libpcap alone decides; the parser never recurses
+    // past MAX_DEPTH nor builds more than MAX_TERMS primitives.
+    let primitives = rest
+        .iter()
+        .filter(|t| matches!(t.kind, Kind::Word))
+        .count();
+    let narrow = if primitives > MAX_TERMS {
+        Narrow::All
+    } else {
+        match parse_or_and(rest, 0, outer, 0) {
+            Some((n, end)) if end == rest.len() => n.simplify(),
+            _ => Narrow::All,
+        }
     };
     Ok(Query {
         filter,
@@ -291,16 +302,26 @@ fn has_top_level_or(toks: &[Tok]) -> bool {
     })
 }
 
+/// Nesting (`(`, `not`) the narrowing follows; deeper gives no narrowing.
+const MAX_DEPTH: usize = 64;
+/// Words in an expression the narrowing looks at; more gives no narrowing (a narrowing tree of
+/// thousands of terms would cost more than it saves, and `port 1 or ... or port 1345` is a
+/// scan anyway).
+const MAX_TERMS: usize = 256;
+
 /// `and` and `or` have equal precedence and associate left to right (libpcap).
-/// `outer` is the byte offset of the only `vlan` that may narrow.
-fn parse_or_and(toks: &[Tok], pos: usize, outer: usize) -> Option<(Narrow, usize)> {
-    let (mut left, mut pos) = parse_unary(toks, pos, outer)?;
+/// `outer` is the byte offset of the only `vlan` that may narrow; `depth` the nesting so far.
+fn parse_or_and(toks: &[Tok], pos: usize, outer: usize, depth: usize) -> Option<(Narrow, usize)> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let (mut left, mut pos) = parse_unary(toks, pos, outer, depth)?;
     while let Some(op) = toks
         .get(pos)
         .map(|t| t.kind)
         .filter(|k| matches!(k, Kind::And | Kind::Or))
     {
-        let (right, next) = parse_unary(toks, pos + 1, outer)?;
+        let (right, next) = parse_unary(toks, pos + 1, outer, depth)?;
         let (l, r) = (Box::new(left), Box::new(right));
         left = if op == Kind::And {
             Narrow::And(l, r)
@@ -312,11 +333,14 @@ fn parse_or_and(toks: &[Tok], pos: usize, outer: usize) -> Option<(Narrow, usize
     Some((left, pos))
 }
 
-fn parse_unary(toks: &[Tok], pos: usize, outer: usize) -> Option<(Narrow, usize)> {
+fn parse_unary(toks: &[Tok], pos: usize, outer: usize, depth: usize) -> Option<(Narrow, usize)> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
     match toks.get(pos)?.kind {
         // The index cannot narrow a negation, but the operand must still parse.
-        Kind::Not => parse_unary(toks, pos + 1, outer).map(|(_, p)| (Narrow::All, p)),
-        Kind::LParen => match parse_or_and(toks, pos + 1, outer)? {
+        Kind::Not => parse_unary(toks, pos + 1, outer, depth + 1).map(|(_, p)| (Narrow::All, p)),
+        Kind::LParen => match parse_or_and(toks, pos + 1, outer, depth + 1)? {
             (n, p) if toks.get(p)?.kind == Kind::RParen => Some((n, p + 1)),
             _ => None,
         },
@@ -581,6 +605,36 @@ fn parse_rfc3339(s: &str) -> Result<u128, String> {
     let total =
         (i128::from(days_from_civil(y, mo, d)) * 86_400 + secs - offset) * 1_000_000_000 + frac_ns;
     u128::try_from(total).map_err(|_| format!("`{s}` is before 1970"))
+}
+
+#[cfg(test)]
+mod bounded {
+    use super::*;
+
+    /// A hostile expression (16 KiB of `!`, 100 k `(`) is parsed on a small stack (serve's
+    /// threads) without recursing past the bound, and narrows nothing.
+    #[test]
+    fn deep_or_long_expressions_do_not_overflow_the_stack_and_narrow_nothing() {
+        let bangs = format!("{}tcp", "!".repeat(16_380));
+        let parens = format!("{}tcp{}", "(".repeat(100_000), ")".repeat(100_000));
+        let ors = (1..=1345)
+            .map(|p| format!("port {p}"))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let t = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || {
+                for e in [bangs, parens, ors] {
+                    let q = parse_query(&e, 0).unwrap();
+                    assert_eq!(q.narrow, Narrow::All, "{}", &e[..40]);
+                }
+            })
+            .unwrap();
+        t.join().unwrap();
+        // Shallow nesting still narrows.
+        let q = parse_query("((host 10.0.0.1))", 0).unwrap();
+        assert_eq!(q.narrow, Narrow::Host("10.0.0.1".parse().unwrap()));
+    }
 }
 
 #[cfg(test)]

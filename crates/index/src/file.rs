@@ -24,7 +24,9 @@ pub(crate) const MAGIC: &[u8; 8] = b"RCINDEX\x01";
 /// frames), their length in the header.
 /// 5: the flows' and `by_b`'s chunks hold whole rows, stored column by column, the flows'
 /// posting offsets as differences (see `chunks::pack_rows`): 40 % less index on generated traffic.
-pub const VERSION: u32 = 5;
+/// 6: a plain file indexed after the fact gives its first frame's first record, not the file's
+/// start (version 5 had the file header read as a record there).
+pub const VERSION: u32 = 6;
 pub(crate) const HEADER_LEN: usize = 128;
 pub(crate) const FLOW_LEN: usize = 28;
 /// A `by_b` entry: the flow's second endpoint (address id), then the flow.
@@ -316,9 +318,9 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// Whether any packet of the frame lies in `[after, before)`.
-    pub fn overlaps(&self, after: u64, before: u64) -> bool {
-        self.packets > 0 && self.last_ts >= after && self.first_ts < before
+    /// Whether any packet of the frame lies in `[after, before)` (no `before`: no end).
+    pub fn overlaps(&self, after: u64, before: Option<u64>) -> bool {
+        self.packets > 0 && self.last_ts >= after && before.is_none_or(|b| self.first_ts < b)
     }
 
     /// The frame did not decode when the file was indexed: its packets and their times are

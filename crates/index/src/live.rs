@@ -290,7 +290,7 @@ impl FileIndexer for LiveIndexer {
     #[inline]
     fn packet(&mut self, raw_off: u64, ts_ns: u64, wire_len: u32, data: &[u8]) {
         if let Some((_, b, lt)) = self.file.as_mut() {
-            b.packet(raw_off, ts_ns, wire_len, *lt, data);
+            b.packet(raw_off, ts_ns, wire_len, Some(*lt), data);
         }
     }
 

@@ -109,8 +109,10 @@ pub fn index_file_unless(
     };
     let head = chain.head_shared.clone();
     let damaged_frames = chain.damaged.clone();
-    let mut reader =
-        store::CaptureReader::from_reader(Box::new(chain), path).map_err(|e| e.to_string())?;
+    // Read as libpcap reads it: an index never names a packet after the point where `tcpdump -r`
+    // stops (damage, an interface of another link type, ...).
+    let mut reader = store::CaptureReader::strict_from_reader(Box::new(chain), path, 1 << 20)
+        .map_err(|e| e.to_string())?;
     let mut builder: Option<Builder> = None;
     let mut frame = usize::MAX;
     let mut last_file_off = 0;
@@ -170,8 +172,13 @@ pub fn index_file_unless(
                 return Err(format!("{}: stopped", path.display()));
             }
         }
-        let lt = LinkType::from_pcap(p.linktype).unwrap_or(LinkType::Ethernet);
-        b.packet(p.offset, p.ts_ns, p.wire_len, lt, p.data);
+        b.packet(
+            p.offset,
+            p.ts_ns,
+            p.wire_len,
+            LinkType::from_pcap(p.linktype),
+            p.data,
+        );
         packets += 1;
         let done = spans[frame].0;
         if done > last_file_off {
@@ -181,7 +188,15 @@ pub fn index_file_unless(
     }
     progress.fetch_add(size - last_file_off, Relaxed);
     let damaged = reader.damaged();
+    let late_interfaces = reader.late_interfaces();
     drop(reader);
+    if late_interfaces {
+        // A piece read after such a block would lack the interfaces it describes.
+        return Err(format!(
+            "{}: not indexed: the file describes interfaces after its first packet (queries scan it)",
+            path.display()
+        ));
+    }
     let Some(mut b) = builder else {
         return Err(format!("{}: no packets to index", path.display()));
     };
@@ -225,6 +240,14 @@ pub fn index_file_unless(
         }
     };
     let partial = b.is_full();
+    if partial && !cut_at_records {
+        // The part a query scans would begin inside a record.
+        return Err(format!(
+            "{}: not indexed: more than {} packets in a file whose frames are not cut at packets (queries scan it)",
+            path.display(),
+            crate::build::MAX_PACKETS
+        ));
+    }
     let frames = starts.len() as u64;
     let (index_bytes, flows_bytes) = crate::live::write_index_and_flows(path, b)?;
     Ok(Indexed {

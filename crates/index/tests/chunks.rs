@@ -82,7 +82,7 @@ fn build(pkts: &[Pkt]) -> Vec<u8> {
             24 + i as u64 * 60,
             1_000 + i as u64,
             f.len() as u32,
-            LinkType::Ethernet,
+            Some(LinkType::Ethernet),
             &f,
         );
     }

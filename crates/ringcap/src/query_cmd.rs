@@ -1,6 +1,6 @@
 //! `ringcap query`: the packets of a store that match a tcpdump expression and a time window.
 
-use std::io::{IsTerminal, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::cli::OutputFormat;
-use store::{CaptureWriter, Format, WriterOptions};
+use store::{Format, PacketStream, StreamHeader};
 
 use crate::Fatal;
 
@@ -47,9 +47,12 @@ pub struct QueryArgs {
     /// instead of printing one line per packet.
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<PathBuf>,
-    /// Format of -w (as capture's -F; pcap-ns by default, so no timestamp digit is lost).
-    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
-    pub format: OutputFormat,
+    /// Format of -w (as capture's -F). Default: what `tcpdump -r FILE -w OUT` writes, pcap with
+    /// the files' link type and snaplen and each record's time fields as they are, in
+    /// microseconds when every file has microsecond times, else in nanoseconds (so no digit is
+    /// lost).
+    #[arg(short = 'F', long = "format", value_enum)]
+    pub format: Option<OutputFormat>,
     /// Stop after N packets.
     #[arg(short = 'c', long = "limit", value_name = "N")]
     pub limit: Option<u64>,
@@ -143,6 +146,9 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
             "no capture files in the stores given"
         )));
     }
+    // The filter compiled for each file's link: what libpcap refuses for one of them is refused
+    // here, before any packet, as `tcpdump -r` refuses it (exit 1, libpcap's words).
+    let plan = index::query::plan(&files, &q).map_err(|e| Fatal::runtime(anyhow::anyhow!(e)))?;
     if let Some(w) = a
         .write
         .as_deref()
@@ -176,7 +182,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         progress: Some(progress.clone()),
     };
     let started = Instant::now();
-    let mut out = Output::new(&a)?;
+    let mut out = Output::new(&a, plan.header)?;
     let mut packets = 0u64;
     let limit = a.limit.unwrap_or(u64::MAX);
     // A bar on stderr while packets go to a file or a pipe (not among tcpdump-style lines on
@@ -189,7 +195,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     let reports = if limit == 0 {
         Vec::new()
     } else {
-        index::query::run(&files, &q, &opts, |hit| {
+        plan.run(&opts, |hit| {
             out.packet(hit)?;
             packets += 1;
             bar.matched.store(packets, Relaxed);
@@ -323,43 +329,43 @@ impl Bar {
     }
 }
 
-/// Where matching packets go: a capture file (made at the first packet, which sets the link
-/// type) or lines on stdout.
+/// Where matching packets go: a capture file or stdout (`-w`), as one pcap stream with the header
+/// of the files queried, or tcpdump-style lines on stdout.
 struct Output {
-    path: Option<PathBuf>,
-    format: Format,
-    writer: Option<(CaptureWriter, u32)>,
-    lines: Option<std::io::BufWriter<std::io::Stdout>>,
+    stream: Option<PacketStream<BufWriter<Box<dyn Write>>>>,
+    lines: Option<BufWriter<std::io::Stdout>>,
 }
 
 impl Output {
-    fn new(a: &QueryArgs) -> Result<Output, Fatal> {
-        let format = a.format.into();
+    fn new(a: &QueryArgs, header: StreamHeader) -> Result<Output, Fatal> {
+        let stream = match &a.write {
+            None => None,
+            Some(path) => {
+                let sink: Box<dyn Write> = if path.as_os_str() == "-" {
+                    Box::new(std::io::stdout())
+                } else {
+                    Box::new(create_private(path).map_err(|e| {
+                        Fatal::runtime(anyhow::anyhow!("-w {}: {e}", path.display()))
+                    })?)
+                };
+                let format = match a.format {
+                    Some(f) => f.into(),
+                    None => Format::Pcap {
+                        nanos: header.nanos,
+                    },
+                };
+                Some(PacketStream::new(
+                    BufWriter::with_capacity(1 << 20, sink),
+                    format,
+                    header,
+                ))
+            }
+        };
         Ok(Output {
-            path: a.write.clone(),
-            format,
-            writer: None,
+            stream,
             // With --json and no -w, stdout holds the JSON summary only.
-            lines: (a.write.is_none() && !a.json.on)
-                .then(|| std::io::BufWriter::new(std::io::stdout())),
+            lines: (a.write.is_none() && !a.json.on).then(|| BufWriter::new(std::io::stdout())),
         })
-    }
-
-    fn open(&mut self, linktype: u32) -> std::io::Result<()> {
-        let Some(path) = &self.path else {
-            return Ok(());
-        };
-        let opts = WriterOptions {
-            format: self.format,
-            linktype,
-            direct_io: false,
-            buffer_size: 1 << 20,
-            ..Default::default()
-        };
-        let mut w = CaptureWriter::create(path, opts).map_err(std::io::Error::other)?;
-        w.wait_for_buffers();
-        self.writer = Some((w, linktype));
-        Ok(())
     }
 
     fn packet(&mut self, hit: &index::Hit<'_>) -> std::io::Result<()> {
@@ -369,15 +375,10 @@ impl Output {
             let _ = wire::format_line(&mut line, hit.ts_ns, hit.data, hit.wire_len, lt);
             return writeln!(out, "{line}");
         }
-        if self.writer.is_none() {
-            self.open(hit.linktype)?;
+        match self.stream.as_mut() {
+            Some(s) => s.packet(&hit.time, hit.wire_len, hit.linktype, hit.data),
+            None => Ok(()),
         }
-        let (w, lt) = self.writer.as_mut().expect("opened");
-        store::check_same_linktype(*lt, hit.linktype)?;
-        if !w.write_packet(hit.ts_ns, hit.wire_len, hit.data, None) {
-            return Err(std::io::Error::other("the output failed"));
-        }
-        Ok(())
     }
 
     fn finish(mut self) -> Result<(), Fatal> {
@@ -385,15 +386,22 @@ impl Output {
             out.flush()
                 .map_err(|e| Fatal::runtime(anyhow::anyhow!("stdout: {e}")))?;
         }
-        if self.path.is_some() && self.writer.is_none() {
-            // No packet matched: still write a valid, empty file.
-            self.open(1)
-                .map_err(|e| Fatal::runtime(anyhow::anyhow!("{e}")))?;
-        }
-        if let Some((w, _)) = self.writer.take() {
-            w.finish(None)
-                .map_err(|e| Fatal::runtime(anyhow::anyhow!("{e}")))?;
+        if let Some(s) = self.stream.take() {
+            // A result with no packet is still a valid file (the header alone).
+            s.finish()
+                .map_err(|e| Fatal::runtime(anyhow::anyhow!("writing the result: {e}")))?;
         }
         Ok(())
     }
+}
+
+/// A new file for the result, readable by its owner only (packets are private).
+fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
 }

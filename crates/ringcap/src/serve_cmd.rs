@@ -90,8 +90,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
     pub max_read_rate: Option<u64>,
     /// Format of the results (as query's -F).
-    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
-    pub format: OutputFormat,
+    #[arg(short = 'F', long = "format", value_enum)]
+    pub format: Option<OutputFormat>,
     /// Once listening (and the key read), become USER (as capture -Z): the store must be
     /// readable by USER.
     #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
@@ -205,7 +205,8 @@ struct QueryService {
     queries: httpd::Slots,
     options: index::QueryOptions,
     timeout: Option<Duration>,
-    format: store::Format,
+    /// None: as `ringcap query -w` (µs when every file has µs times, else ns).
+    format: Option<store::Format>,
     quiet: bool,
 }
 
@@ -252,7 +253,7 @@ impl QueryService {
                 progress: None,
             },
             timeout: a.query_timeout,
-            format: a.format.into(),
+            format: a.format.map(Into::into),
             quiet: a.quiet.on,
         }
     }
@@ -309,6 +310,15 @@ impl QueryService {
             Ok(f) => f,
             Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
         };
+        // The filter compiled for each file's link, as tcpdump -r compiles it: refused with
+        // libpcap's words before any byte of the result.
+        let plan = match index::query::plan(&files, &query) {
+            Ok(p) => p,
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                return self.refuse(conn, 400, &[], &e.to_string())
+            }
+            Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
+        };
         let started = Instant::now();
         let options = index::QueryOptions {
             deadline: self.timeout.map(|t| started + t),
@@ -327,10 +337,13 @@ impl QueryService {
             )],
             request.http10,
         )?;
-        let mut pcap = store::PacketStream::new(body, self.format);
+        let format = self.format.unwrap_or(store::Format::Pcap {
+            nanos: plan.header.nanos,
+        });
+        let mut pcap = store::PacketStream::new(body, format, plan.header);
         let mut packets = 0u64;
-        let result = index::query::run(&files, &query, &options, |hit| {
-            pcap.packet(hit.ts_ns, hit.wire_len, hit.linktype, hit.data)?;
+        let result = plan.run(&options, |hit| {
+            pcap.packet(&hit.time, hit.wire_len, hit.linktype, hit.data)?;
             packets += 1;
             Ok(true)
         });

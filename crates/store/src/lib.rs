@@ -40,5 +40,5 @@ pub use reader::{open_capture, CaptureReader, Compression, FileLink, InputFormat
 pub use record_time::{RecordTime, MICROS, NANOS};
 pub use repair::{finished_name, repair, RepairOptions, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
-pub use stream::{check_same_linktype, PacketStream};
+pub use stream::{check_same_linktype, PacketStream, StreamHeader};
 pub use writer::{CaptureWriter, WriterOptions, MIN_BUFFER_SIZE};

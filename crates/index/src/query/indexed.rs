@@ -22,17 +22,77 @@ const COALESCE: u64 = 64 << 10;
 /// query's time (~5 runs per file, `perf`).
 const RUN_BUFFER: usize = 64 << 10;
 
-/// One piece of a compressed file to decode: a frame the index names, or the part it does not
-/// cover yet.
-#[derive(Clone, Copy, Debug)]
+/// One piece of a compressed file to decode: a frame the index names (or the part of one that
+/// holds wanted records), or the part the index does not cover yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Piece {
     off: u64,
     len: u64,
-    /// Decoded bytes to drop first: the part of the file header that [`read_stream`] already puts
-    /// in front of the stream (a compressed file's first frame begins with the header; read
-    /// twice, a pcap header is a zero-length packet followed by garbage, and the packets after it
-    /// are lost as damage).
+    /// Decoded bytes to drop first: what lies before the frame's first wanted record (the file
+    /// header that [`read_stream`] already puts in front of the stream, in a first frame; the
+    /// end of a record begun in the frame before, when frames are not cut at records).
     skip: u64,
+    /// Decoded bytes to give after `skip`, at most (None: to the frame's end): a frame whose
+    /// last record ends in a later frame is followed by that part of the later one, and no more.
+    take: Option<u64>,
+}
+
+/// The pieces that give exactly the records starting in the wanted frames, in file order. A
+/// frame's records run from its first record to the next frame's first record (or to a damaged
+/// frame, or to the end): for ringcap's files, whose frames are cut at records, that is the
+/// frame itself; other tools' compressed files may cut a record anywhere, even across several
+/// frames. Adjacent ranges join, so no frame is decoded twice.
+fn record_pieces(frames: &[Frame], wanted: &[bool]) -> Vec<Piece> {
+    let ends = record_ends(frames);
+    let mut ranges: Vec<(u64, Option<u64>)> = Vec::new();
+    for k in (0..frames.len()).filter(|&k| wanted[k]) {
+        let f = &frames[k];
+        let range = if f.is_damaged() {
+            // Read again whole: it fails again (and is said), or decodes now.
+            (f.raw_start, frames.get(k + 1).map(|n| n.raw_start))
+        } else {
+            (f.rec_start, ends[k])
+        };
+        match ranges.last_mut() {
+            Some(last) if last.1 == Some(range.0) => last.1 = range.1,
+            _ => ranges.push(range),
+        }
+    }
+    let mut pieces = Vec::new();
+    for (from, to) in ranges {
+        // The frames the range lies in: from the one holding `from` to the one holding `to - 1`.
+        let mut k = frames.partition_point(|f| f.raw_start <= from).saturating_sub(1);
+        while k < frames.len() {
+            let f = &frames[k];
+            let end = frames.get(k + 1).map(|n| n.raw_start);
+            let start = from.max(f.raw_start);
+            if to.is_some_and(|to| start >= to) {
+                break;
+            }
+            let take = match (to, end) {
+                (Some(to), Some(end)) if to >= end => None,
+                (Some(to), _) => Some(to - start),
+                (None, _) => None,
+            };
+            pieces.push(Piece {
+                off: f.file_off,
+                len: f.file_len,
+                skip: start - f.raw_start,
+                take,
+            });
+            // The range ends in this frame, or this is the last frame.
+            let last = match (to, end) {
+                (_, None) => true,
+                (Some(to), Some(end)) => end >= to,
+                (None, Some(_)) => false,
+            };
+            if last {
+                break;
+            }
+            k += 1;
+        }
+    }
+    pieces
 }
 
 /// Whole frames that did not decode (a bad checksum, damaged bytes): each is skipped alone, as
@@ -112,11 +172,19 @@ impl Frames {
         self.skipped.clone()
     }
 
-    /// Streams the piece from `src`, less its first `skip` decoded bytes.
-    fn stream<R: Read + Send + 'static>(&mut self, src: R, skip: u64) -> io::Result<usize> {
+    /// Streams the piece from `src`, less its first `skip` decoded bytes, at most `take` after.
+    fn stream<R: Read + Send + 'static>(
+        &mut self,
+        src: R,
+        skip: u64,
+        take: Option<u64>,
+    ) -> io::Result<usize> {
         let mut dec = decoder(src, self.compression)?;
         io::copy(&mut dec.by_ref().take(skip), &mut io::sink())?;
-        self.cur = Some(dec);
+        self.cur = Some(match take {
+            Some(n) => Box::new(dec.take(n)),
+            None => dec,
+        });
         Ok(0)
     }
 
@@ -140,7 +208,7 @@ impl Frames {
                 inner: f.take(p.len),
                 pace: self.pace.clone(),
             };
-            return self.stream(paced, p.skip);
+            return self.stream(paced, p.skip, p.take);
         }
         self.packed.resize(p.len as usize, 0);
         let got = self.ahead.read_cached(&self.file, &mut self.packed, p.off);
@@ -163,12 +231,12 @@ impl Frames {
             if matches!(n, Ok(n) if n as u64 > WHOLE_FRAME_MAX) {
                 self.raw.clear();
                 let packed = std::mem::take(&mut self.packed);
-                return self.stream(Cursor::new(packed), p.skip);
+                return self.stream(Cursor::new(packed), p.skip, p.take);
             }
             n.map(|_| None)
         } else {
             match zstd::zstd_safe::get_frame_content_size(&self.packed) {
-                Ok(Some(n)) if p.skip == 0 && n as usize <= buf.len() => {
+                Ok(Some(n)) if p.skip == 0 && p.take.is_none() && n as usize <= buf.len() => {
                     crate::file::zstd_decompress_to(&self.packed, &mut buf[..n as usize]).map(Some)
                 }
                 Ok(Some(n)) if n <= WHOLE_FRAME_MAX => {
@@ -177,7 +245,7 @@ impl Frames {
                 // Size not in the header (or too large): stream the bytes already read.
                 Ok(_) => {
                     let packed = std::mem::take(&mut self.packed);
-                    return self.stream(Cursor::new(packed), p.skip);
+                    return self.stream(Cursor::new(packed), p.skip, p.take);
                 }
                 Err(_) => Err(io::Error::other("no zstd frame header")),
             }
@@ -186,6 +254,10 @@ impl Frames {
             Ok(Some(n)) => Ok(n),
             Ok(None) => {
                 self.raw_pos = (p.skip as usize).min(self.raw.len());
+                if let Some(n) = p.take {
+                    let end = (p.skip + n).min(self.raw.len() as u64) as usize;
+                    self.raw.truncate(end);
+                }
                 Ok(0)
             }
             Err(e) => {
@@ -264,17 +336,8 @@ pub(super) fn by_index(
     r.candidates = candidates;
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if compressed {
-        // Every wanted frame, as one stream.
-        let pieces: Vec<Piece> = frames
-            .iter()
-            .zip(&wanted)
-            .filter(|(_, &w)| w)
-            .map(|(f, _)| Piece {
-                off: f.file_off,
-                len: f.file_len,
-                skip: (prelude.len() as u64).saturating_sub(f.raw_start),
-            })
-            .collect();
+        // The records of every wanted frame, as one stream.
+        let pieces = record_pieces(&frames, &wanted);
         r.frames_read = pieces.len() as u64;
         r.bytes_read = pieces.iter().map(|p| p.len).sum();
         let body =
@@ -286,12 +349,14 @@ pub(super) fn by_index(
             r.error = Some(why);
         }
     } else if r.candidates.is_none() {
-        // Runs of wanted frames, each read as one piece.
+        // Runs of wanted frames, each read as one piece: from the run's first record to the end
+        // of the records of its last frame.
+        let ends = record_ends(&frames);
         for run in wanted_runs(&wanted) {
             let (first, k) = (run.start, run.end);
             r.frames_read += (k - first) as u64;
             let from = frames[first].rec_start;
-            let to = frames.get(k).map_or(h.covered, |f| f.rec_start);
+            let to = ends[k - 1].unwrap_or(h.covered);
             r.bytes_read += to - from;
             let mut f = file.try_clone().map_err(|e| e.to_string())?;
             f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
@@ -315,12 +380,31 @@ pub(super) fn by_index(
             off: h.covered,
             len: size - h.covered,
             skip: (prelude.len() as u64).saturating_sub(raw_start),
+            take: None,
         }];
         let body =
             Frames::new(&file, job, tail, h.compression, false).map_err(|e| e.to_string())?;
         read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
     }
     Ok(())
+}
+
+/// Where the records that start in each frame end: at the first record of a later frame that
+/// has one, or at the start of a damaged frame (nothing of it reaches the stream); None: at the
+/// end of what the index covers.
+fn record_ends(frames: &[Frame]) -> Vec<Option<u64>> {
+    let mut ends = vec![None; frames.len()];
+    let mut next: Option<u64> = None;
+    for k in (0..frames.len()).rev() {
+        ends[k] = next;
+        let f = &frames[k];
+        if f.is_damaged() {
+            next = Some(f.raw_start);
+        } else if f.packets > 0 {
+            next = Some(f.rec_start);
+        }
+    }
+    ends
 }
 
 /// Runs of consecutive wanted frames, in file order.
@@ -441,7 +525,12 @@ struct Plan<'a> {
 
 /// The frames and records of a file that may hold matches in `[after, before)`: time prunes the
 /// frames, then the index's flows narrow them.
-fn plan<'a>(ix: &'a IndexFile, job: &Job, after: u64, before: u64) -> Result<Plan<'a>, IndexError> {
+fn plan<'a>(
+    ix: &'a IndexFile,
+    job: &Job,
+    after: u64,
+    before: Option<u64>,
+) -> Result<Plan<'a>, IndexError> {
     let frames = ix.frames()?;
     let in_time: Vec<bool> = frames.iter().map(|f| f.overlaps(after, before)).collect();
     let prelude = ix.prelude()?;
@@ -486,7 +575,7 @@ fn plan<'a>(ix: &'a IndexFile, job: &Job, after: u64, before: u64) -> Result<Pla
         let after_it = frames[k + 1..].iter().find(|f| f.packets > 0);
         let from = before_it.map_or(0, |f| f.last_ts);
         let to = after_it.map_or(u64::MAX, |f| f.first_ts);
-        if from < before && to >= after {
+        if before.is_none_or(|b| from < b) && to >= after {
             wanted[k] = true;
         }
     }
@@ -553,6 +642,8 @@ fn read_exact_at(file: &File, off: u64, n: usize) -> Result<Vec<u8>, String> {
 struct Layout {
     pcapng: bool,
     big_endian: bool,
+    /// pcap record header bytes: 16, or 24 in a patched ("modified") pcap.
+    pcap_header: usize,
 }
 
 impl Layout {
@@ -560,17 +651,20 @@ impl Layout {
         let m = prelude.get(..4).ok_or("the index holds no file header")?;
         let le = u32::from_le_bytes(m.try_into().unwrap());
         let be = u32::from_be_bytes(m.try_into().unwrap());
-        let pcap = [store::PCAP_MAGIC_US, store::PCAP_MAGIC_NS];
+        const PATCHED: u32 = 0xa1b2_cd34;
+        let pcap = [store::PCAP_MAGIC_US, store::PCAP_MAGIC_NS, PATCHED];
         if pcap.contains(&le) || pcap.contains(&be) {
             return Ok(Layout {
                 pcapng: false,
                 big_endian: !pcap.contains(&le),
+                pcap_header: if le == PATCHED || be == PATCHED { 24 } else { 16 },
             });
         }
         let bom = prelude.get(8..12).ok_or("short pcapng header")?;
         Ok(Layout {
             pcapng: true,
             big_endian: bom == [0x1a, 0x2b, 0x3c, 0x4d],
+            pcap_header: 16,
         })
     }
 
@@ -578,7 +672,7 @@ impl Layout {
         if self.pcapng {
             8
         } else {
-            16
+            self.pcap_header
         }
     }
 
@@ -590,7 +684,11 @@ impl Layout {
         } else {
             u32::from_le_bytes(b)
         };
-        let len = if self.pcapng { v } else { v + 16 };
+        let len = if self.pcapng {
+            v
+        } else {
+            v + self.pcap_header as u32
+        };
         if v > 1 << 24 {
             return Err(format!("an impossible record length {v}: the index does not match the file; run `ringcap index`"));
         }

@@ -12,8 +12,9 @@ use std::time::Duration;
 use super::pace::ReadPace;
 use super::worker::query_file;
 use super::{timed_out, Batch, FileReport, Hit, Job, QueryOptions, BATCH_PACKETS};
+use super::filter::Filters;
 use crate::expr::Query;
-use crate::file::IndexFile;
+use store::{FileLink, StreamHeader};
 
 /// Batches buffered per file between a worker and the merge.
 const BATCHES_AHEAD: usize = 2;
@@ -67,19 +68,125 @@ impl Stream {
             self.batch = self.rx.recv().ok()?;
             self.at = 0;
         }
-        Some(self.batch.meta[self.at].0)
+        Some(self.batch.meta[self.at].ts_ns)
     }
 }
 
-/// Runs `query` over `files`, calling `emit` for each matching packet in time order across files
-/// (within a file, in file order); `emit` returns false to stop (`--limit`). Returns what was
-/// done per file, in the order files were given.
+/// A query ready to run over its files: each file's first time and link surveyed, the filter
+/// compiled for every link among them (so that an expression libpcap refuses for one of them is
+/// refused before any packet, as `tcpdump -r` refuses it), and the header a result should have.
+pub struct Plan {
+    files: Vec<PathBuf>,
+    query: Query,
+    /// (first packet's time, file) in the order the merge takes them.
+    order: Vec<(u64, usize)>,
+    links: Vec<Option<FileLink>>,
+    filters: Arc<Filters>,
+    /// What a result's file header says: the link type and snaplen of the first file (as
+    /// `tcpdump -r FILE -w OUT` writes them, from libpcap), nanoseconds if any file has finer
+    /// times than microseconds.
+    pub header: StreamHeader,
+}
+
+/// Surveys `files` and compiles the query's filter for their links. Err (InvalidInput, with
+/// libpcap's words) when the filter does not compile for one of them.
+pub fn plan(files: &[PathBuf], query: &Query) -> io::Result<Plan> {
+    let filters = Arc::new(Filters::new(&query.filter));
+    let surveys: Vec<(u64, Option<FileLink>)> = files.iter().map(|f| survey(f)).collect();
+    let mut order: Vec<(u64, usize)> = surveys
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.0, i))
+        .collect();
+    order.sort();
+    let links: Vec<Option<FileLink>> = surveys.iter().map(|s| s.1).collect();
+    for link in links.iter().flatten() {
+        filters
+            .for_link(*link)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
+    if !query.filter.is_empty() && links.iter().all(Option::is_none) {
+        // Nothing to compile for: a typo is still said (as tcpdump says it on any file).
+        filters
+            .for_link(ETHERNET)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
+    let nanos = links.iter().flatten().any(|l| l.nanos);
+    let first = order.iter().find_map(|&(_, i)| links[i]);
+    let header = match first {
+        Some(link) => tcpdump_header(link, nanos),
+        None => StreamHeader::default(),
+    };
+    Ok(Plan {
+        files: files.to_vec(),
+        query: query.clone(),
+        order,
+        links,
+        filters,
+        header,
+    })
+}
+
+/// A file of no known link: what an empty Ethernet capture says.
+const ETHERNET: FileLink = FileLink {
+    linktype: 1,
+    snaplen: store::MAX_SNAPLEN,
+    swapped: false,
+    nanos: false,
+};
+
+/// The header libpcap writes for a copy of a file of this link (its link type mapped there and
+/// back, its snaplen adjusted), at the result's precision.
+fn tcpdump_header(link: FileLink, nanos: bool) -> StreamHeader {
+    let savefile = bpf::SavefileLink {
+        linktype: link.linktype,
+        snaplen: link.snaplen,
+        swapped: link.swapped,
+    };
+    match bpf::tcpdump_file_header(savefile, nanos) {
+        Ok(h) => StreamHeader {
+            linktype: u32::from_ne_bytes(h[20..24].try_into().expect("4 bytes")),
+            snaplen: u32::from_ne_bytes(h[16..20].try_into().expect("4 bytes")),
+            nanos,
+        },
+        // libpcap opens every link type; if it did not, the file's own fields are the best guess.
+        Err(_) => StreamHeader {
+            linktype: link.linktype,
+            snaplen: link.snaplen,
+            nanos,
+        },
+    }
+}
+
+/// Runs `query` over `files` (see [`Plan::run`]).
 pub fn run(
     files: &[PathBuf],
     query: &Query,
     opts: &QueryOptions,
+    emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
+) -> io::Result<Vec<FileReport>> {
+    plan(files, query)?.run(opts, emit)
+}
+
+impl Plan {
+    /// Runs the query, calling `emit` for each matching packet in time order across files
+    /// (within a file, in file order); `emit` returns false to stop (`--limit`). Returns what was
+    /// done per file, in the order files were given.
+    pub fn run(
+        &self,
+        opts: &QueryOptions,
+        emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
+    ) -> io::Result<Vec<FileReport>> {
+        merge(self, opts, emit)
+    }
+}
+
+fn merge(
+    plan: &Plan,
+    opts: &QueryOptions,
     mut emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
 ) -> io::Result<Vec<FileReport>> {
+    let (files, query, order) = (&plan.files, &plan.query, &plan.order);
     let stop = Arc::new(AtomicBool::new(false));
     let pace = opts.max_read_rate.map(|rate| {
         Arc::new(ReadPace {
@@ -88,8 +195,11 @@ pub fn run(
             deadline: opts.deadline,
         })
     });
-    let job = |_: usize| Job {
-        query: Arc::new(query.clone()),
+    let shared_query = Arc::new(query.clone());
+    let job = |i: usize| Job {
+        query: shared_query.clone(),
+        filters: plan.filters.clone(),
+        link: plan.links[i],
         pace: pace.clone(),
         stop: stop.clone(),
         use_index: opts.use_index,
@@ -99,13 +209,6 @@ pub fn run(
         opts.deadline
             .is_some_and(|d| std::time::Instant::now() >= d)
     };
-    // Order files by their first packet (from the index, or by peeking).
-    let mut order: Vec<(u64, usize)> = files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (first_ts(f), i))
-        .collect();
-    order.sort();
     let jobs = opts.jobs.max(1);
     let mut reports: Vec<Option<FileReport>> = vec![None; files.len()];
     let mut next = 0usize; // next file (in `order`) to start
@@ -164,6 +267,17 @@ pub fn run(
 
         // Merge in the next file when nothing is live or it may start before the live heads.
         let min_head = streams.iter_mut().filter_map(|s| s.head()).min();
+        // A file not started yet (all `jobs` workers busy) whose first packet is not later than
+        // the live heads must be merged in before them: start it now, past the limit (waiting
+        // for a worker could wait for ever: theirs wait for the merge to take their batches).
+        if ahead.is_empty()
+            && next < order.len()
+            && min_head.is_some_and(|m| order[next].0 <= m)
+        {
+            ahead.push_back((order[next].0, start(next)));
+            next += 1;
+            continue;
+        }
         if let Some((t, _)) = ahead.front() {
             if min_head.is_none_or(|m| *t <= m) {
                 let (_, s) = ahead.pop_front().expect("front");
@@ -206,13 +320,14 @@ pub fn run(
         }
         since_check += 1;
         let s = &mut streams[best];
-        let (ts, wire_len, linktype, at, len) = s.batch.meta[s.at];
+        let m = s.batch.meta[s.at];
         s.at += 1;
         let hit = Hit {
-            ts_ns: ts,
-            wire_len,
-            linktype,
-            data: &s.batch.data[at..at + len],
+            ts_ns: m.ts_ns,
+            time: m.time,
+            wire_len: m.wire_len,
+            linktype: m.linktype,
+            data: &s.batch.data[m.start..m.start + m.len],
         };
         match emit(&hit) {
             Ok(true) => {}
@@ -252,13 +367,16 @@ pub fn run(
         .collect())
 }
 
-/// The time of a file's first packet: from its index, else by reading it (0 if unreadable).
-fn first_ts(path: &Path) -> u64 {
-    if let Some(h) = IndexFile::peek_header(&crate::live::index_path(path)) {
-        return h.first_ts;
-    }
-    store::CaptureReader::open(path)
-        .ok()
-        .and_then(|mut r| r.next_packet().and_then(|p| p.ok()).map(|p| p.ts_ns))
-        .unwrap_or(0)
+/// A file's first packet's time and its link, read as tcpdump reads it (from its first packet;
+/// 0 and None if it cannot be read: its worker says why).
+fn survey(path: &Path) -> (u64, Option<FileLink>) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return (0, None);
+    };
+    let Ok(mut r) = store::CaptureReader::strict_from_reader(Box::new(file), path, 64 << 10) else {
+        return (0, None);
+    };
+    let link = r.link();
+    let first = r.next_packet().and_then(|p| p.ok()).map(|p| p.ts_ns);
+    (first.unwrap_or(0), link)
 }

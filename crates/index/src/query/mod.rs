@@ -8,6 +8,7 @@
 //! `merge` (the workers started and their packets merged in time order), `worker` (one file read
 //! and filtered), `indexed` (reading only what the index names) and `pace` (`--max-read-rate`).
 
+mod filter;
 mod indexed;
 mod merge;
 mod pace;
@@ -18,10 +19,10 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use wire::LinkType;
+use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
-pub use merge::run;
+pub use merge::{plan, run, Plan};
 
 use crate::expr::Query;
 use pace::ReadPace;
@@ -69,8 +70,9 @@ impl Default for QueryOptions {
 }
 
 /// The query of an expression (tcpdump syntax with stenographer's `after`/`before` terms) and
-/// optional `--after`/`--before` times, its filter compiled once so that a typo is reported
-/// (with libpcap's words) before any file is read. The window is the narrower of both.
+/// optional `--after`/`--before` times; the window is the narrower of both. The filter is
+/// compiled by [`plan`], for the link of each file (an expression can be valid for one link
+/// type and not another, as with `tcpdump -r`).
 pub fn prepare_query(
     expr: &str,
     after: Option<&str>,
@@ -84,13 +86,14 @@ pub fn prepare_query(
     if let Some(t) = before.map(|t| crate::parse_time(t, now_ns)).transpose()? {
         q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
     }
-    check_filter(&q.filter)?;
     Ok(q)
 }
 
 /// One matching packet.
 pub struct Hit<'a> {
     pub ts_ns: u64,
+    /// Its record's time fields, for a copy that says what the file said.
+    pub time: RecordTime,
     pub wire_len: u32,
     pub linktype: u32,
     pub data: &'a [u8],
@@ -131,9 +134,19 @@ impl FileReport {
 
 #[derive(Default)]
 struct Batch {
-    /// (ts, wire_len, linktype, start, len) into `data`.
-    meta: Vec<(u64, u32, u32, usize, usize)>,
+    meta: Vec<BatchMeta>,
     data: Vec<u8>,
+}
+
+/// One packet of a batch: its bytes are `data[start..start + len]`.
+#[derive(Clone, Copy)]
+struct BatchMeta {
+    ts_ns: u64,
+    time: RecordTime,
+    wire_len: u32,
+    linktype: u32,
+    start: usize,
+    len: usize,
 }
 
 impl Batch {
@@ -142,19 +155,11 @@ impl Batch {
     }
 }
 
-/// Checks the filter compiles (for Ethernet) before any file is read: a typo is reported at once.
-pub fn check_filter(expr: &str) -> Result<(), String> {
-    if expr.is_empty() {
-        return Ok(());
-    }
-    capture::compile_filter(expr, LinkType::Ethernet, capture::MAX_SNAPLEN)
-        .map(drop)
-        .map_err(|e| e.to_string())
-}
-
-/// What one worker shares with the others.
+/// What one worker shares with the others, and its file's link as the survey found it.
 struct Job {
     query: Arc<Query>,
+    filters: Arc<filter::Filters>,
+    link: Option<FileLink>,
     pace: Option<Arc<ReadPace>>,
     stop: Arc<AtomicBool>,
     use_index: bool,

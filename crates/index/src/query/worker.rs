@@ -1,47 +1,32 @@
 //! What a worker does with one file: reads it by its index or whole, and passes every packet in
 //! the time window through the filter into batches for the merge.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Cursor, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 use libc::sock_filter;
-use wire::LinkType;
 
 use super::indexed::by_index;
 use super::pace::{Paced, ReadPace};
-use super::{Batch, FileReport, Job};
+use super::{Batch, BatchMeta, FileReport, Job};
 use crate::file::IndexFile;
 
 /// A worker looks at the stop flag and the deadline after this many packets tested, so a
 /// query stopped while nothing matches ends within a few milliseconds, not at the file's end.
 const STOP_CHECK_PACKETS: u64 = 4096;
 
-/// Compiled filters per link type (compiled on first use).
-struct Filters {
-    expr: String,
-    by_linktype: HashMap<u32, Vec<sock_filter>>,
-}
-
-impl Filters {
-    fn accepts(&mut self, linktype: u32, data: &[u8], wire_len: u32) -> Result<bool, String> {
-        if self.expr.is_empty() {
-            return Ok(true);
-        }
-        if !self.by_linktype.contains_key(&linktype) {
-            let lt = LinkType::from_pcap(linktype).ok_or_else(|| {
-                format!("cannot filter packets of link type {linktype}: only Ethernet, raw IP, Linux cooked and loopback captures can be queried with a filter")
-            })?;
-            let insns = capture::compile_filter(&self.expr, lt, capture::MAX_SNAPLEN)
-                .map_err(|e| e.to_string())?;
-            self.by_linktype.insert(linktype, insns);
-        }
-        Ok(capture::run_filter(&self.by_linktype[&linktype], data, wire_len) != 0)
-    }
+/// The filter of one file, compiled for its link as `tcpdump -r` compiles it (see
+/// [`super::filter::Filters`]): decided when the file's first reader knows its link.
+enum FileFilter {
+    /// No expression: every packet.
+    All,
+    Program(Arc<Vec<sock_filter>>),
+    /// Not compiled yet (the survey did not see the file's link).
+    Pending,
 }
 
 /// The name a file being written (`.NAME.partial`) will have when complete.
@@ -75,17 +60,22 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         path: path.to_path_buf(),
         ..Default::default()
     };
+    let filter = match job.link.map(|l| job.filters.for_link(l)) {
+        None => FileFilter::Pending,
+        Some(Ok(None)) => FileFilter::All,
+        Some(Ok(Some(p))) => FileFilter::Program(p),
+        Some(Err(e)) => {
+            r.error = Some(e);
+            return r;
+        }
+    };
     let mut out = Out {
         tx,
         batch: Batch::default(),
-        filters: Filters {
-            expr: job.query.filter.clone(),
-            by_linktype: HashMap::new(),
-        },
+        filter,
+        job,
         after: job.query.after_ns.unwrap_or(0),
-        before: job.query.before_ns.unwrap_or(u64::MAX),
-        stop: job.stop.clone(),
-        deadline: job.deadline,
+        before: job.query.before_ns,
     };
     let result = if job.use_index {
         match IndexFile::open(&crate::live::index_path(path), path) {
@@ -121,31 +111,55 @@ pub(super) fn short_reason(e: &crate::file::IndexError) -> String {
 pub(super) struct Out<'a> {
     tx: &'a SyncSender<Batch>,
     batch: Batch,
-    filters: Filters,
+    filter: FileFilter,
+    job: &'a Job,
+    /// The window: at or after `after`, strictly before `before` (None: no end; a time past
+    /// 2^64 ns is still a time).
     pub(super) after: u64,
-    pub(super) before: u64,
-    stop: Arc<AtomicBool>,
-    deadline: Option<std::time::Instant>,
+    pub(super) before: Option<u64>,
 }
 
 impl Out<'_> {
+    /// The reader's link decides the filter when the survey did not.
+    fn learn_link(&mut self, reader: &store::CaptureReader) -> Result<(), String> {
+        if let (FileFilter::Pending, Some(link)) = (&self.filter, reader.link()) {
+            self.filter = match self.job.filters.for_link(link)? {
+                None => FileFilter::All,
+                Some(p) => FileFilter::Program(p),
+            };
+        }
+        Ok(())
+    }
+
     fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), String> {
         r.packets_tested += 1;
         if r.packets_tested.is_multiple_of(STOP_CHECK_PACKETS) {
             self.check_stop()?;
         }
-        if p.ts_ns < self.after || p.ts_ns >= self.before {
+        if p.ts_ns < self.after || self.before.is_some_and(|b| p.ts_ns >= b) {
             return Ok(());
         }
-        if !self.filters.accepts(p.linktype, p.data, p.wire_len)? {
+        let accept = match &self.filter {
+            FileFilter::All => true,
+            FileFilter::Program(insns) => bpf::run_filter(insns, p.data, p.wire_len) != 0,
+            FileFilter::Pending => {
+                return Err("the file's link type is not known before its packets".into())
+            }
+        };
+        if !accept {
             return Ok(());
         }
         r.packets_matched += 1;
         let start = self.batch.data.len();
         self.batch.data.extend_from_slice(p.data);
-        self.batch
-            .meta
-            .push((p.ts_ns, p.wire_len, p.linktype, start, p.data.len()));
+        self.batch.meta.push(BatchMeta {
+            ts_ns: p.ts_ns,
+            time: p.time,
+            wire_len: p.wire_len,
+            linktype: p.linktype,
+            start,
+            len: p.data.len(),
+        });
         if self.batch.full() {
             self.flush()?;
         }
@@ -154,10 +168,11 @@ impl Out<'_> {
 
     /// Err once the query was stopped or ran past its deadline.
     fn check_stop(&self) -> Result<(), String> {
-        if self.stop.load(Relaxed) {
+        if self.job.stop.load(Relaxed) {
             return Err("stopped".into());
         }
         if self
+            .job
             .deadline
             .is_some_and(|d| std::time::Instant::now() >= d)
         {
@@ -186,8 +201,9 @@ pub(super) fn read_stream(
     capacity: usize,
 ) -> Result<(), String> {
     let stream = Cursor::new(prelude.to_vec()).chain(body);
-    let mut reader = store::CaptureReader::from_reader_sized(Box::new(stream), label, capacity)
+    let mut reader = store::CaptureReader::strict_from_reader(Box::new(stream), label, capacity)
         .map_err(|e| e.to_string())?;
+    out.learn_link(&reader)?;
     while let Some(p) = reader.next_packet() {
         let p = p.map_err(|e| e.to_string())?;
         out.offer(r, &p)?;
@@ -232,8 +248,10 @@ pub(super) fn scan_file(
         inner: file,
         pace: pace.clone(),
     };
-    let mut reader =
-        store::CaptureReader::from_reader(Box::new(paced), path).map_err(|e| e.to_string())?;
+    // Read as tcpdump reads it: the first damage ends the file (what follows is not returned).
+    let mut reader = store::CaptureReader::strict_from_reader(Box::new(paced), path, 1 << 20)
+        .map_err(|e| e.to_string())?;
+    out.learn_link(&reader)?;
     while let Some(p) = reader.next_packet() {
         let p = p.map_err(|e| e.to_string())?;
         out.offer(r, &p)?;

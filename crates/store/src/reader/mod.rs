@@ -320,6 +320,9 @@ impl CaptureReader {
             done: false,
         };
         reader.read_header()?;
+        if strict {
+            reader.read_to_first_interface()?;
+        }
         Ok(reader)
     }
 
@@ -340,6 +343,37 @@ impl CaptureReader {
                 source: e,
             }),
         }
+    }
+
+    /// pcapng: reads the blocks before the first interface description, as libpcap does when it
+    /// opens a file, so that [`Self::link`] is known before the first packet. A packet before
+    /// any interface is damage (said when the packets are read).
+    fn read_to_first_interface(&mut self) -> Result<(), StoreError> {
+        while let Kind::PcapNg(st) = &mut self.kind {
+            if st.first_linktype().is_some() || self.log.damaged || self.done {
+                break;
+            }
+            if !self.src.fill(8).map_err(|source| StoreError::Read {
+                path: self.path.clone(),
+                source,
+            })? {
+                break;
+            }
+            // A packet block first: leave it to the packet loop, which says what is wrong.
+            let ty = self.src.peek(8);
+            if matches!(
+                u32::from_le_bytes(ty[..4].try_into().expect("4 bytes")),
+                crate::format::BT_EPB | crate::format::BT_SPB | crate::format::BT_OPB
+            ) || matches!(
+                u32::from_be_bytes(ty[..4].try_into().expect("4 bytes")),
+                crate::format::BT_EPB | crate::format::BT_SPB | crate::format::BT_OPB
+            ) {
+                break;
+            }
+            // Not a packet block: it cannot give a packet.
+            let _ = self.step_once()?;
+        }
+        Ok(())
     }
 
     /// The next packet, `None` at the end. After `Some(Err)` (an I/O error), only `None` follows.
@@ -367,66 +401,77 @@ impl CaptureReader {
 
     fn advance(&mut self) -> Result<Option<Meta>, StoreError> {
         while !self.done {
-            let step = match &mut self.kind {
-                Kind::Pcap(st) => st.step(&mut self.src, &mut self.log),
-                Kind::PcapNg(st) => st.step(&mut self.src, &mut self.log),
-            };
-            let step = match step {
-                Ok(s) => s,
-                Err(e) if self.compression != Compression::None => {
-                    // A damaged or cut compressed stream: keep what was decoded, report the rest.
-                    let offset = self.src.offset();
-                    self.log.corrupt(
-                        offset,
-                        0,
-                        format!(
-                            "the {:?} stream is damaged or cut here: {e}",
-                            self.compression
-                        ),
-                    );
-                    Step::End
-                }
-                Err(e) => {
-                    return Err(StoreError::Read {
-                        path: self.path.clone(),
-                        source: e,
-                    })
-                }
-            };
-            self.damaged = self.log.damaged;
-            let step = if self.damaged && self.log.strict {
-                Step::End
-            } else {
-                step
-            };
-            if !matches!(step, Step::End) {
-                self.records_end = self.src.offset();
-            }
-            match step {
-                Step::Packet(m) => {
-                    self.packets += 1;
-                    let zero = matches!(self.kind, Kind::Pcap(_))
-                        && (m.len, m.wire_len, m.ts_ns) == (0, 0, 0);
-                    self.zero_run = match self.zero_run {
-                        _ if !zero => None,
-                        None => Some((m.offset, 1)),
-                        Some((at, n)) => Some((at, n + 1)),
-                    };
-                    if !self.damaged {
-                        self.clean_end = self.src.offset();
-                        self.clean_packets += 1;
-                    }
-                    return Ok(Some(m));
-                }
-                Step::Continue => {
-                    if !self.damaged {
-                        self.clean_end = self.src.offset();
-                    }
-                }
-                Step::End => self.done = true,
+            if let Some(m) = self.step_once()? {
+                return Ok(Some(m));
             }
         }
         Ok(None)
+    }
+
+    /// Reads one record or block: a packet, or None (a block that is not one, or the end).
+    fn step_once(&mut self) -> Result<Option<Meta>, StoreError> {
+        let step = match &mut self.kind {
+            Kind::Pcap(st) => st.step(&mut self.src, &mut self.log),
+            Kind::PcapNg(st) => st.step(&mut self.src, &mut self.log),
+        };
+        let step = match step {
+            Ok(s) => s,
+            Err(e) if self.compression != Compression::None => {
+                // A damaged or cut compressed stream: keep what was decoded, report the rest.
+                let offset = self.src.offset();
+                self.log.corrupt(
+                    offset,
+                    0,
+                    format!(
+                        "the {:?} stream is damaged or cut here: {e}",
+                        self.compression
+                    ),
+                );
+                Step::End
+            }
+            Err(e) => {
+                return Err(StoreError::Read {
+                    path: self.path.clone(),
+                    source: e,
+                })
+            }
+        };
+        self.damaged = self.log.damaged;
+        let step = if self.damaged && self.log.strict {
+            Step::End
+        } else {
+            step
+        };
+        if !matches!(step, Step::End) {
+            self.records_end = self.src.offset();
+        }
+        match step {
+            Step::Packet(m) => {
+                self.packets += 1;
+                let zero = matches!(self.kind, Kind::Pcap(_))
+                    && (m.len, m.wire_len, m.ts_ns) == (0, 0, 0);
+                self.zero_run = match self.zero_run {
+                    _ if !zero => None,
+                    None => Some((m.offset, 1)),
+                    Some((at, n)) => Some((at, n + 1)),
+                };
+                if !self.damaged {
+                    self.clean_end = self.src.offset();
+                    self.clean_packets += 1;
+                }
+                Ok(Some(m))
+            }
+            Step::Continue => {
+                if !self.damaged {
+                    self.clean_end = self.src.offset();
+                }
+                Ok(None)
+            }
+            Step::End => {
+                self.done = true;
+                Ok(None)
+            }
+        }
     }
 
     /// Format of the stream.
@@ -461,7 +506,15 @@ impl CaptureReader {
         match &self.kind {
             Kind::Pcap(st) => Some(FileLink {
                 linktype: st.linktype_field,
-                snaplen: st.snaplen,
+                // A patched Ethernet file's snapshot is 14 bytes more, as libpcap has it.
+                snaplen: if st.record_len != crate::format::PCAP_RECORD_LEN
+                    && st.linktype == 1
+                    && st.snaplen != 0
+                {
+                    st.snaplen.saturating_add(14)
+                } else {
+                    st.snaplen
+                },
                 swapped: st.be != cfg!(target_endian = "big"),
                 nanos: st.nanos,
             }),

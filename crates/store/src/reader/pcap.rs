@@ -16,6 +16,8 @@ const MAX_TS_JUMP_S: u32 = 86_400;
 pub(crate) struct PcapState {
     pub be: bool,
     pub nanos: bool,
+    /// Bytes of a record header: 16, or 24 in a patched file.
+    pub record_len: usize,
     pub snaplen: u32,
     pub linktype: u32,
     /// The header's link type field whole (FCS bits included), as libpcap writes it back.
@@ -47,20 +49,27 @@ pub(super) fn max_caplen(linktype: u32) -> u32 {
     }
 }
 
+/// The "modified" pcap of Alexey Kuznetzov's patched libpcap (`editcap -F modpcap`): µs times,
+/// 24-byte record headers (ifindex, protocol, packet type after the usual 16). libpcap reads it.
+pub(crate) const PCAP_MAGIC_PATCHED: u32 = 0xa1b2_cd34;
+
 impl PcapState {
-    /// Recognises the four pcap magics (µs/ns, either byte order).
+    /// Recognises the pcap magics (µs/ns, patched; either byte order).
     pub fn detect(magic: &[u8]) -> Option<PcapState> {
         let m: [u8; 4] = magic.try_into().ok()?;
-        let (be, nanos) = match (u32::from_le_bytes(m), u32::from_be_bytes(m)) {
-            (PCAP_MAGIC_US, _) => (false, false),
-            (PCAP_MAGIC_NS, _) => (false, true),
-            (_, PCAP_MAGIC_US) => (true, false),
-            (_, PCAP_MAGIC_NS) => (true, true),
+        let (be, nanos, patched) = match (u32::from_le_bytes(m), u32::from_be_bytes(m)) {
+            (PCAP_MAGIC_US, _) => (false, false, false),
+            (PCAP_MAGIC_NS, _) => (false, true, false),
+            (PCAP_MAGIC_PATCHED, _) => (false, false, true),
+            (_, PCAP_MAGIC_US) => (true, false, false),
+            (_, PCAP_MAGIC_NS) => (true, true, false),
+            (_, PCAP_MAGIC_PATCHED) => (true, false, true),
             _ => return None,
         };
         Some(PcapState {
             be,
             nanos,
+            record_len: if patched { 24 } else { PCAP_RECORD_LEN },
             snaplen: 0,
             linktype: 0,
             linktype_field: 0,
@@ -106,19 +115,24 @@ impl PcapState {
             0 => self.max_caplen,
             n => n.min(self.max_caplen),
         };
+        if self.record_len != PCAP_RECORD_LEN && self.linktype == 1 {
+            // libpcap: a patched Ethernet capture may have been cooked, with a 14-byte header
+            // made up on top of the snaplen.
+            self.snapshot = self.snapshot.saturating_add(14);
+        }
         src.consume(PCAP_HEADER_LEN);
         Ok(Ok(()))
     }
 
     pub fn step(&mut self, src: &mut Source, log: &mut Log) -> io::Result<Step> {
         let offset = src.offset();
-        if !src.fill(PCAP_RECORD_LEN)? {
+        if !src.fill(self.record_len)? {
             if src.avail() == 0 {
                 return Ok(Step::End);
             }
-            return truncated(src, log, "record header", PCAP_RECORD_LEN);
+            return truncated(src, log, "record header", self.record_len);
         }
-        let h = src.peek(PCAP_RECORD_LEN);
+        let h = src.peek(self.record_len);
         let (sec, frac) = (rd32(h, 0, self.be), rd32(h, 4, self.be));
         let (mut caplen, mut wire_len) = (rd32(h, 8, self.be), rd32(h, 12, self.be));
         let swap = match self.lengths {
@@ -138,7 +152,7 @@ impl PcapState {
             );
             return self.resync(src, log, offset, why);
         }
-        let total = PCAP_RECORD_LEN + caplen as usize;
+        let total = self.record_len + caplen as usize;
         if !src.fill(total)? {
             return truncated(src, log, "record", total);
         }
@@ -161,7 +175,7 @@ impl PcapState {
             binary: false,
         };
         let meta = Meta {
-            start: src.pos + PCAP_RECORD_LEN,
+            start: src.pos + self.record_len,
             len: kept as usize,
             ts_ns: time.ns(),
             time,
@@ -208,7 +222,7 @@ impl PcapState {
         loop {
             src.consume(1);
             skipped += 1;
-            if !src.fill(PCAP_RECORD_LEN)? {
+            if !src.fill(self.record_len)? {
                 let rest = src.drain()?;
                 log.corrupt(
                     offset,
@@ -217,10 +231,10 @@ impl PcapState {
                 );
                 return Ok(Step::End);
             }
-            if self.plausible(src.peek(PCAP_RECORD_LEN)) {
-                let next = PCAP_RECORD_LEN + rd32(src.peek(PCAP_RECORD_LEN), 8, self.be) as usize;
-                if src.fill(next + PCAP_RECORD_LEN)? {
-                    if self.plausible(&src.peek(next + PCAP_RECORD_LEN)[next..]) {
+            if self.plausible(src.peek(self.record_len)) {
+                let next = self.record_len + rd32(src.peek(self.record_len), 8, self.be) as usize;
+                if src.fill(next + self.record_len)? {
+                    if self.plausible(&src.peek(next + self.record_len)[next..]) {
                         break;
                     }
                 } else if src.avail() == next {
