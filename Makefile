@@ -90,7 +90,7 @@ test: build
 
 # The differential test against tcpdump at length (issue 33): more seeds, packets per file, file formats per
 # link type, compressed variants and expressions than the bounded matrix `make test` runs.
-# RINGCAP_DIFF_SEEDS=1-4 (or 3,7), RINGCAP_DIFF_PACKETS=1500 and RINGCAP_DIFF_JOBS=2 change it.
+# RINGCAP_DIFF_SEEDS=1-6 (or 3,7), RINGCAP_DIFF_PACKETS=1500 and RINGCAP_DIFF_JOBS=2 change it.
 test-differential: build
 	cargo test --release -p ringcap --test differential -- --ignored --nocapture --test-threads=1
 
