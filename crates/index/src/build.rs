@@ -60,6 +60,8 @@ pub struct Builder {
     committed_v4: usize,
     /// A limit was reached: frames from `frames.len()` on are not indexed.
     full: bool,
+    /// See [`crate::file::Header::read_whole`].
+    read_whole: bool,
 }
 
 impl Builder {
@@ -93,6 +95,7 @@ impl Builder {
             committed: 0,
             committed_v4: 0,
             full: false,
+            read_whole: false,
         }
     }
 
@@ -151,6 +154,11 @@ impl Builder {
             debug_assert_eq!(f.packets, 0);
             f.last_ts = u64::MAX;
         }
+    }
+
+    /// The file's pieces cannot be read alone: queries read it whole when they want any of it.
+    pub fn set_read_whole(&mut self) {
+        self.read_whole = true;
     }
 
     /// Whether a limit stopped the index before the end of the file.
@@ -221,7 +229,9 @@ impl Builder {
         self.log_off.push(pos);
         self.log_ts.push(ts_ns);
         self.log_place.push(place);
-        if self.keys.len() > MAX_FLOWS {
+        // Both logs together, within a frame too: one compressed frame can hold any number of
+        // packets (1 GiB of zeroed records is 67 M of them).
+        if self.keys.len() > MAX_FLOWS || self.packets() >= MAX_PACKETS {
             self.stop_at_current_frame();
         }
     }
@@ -229,7 +239,7 @@ impl Builder {
     #[inline]
     fn log_v4(&mut self, key: u128, place: u64, ts_ns: u64) {
         self.v4_log.push((key, place, ts_ns));
-        if self.v4_log.len() >= MAX_PACKETS {
+        if self.packets() >= MAX_PACKETS {
             self.stop_at_current_frame();
         }
     }
@@ -412,6 +422,7 @@ impl Builder {
             frames_len: frames.len() as u64,
             postings_len: postings.len() as u64,
             damaged: self.frames.iter().filter(|f| f.is_damaged()).count() as u32,
+            read_whole: self.read_whole,
         };
         // The body (everything after the header), stored in chunks (see `file::assemble`).
         let mut body = Vec::with_capacity(

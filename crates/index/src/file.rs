@@ -106,6 +106,10 @@ pub struct Header {
     /// Frames that did not decode when the file was indexed (see [`Frame::is_damaged`]): zero
     /// bytes in version 5 indexes written before the field, which had none.
     pub damaged: u32,
+    /// The file's pieces cannot be read alone (a pcapng file that describes interfaces or
+    /// sections after its first packet): the index times the file, and a query that wants any of
+    /// it reads it whole.
+    pub read_whole: bool,
 }
 
 impl Header {
@@ -131,6 +135,7 @@ impl Header {
         out.extend_from_slice(&chunks.to_le_bytes());
         out.extend_from_slice(&self.frames_len.to_le_bytes());
         out.extend_from_slice(&self.damaged.to_le_bytes());
+        out.extend_from_slice(&u32::from(self.read_whole).to_le_bytes());
         out.resize(start + HEADER_LEN - 12, 0);
     }
 
@@ -156,6 +161,7 @@ impl Header {
             prelude_len: u32_at(68),
             frames_len: u64_at(92),
             damaged: u32_at(100),
+            read_whole: u32_at(104) & 1 != 0,
             complete: b[72] != 0,
             compression: b[73],
         };

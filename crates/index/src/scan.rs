@@ -190,16 +190,14 @@ pub fn index_file_unless(
     let damaged = reader.damaged();
     let late_interfaces = reader.late_interfaces();
     drop(reader);
-    if late_interfaces {
-        // A piece read after such a block would lack the interfaces it describes.
-        return Err(format!(
-            "{}: not indexed: the file describes interfaces after its first packet (queries scan it)",
-            path.display()
-        ));
-    }
+
     let Some(mut b) = builder else {
         return Err(format!("{}: no packets to index", path.display()));
     };
+    if late_interfaces {
+        // A piece read after such a block would lack the interfaces it describes.
+        b.set_read_whole();
+    }
     let starts = starts.lock().unwrap_or_else(|e| e.into_inner()).clone();
     // Frames after the last packet (statistics blocks, empty frames) still belong to the file.
     while frame + 1 < starts.len() {

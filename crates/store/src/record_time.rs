@@ -18,6 +18,9 @@ pub struct RecordTime {
     /// Units per second of `frac`: 10^n, or 2^n when `binary`.
     pub per_sec: u64,
     pub binary: bool,
+    /// A pcap record's 32-bit fields, which libpcap reads as signed: a fraction of 2^31 or more
+    /// is negative to its arithmetic (2.5e9 ns is -1 794 967 296, which / 1000 is -1 794 967).
+    pub signed: bool,
 }
 
 /// Microsecond precision (what `tcpdump -w` writes).
@@ -33,6 +36,7 @@ impl RecordTime {
             frac: ns % NANOS,
             per_sec: NANOS,
             binary: false,
+            signed: false,
         }
     }
 
@@ -41,6 +45,19 @@ impl RecordTime {
     /// its own rule (powers of ten by their quotient, powers of two by multiply-then-divide,
     /// wrapping as libpcap's 64-bit arithmetic does), nothing carried into the seconds.
     pub fn at(&self, precision: u64) -> (u64, u64) {
+        if self.signed {
+            // pcap: libpcap's `tv_usec` from a signed 32-bit field, scaled by a signed multiply or
+            // divide (C's division truncates toward zero, as Rust's does).
+            let frac = i64::from(self.frac as u32 as i32);
+            let scaled = if self.per_sec == precision {
+                frac
+            } else if self.per_sec < precision {
+                frac.wrapping_mul((precision / self.per_sec) as i64)
+            } else {
+                frac / (self.per_sec / precision) as i64
+            };
+            return (self.sec, scaled as u64);
+        }
         let frac = if self.per_sec == precision {
             self.frac
         } else if self.binary {
@@ -78,10 +95,33 @@ mod tests {
             frac: 1_500_000,
             per_sec: MICROS,
             binary: false,
+            signed: true,
         };
         assert_eq!(t.at(MICROS), (100, 1_500_000));
         assert_eq!(t.at(NANOS), (100, 1_500_000_000));
         assert_eq!(t.ns(), 101_500_000_000);
+    }
+
+    #[test]
+    fn a_pcap_fraction_past_2_31_is_negative_to_libpcap() {
+        // What tcpdump -r writes at µs for a ns record of 2.5e9 ns, and at ns for 0xFFFFFFFF µs.
+        let ns = RecordTime {
+            sec: 9,
+            frac: 2_500_000_000,
+            per_sec: NANOS,
+            binary: false,
+            signed: true,
+        };
+        assert_eq!(ns.at(MICROS).1 as u32, 4_293_172_329);
+        let us = RecordTime {
+            sec: 9,
+            frac: 0xFFFF_FFFF,
+            per_sec: MICROS,
+            binary: false,
+            signed: true,
+        };
+        assert_eq!(us.at(NANOS).1 as u32, 0xFFFF_FC18);
+        assert_eq!(us.at(MICROS).1 as u32, 0xFFFF_FFFF);
     }
 
     #[test]
@@ -92,6 +132,7 @@ mod tests {
             frac: 123_456_789_012,
             per_sec: 1_000_000_000_000,
             binary: false,
+            signed: false,
         };
         assert_eq!(pico.at(MICROS), (1, 123_456));
         assert_eq!(pico.at(NANOS), (1, 123_456_789));
@@ -101,6 +142,7 @@ mod tests {
             frac: 1 << 19,
             per_sec: 1 << 20,
             binary: true,
+            signed: false,
         };
         assert_eq!(bin.at(MICROS), (7, 500_000));
         assert_eq!(bin.ns(), 7_500_000_000);
@@ -113,6 +155,7 @@ mod tests {
             frac: 0,
             per_sec: NANOS,
             binary: false,
+            signed: false,
         };
         assert_eq!(far.ns(), u64::MAX);
         assert_eq!(RecordTime::from_ns(1_700_000_000_123_456_789).ns(), 1_700_000_000_123_456_789);

@@ -35,6 +35,9 @@ pub struct PacketStream<W: Write> {
     encoder: Encoder,
     header: StreamHeader,
     started: bool,
+    /// The first packet's link type as its file gave it (the header may say libpcap's name for
+    /// it: 12 becomes 101): every packet must have it.
+    linktype: Option<u32>,
     record: Vec<u8>,
 }
 
@@ -57,6 +60,7 @@ impl<W: Write> PacketStream<W> {
             },
             header,
             started: false,
+            linktype: None,
             record: Vec::with_capacity(2048),
         }
     }
@@ -79,7 +83,7 @@ impl<W: Write> PacketStream<W> {
         data: &[u8],
     ) -> io::Result<()> {
         self.start()?;
-        check_same_linktype(self.header.linktype & 0x03ff_ffff, linktype & 0x03ff_ffff)?;
+        check_same_linktype(*self.linktype.get_or_insert(linktype), linktype)?;
         self.record.clear();
         match self.encoder.format {
             Format::Pcap { nanos } => {
@@ -180,6 +184,7 @@ mod tests {
             frac: 1_500_000,
             per_sec: crate::MICROS,
             binary: false,
+            signed: true,
         };
         s.packet(&odd, 20, 101, &[0x45; 20]).unwrap();
         let b = s.finish().unwrap();

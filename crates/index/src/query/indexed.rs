@@ -316,6 +316,17 @@ pub(super) fn by_index(
         r.how = "scan (index covers part of a plain file)".into();
         return scan_file(path, &job.pace, out, r);
     }
+    if h.read_whole {
+        let in_time = h.packets > 0
+            && h.last_ts >= out.after
+            && out.before.is_none_or(|b| h.first_ts < b);
+        if !in_time {
+            r.how = "index (no packet in the window)".into();
+            return Ok(());
+        }
+        r.how = "scan (interfaces described after the first packet: read whole)".into();
+        return scan_file(path, &job.pace, out, r);
+    }
     let Plan {
         frames,
         prelude,

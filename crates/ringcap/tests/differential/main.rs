@@ -9,9 +9,10 @@
 //!
 //! Timestamps are compared as the record fields mean, not as times carried into seconds: the
 //! reference is written by tcpdump at ns (`--time-stamp-precision=nano`) and compared field for
-//! field with ringcap's default pcap-ns output; where libpcap's ns scaling would mangle a µs field
-//! (ts_usec ≥ 10^6) the reference stays at µs and tcpdump's usec is compared with ringcap's
-//! nsec / 1000, and with `-F pcap` field for field. Time windows (`--after/--before`, RFC 3339)
+//! field with ringcap's default output at the precision its header says (µs for µs inputs, as
+//! tcpdump -w writes; ns for finer ones): a µs field against the reference's as nsec / 1000; where
+//! libpcap's ns scaling would mangle a µs field (ts_usec ≥ 10^6) the reference stays at µs, and
+//! `-F pcap` is compared too. Time windows (`--after/--before`, RFC 3339)
 //! are compared with tcpdump's records filtered here by the same window.
 //!
 //! A store of several files is compared with mergecap's merge of them. Tie rule: among packets of
@@ -381,6 +382,13 @@ fn compare(
             want.header.linktype, want.header.snaplen, have.header.linktype, have.header.snaplen
         ));
     }
+    // ringcap's precision is what its output says: by default µs when the input's times are µs
+    // (as tcpdump -w writes), ns when they are finer.
+    let outp = if have.header.nano {
+        Prec::Nano
+    } else {
+        Prec::Micro
+    };
     let nano = case.refp == Prec::Nano;
     let expect: Vec<&Rec> = want
         .recs
@@ -391,7 +399,7 @@ fn compare(
         })
         .collect();
     let first = expect.iter().zip(&have.recs).position(|(w, g)| {
-        !same_time(w, g, case.refp, case.outp) || w.len != g.len || w.data != g.data
+        !same_time(w, g, case.refp, outp) || w.len != g.len || w.data != g.data
     });
     if expect.len() != have.recs.len() {
         kinds.push(format!(
@@ -406,7 +414,7 @@ fn compare(
         let (w, g) = (expect[i], &have.recs[i]);
         if w.data != g.data {
             kinds.push("packet bytes".into());
-        } else if !same_time(w, g, case.refp, case.outp) {
+        } else if !same_time(w, g, case.refp, outp) {
             kinds.push("timestamp fields".into());
         } else {
             kinds.push("caplen/len".into());

@@ -173,6 +173,7 @@ impl PcapState {
             frac: u64::from(frac),
             per_sec: if self.nanos { NANOS } else { MICROS },
             binary: false,
+            signed: true,
         };
         let meta = Meta {
             start: src.pos + self.record_len,

@@ -382,6 +382,7 @@ impl NgState {
             frac: ts % r.per_sec,
             per_sec: r.per_sec,
             binary: r.binary,
+            signed: false,
         };
         Step::Packet(Meta {
             start,
