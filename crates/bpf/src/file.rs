@@ -81,10 +81,7 @@ impl Savefile {
         // kept in the returned value, which closes the stream before dropping it).
         let fp = unsafe { libc::fmemopen(header.as_mut_ptr().cast::<c_void>(), 24, mode.as_ptr()) };
         if fp.is_null() {
-            return Err(format!(
-                "fmemopen: {}",
-                std::io::Error::last_os_error()
-            ));
+            return Err(format!("fmemopen: {}", std::io::Error::last_os_error()));
         }
         let mut errbuf = [0 as c_char; PCAP_ERRBUF_SIZE];
         // SAFETY: `fp` is an open stream; libpcap owns it from here (pcap_close closes it) and
@@ -102,10 +99,7 @@ impl Savefile {
             let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) };
             return Err(msg.to_string_lossy().into_owned());
         }
-        Ok(Savefile {
-            p,
-            _header: header,
-        })
+        Ok(Savefile { p, _header: header })
     }
 }
 
@@ -125,8 +119,8 @@ pub fn compile_for_file(expr: &str, link: SavefileLink) -> Result<Vec<sock_filte
         expr: expr.to_string(),
         message,
     };
-    let text = CString::new(expr)
-        .map_err(|_| syntax("the expression holds a NUL byte".to_string()))?;
+    let text =
+        CString::new(expr).map_err(|_| syntax("the expression holds a NUL byte".to_string()))?;
     let file = Savefile::open(link, false).map_err(syntax)?;
     let mut prog = BpfProgram {
         bf_len: 0,
@@ -159,7 +153,10 @@ pub fn tcpdump_file_header(link: SavefileLink, nanos: bool) -> Result<[u8; 24], 
     // SAFETY: open_memstream gets valid out-pointers; it allocates `buf`, freed below.
     let fp = unsafe { libc::open_memstream(&mut buf, &mut size) };
     if fp.is_null() {
-        return Err(format!("open_memstream: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "open_memstream: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     // SAFETY: `file.p` is an open handle and `fp` an open stream, which the dumper owns from here
     // (pcap_dump_close closes it, which sets `buf` and `size`).
@@ -190,7 +187,11 @@ mod tests {
 
     fn null_frame(family: u32, swapped: bool) -> Vec<u8> {
         // A 4-byte loopback header in the capturing host's order, then a minimal IPv6 header.
-        let fam = if swapped { family.to_be_bytes() } else { family.to_le_bytes() };
+        let fam = if swapped {
+            family.to_be_bytes()
+        } else {
+            family.to_le_bytes()
+        };
         let mut f = fam.to_vec();
         let mut ip6 = [0u8; 40];
         ip6[0] = 0x60;
@@ -210,7 +211,11 @@ mod tests {
             let p = compile_for_file("ip6", link).unwrap();
             for fam in [24, 28, 30] {
                 let f = null_frame(fam, swapped);
-                assert_ne!(run_filter(&p, &f, f.len() as u32), 0, "AF {fam} swapped {swapped}");
+                assert_ne!(
+                    run_filter(&p, &f, f.len() as u32),
+                    0,
+                    "AF {fam} swapped {swapped}"
+                );
             }
             let f = null_frame(2, swapped);
             assert_eq!(run_filter(&p, &f, f.len() as u32), 0, "AF_INET is not ip6");
@@ -224,13 +229,14 @@ mod tests {
             snaplen: 65535,
             swapped: false,
         };
-        let e = compile_for_file("vlan and udp", raw).unwrap_err().to_string();
+        let e = compile_for_file("vlan and udp", raw)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("VLAN"), "{e}");
-        let eth = SavefileLink {
-            linktype: 1,
-            ..raw
-        };
-        let e = compile_for_file("tcp and udp", eth).unwrap_err().to_string();
+        let eth = SavefileLink { linktype: 1, ..raw };
+        let e = compile_for_file("tcp and udp", eth)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("expression rejects all packets"), "{e}");
         assert!(compile_for_file("udp port", eth).is_err());
         assert_eq!(compile_for_file("", eth).unwrap().len(), 1);
@@ -262,7 +268,10 @@ mod tests {
             true,
         )
         .unwrap();
-        assert_eq!(u32::from_ne_bytes(ns[0..4].try_into().unwrap()), 0xa1b2_3c4d);
+        assert_eq!(
+            u32::from_ne_bytes(ns[0..4].try_into().unwrap()),
+            0xa1b2_3c4d
+        );
         assert_eq!(u32::from_ne_bytes(ns[16..20].try_into().unwrap()), 96);
     }
 
@@ -285,6 +294,9 @@ mod tests {
             swapped: false,
         };
         let e = compile_for_file("ip", docsis).unwrap_err().to_string();
-        assert!(e.contains("DOCSIS link-layer type filtering not implemented"), "{e}");
+        assert!(
+            e.contains("DOCSIS link-layer type filtering not implemented"),
+            "{e}"
+        );
     }
 }

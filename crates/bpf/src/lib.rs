@@ -21,7 +21,6 @@ use libc::sock_filter;
 
 use wire::LinkType;
 
-
 /// The largest snaplen libpcap uses (MAXIMUM_SNAPLEN).
 pub const MAX_SNAPLEN: u32 = 262_144;
 /// The kernel's limit on classic BPF program length (BPF_MAXINSNS).

@@ -37,13 +37,13 @@ pub use ::xdp::{
     XskConfig,
 };
 pub use batch::{Batch, BatchPackets, BatchSource, Frame, MemorySource};
-pub use copy::{CopyConfig, CopySource};
-pub use counters::{CounterSnapshot, Counters, KernelStats};
-pub use error::{CaptureError, FilterError};
 pub use bpf::{
     accept_all, compile_filter, drop_all, dump, run_filter, set_snaplen, DumpStyle, MAX_INSNS,
     MAX_SNAPLEN,
 };
+pub use copy::{CopyConfig, CopySource};
+pub use counters::{CounterSnapshot, Counters, KernelStats};
+pub use error::{CaptureError, FilterError};
 pub use libc::sock_filter;
 pub use packet::Packet;
 pub use ring::{Block, Packets, RingConfig, RingSource};

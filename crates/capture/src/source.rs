@@ -24,13 +24,13 @@ use crate::batch::{Batch, BatchSource};
 use crate::copy::{CopyConfig, CopySource};
 use crate::counters::{Counters, KernelStats};
 use crate::error::CaptureError;
-use bpf as filter;
-use bpf::MAX_SNAPLEN;
 use crate::packet::Packet;
 use crate::ring::{RingConfig, RingSource};
 use crate::sys;
 use crate::tstamp::{self, TimestampType};
 use crate::xdp::XdpSource;
+use bpf as filter;
+use bpf::MAX_SNAPLEN;
 
 /// Which implementation reads the packets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

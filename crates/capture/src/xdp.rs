@@ -25,9 +25,9 @@ use xdp::{Program, XdpError, XskSocket};
 use crate::batch::Batch;
 use crate::counters::{BatchTally, Counters};
 use crate::error::CaptureError;
-use bpf as filter;
 use crate::packet::{clip_len, Packet};
 use crate::source::SourceConfig;
+use bpf as filter;
 
 /// Descriptors taken from the rx ring at once.
 const BATCH: u32 = 256;

@@ -270,10 +270,7 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
     // The narrowing is a superset: an expression too deep or too long to narrow (a hostile one,
     // 16 KiB of `!` or `(`) narrows nothing, and libpcap alone decides; the parser never recurses
     // past MAX_DEPTH nor builds more than MAX_TERMS primitives.
-    let primitives = rest
-        .iter()
-        .filter(|t| matches!(t.kind, Kind::Word))
-        .count();
+    let primitives = rest.iter().filter(|t| matches!(t.kind, Kind::Word)).count();
     let narrow = if primitives > MAX_TERMS {
         Narrow::All
     } else {

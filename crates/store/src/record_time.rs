@@ -158,6 +158,9 @@ mod tests {
             signed: false,
         };
         assert_eq!(far.ns(), u64::MAX);
-        assert_eq!(RecordTime::from_ns(1_700_000_000_123_456_789).ns(), 1_700_000_000_123_456_789);
+        assert_eq!(
+            RecordTime::from_ns(1_700_000_000_123_456_789).ns(),
+            1_700_000_000_123_456_789
+        );
     }
 }

@@ -61,7 +61,9 @@ fn record_pieces(frames: &[Frame], wanted: &[bool]) -> Vec<Piece> {
     let mut pieces = Vec::new();
     for (from, to) in ranges {
         // The frames the range lies in: from the one holding `from` to the one holding `to - 1`.
-        let mut k = frames.partition_point(|f| f.raw_start <= from).saturating_sub(1);
+        let mut k = frames
+            .partition_point(|f| f.raw_start <= from)
+            .saturating_sub(1);
         while k < frames.len() {
             let f = &frames[k];
             let end = frames.get(k + 1).map(|n| n.raw_start);
@@ -317,9 +319,8 @@ pub(super) fn by_index(
         return scan_file(path, &job.pace, out, r);
     }
     if h.read_whole {
-        let in_time = h.packets > 0
-            && h.last_ts >= out.after
-            && out.before.is_none_or(|b| h.first_ts < b);
+        let in_time =
+            h.packets > 0 && h.last_ts >= out.after && out.before.is_none_or(|b| h.first_ts < b);
         if !in_time {
             r.how = "index (no packet in the window)".into();
             return Ok(());
@@ -668,7 +669,11 @@ impl Layout {
             return Ok(Layout {
                 pcapng: false,
                 big_endian: !pcap.contains(&le),
-                pcap_header: if le == PATCHED || be == PATCHED { 24 } else { 16 },
+                pcap_header: if le == PATCHED || be == PATCHED {
+                    24
+                } else {
+                    16
+                },
             });
         }
         let bom = prelude.get(8..12).ok_or("short pcapng header")?;

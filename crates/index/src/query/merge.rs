@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::filter::Filters;
 use super::pace::ReadPace;
 use super::worker::query_file;
 use super::{timed_out, Batch, FileReport, Hit, Job, QueryOptions, BATCH_PACKETS};
-use super::filter::Filters;
 use crate::expr::Query;
 use store::{FileLink, StreamHeader};
 
@@ -93,11 +93,7 @@ pub struct Plan {
 pub fn plan(files: &[PathBuf], query: &Query) -> io::Result<Plan> {
     let filters = Arc::new(Filters::new(&query.filter));
     let surveys: Vec<(u64, Option<FileLink>)> = files.iter().map(|f| survey(f)).collect();
-    let mut order: Vec<(u64, usize)> = surveys
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.0, i))
-        .collect();
+    let mut order: Vec<(u64, usize)> = surveys.iter().enumerate().map(|(i, s)| (s.0, i)).collect();
     order.sort();
     let links: Vec<Option<FileLink>> = surveys.iter().map(|s| s.1).collect();
     for link in links.iter().flatten() {
@@ -270,10 +266,7 @@ fn merge(
         // A file not started yet (all `jobs` workers busy) whose first packet is not later than
         // the live heads must be merged in before them: start it now, past the limit (waiting
         // for a worker could wait for ever: theirs wait for the merge to take their batches).
-        if ahead.is_empty()
-            && next < order.len()
-            && min_head.is_some_and(|m| order[next].0 <= m)
-        {
+        if ahead.is_empty() && next < order.len() && min_head.is_some_and(|m| order[next].0 <= m) {
             ahead.push_back((order[next].0, start(next)));
             next += 1;
             continue;

@@ -398,9 +398,10 @@ fn compare(
             case.after.is_none_or(|(a, _)| t >= a) && case.before.is_none_or(|(b, _)| t < b)
         })
         .collect();
-    let first = expect.iter().zip(&have.recs).position(|(w, g)| {
-        !same_time(w, g, case.refp, outp) || w.len != g.len || w.data != g.data
-    });
+    let first = expect
+        .iter()
+        .zip(&have.recs)
+        .position(|(w, g)| !same_time(w, g, case.refp, outp) || w.len != g.len || w.data != g.data);
     if expect.len() != have.recs.len() {
         kinds.push(format!(
             "{} packets",

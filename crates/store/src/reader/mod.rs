@@ -448,8 +448,8 @@ impl CaptureReader {
         match step {
             Step::Packet(m) => {
                 self.packets += 1;
-                let zero = matches!(self.kind, Kind::Pcap(_))
-                    && (m.len, m.wire_len, m.ts_ns) == (0, 0, 0);
+                let zero =
+                    matches!(self.kind, Kind::Pcap(_)) && (m.len, m.wire_len, m.ts_ns) == (0, 0, 0);
                 self.zero_run = match self.zero_run {
                     _ if !zero => None,
                     None => Some((m.offset, 1)),
@@ -651,7 +651,8 @@ pub(crate) struct Log {
     list: Vec<Issue>,
     total: u64,
     damaged: bool,
-    /// Every damaged region skipped (all of them, not only the first [`MAX_ISSUES`]).
+    /// Every damaged region skipped (all of them, not only the first [`MAX_ISSUES`]; regions
+    /// that touch joined).
     dropped: Vec<(u64, u64)>,
 }
 
@@ -660,7 +661,12 @@ impl Log {
         self.total += 1;
         self.damaged |= corrupt;
         if corrupt && skipped > 0 {
-            self.dropped.push((offset, skipped));
+            // Regions that touch are one: a run of millions of bad blocks (a hostile file) is
+            // one region, not millions of entries.
+            match self.dropped.last_mut() {
+                Some((at, len)) if *at + *len == offset => *len += skipped,
+                _ => self.dropped.push((offset, skipped)),
+            }
         }
         if self.list.len() < MAX_ISSUES {
             self.list.push(Issue {

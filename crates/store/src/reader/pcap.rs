@@ -5,8 +5,8 @@ use std::io;
 
 use super::source::Source;
 use super::{rd16, rd32, truncated, Log, Meta, Step};
-use crate::record_time::{RecordTime, MICROS, NANOS};
 use crate::format::{MAX_SNAPLEN, PCAP_HEADER_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_LEN};
+use crate::record_time::{RecordTime, MICROS, NANOS};
 
 /// Longest wire length believed while resynchronising (TSO/GRO frames reach 64 KiB and more).
 const MAX_WIRE_LEN: u32 = MAX_SNAPLEN;

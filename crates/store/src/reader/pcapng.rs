@@ -6,10 +6,10 @@ use std::io;
 
 use super::source::Source;
 use super::{rd16, rd32, truncated, Log, Meta, Step};
-use crate::record_time::{RecordTime, MICROS};
 use crate::format::{
     pad4, BT_EPB, BT_IDB, BT_ISB, BT_NRB, BT_OPB, BT_SHB, BT_SPB, BYTE_ORDER_MAGIC, MAX_SNAPLEN,
 };
+use crate::record_time::{RecordTime, MICROS};
 
 /// Largest packet block believed: maximal caplen plus generous room for options.
 const MAX_PACKET_BLOCK: usize = MAX_SNAPLEN as usize + 32 + 65_536;
@@ -130,7 +130,9 @@ impl NgState {
 
     /// The first interface's times are finer than microseconds.
     pub fn first_resolution_finer_than_micros(&self) -> bool {
-        self.ifaces.first().is_some_and(|i| i.resolution.per_sec > MICROS)
+        self.ifaces
+            .first()
+            .is_some_and(|i| i.resolution.per_sec > MICROS)
     }
 
     /// The first section's byte order is not this machine's.
@@ -223,7 +225,12 @@ impl NgState {
                 self.late_interfaces |= self.seen_packet;
                 let first_be = *self.first_be.get_or_insert(be);
                 if log.strict && first_be != be {
-                    log.corrupt(offset, 0, "the file has sections with different byte orders (libpcap stops here)".into());
+                    log.corrupt(
+                        offset,
+                        0,
+                        "the file has sections with different byte orders (libpcap stops here)"
+                            .into(),
+                    );
                     return Step::Continue;
                 }
                 if major != 1 {
@@ -267,7 +274,10 @@ impl NgState {
                     Err(why) => log.odd(offset, 0, format!("{why}: the option is ignored")),
                     Ok(()) => {}
                 }
-                let link = (iface.linktype, adjust_snapshot(iface.linktype, iface.snaplen));
+                let link = (
+                    iface.linktype,
+                    adjust_snapshot(iface.linktype, iface.snaplen),
+                );
                 let first = *self.first.get_or_insert(link);
                 if log.strict && first.0 != link.0 {
                     log.corrupt(offset, 0, format!("an interface has a type {} different from the type of the first interface (libpcap stops here)", link.0));
@@ -413,7 +423,10 @@ impl NgState {
                         return Err(format!("Interface Description Block has if_tsresol option with length {olen} != 1"));
                     }
                     if std::mem::replace(&mut saw_resol, true) {
-                        return Err("Interface Description Block has more than one if_tsresol option".into());
+                        return Err(
+                            "Interface Description Block has more than one if_tsresol option"
+                                .into(),
+                        );
                     }
                     iface.resolution = Resolution::from_tsresol(opts[v]).ok_or_else(|| {
                         format!("Interface Description Block if_tsresol option resolution {:#04x} is too high", opts[v])
@@ -424,7 +437,10 @@ impl NgState {
                         return Err(format!("Interface Description Block has if_tsoffset option with length {olen} != 8"));
                     }
                     if std::mem::replace(&mut saw_offset, true) {
-                        return Err("Interface Description Block has more than one if_tsoffset option".into());
+                        return Err(
+                            "Interface Description Block has more than one if_tsoffset option"
+                                .into(),
+                        );
                     }
                     let raw: [u8; 8] = opts[v..v + 8].try_into().expect("8 bytes");
                     iface.offset_s = if be {
