@@ -28,6 +28,9 @@ pub enum TlsError {
         /// What was wrong.
         why: String,
     },
+    /// A private key file that is not private, not regular or not ours (sys's checks).
+    #[error(transparent)]
+    Key(sys::SecretFileError),
     /// rustls refused the configuration (a key that does not match its certificate, ...).
     #[error("TLS configuration: {0}")]
     Config(String),
@@ -55,24 +58,15 @@ fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
-/// A private key file; refused when group or others may read it, as `--key` is.
+/// A private key file, read through the one checked reader of secrets ([`sys::read_private_file`]:
+/// a regular file of root or this user that group and others may not read), as `--key` is.
 fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|e| file_err(path, e))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(file_err(
-            path,
-            format_args!(
-                "private key readable by group or others (mode {:04o}): run chmod 600 {}",
-                mode & 0o7777,
-                path.display()
-            ),
-        ));
-    }
-    PrivateKeyDer::from_pem_file(path).map_err(|e| file_err(path, e))
+    let bytes = sys::read_private_file(path).map_err(|e| match e {
+        // The path is said once, by file_err.
+        sys::SecretFileError::Read { source, .. } => file_err(path, source),
+        e => TlsError::Key(e),
+    })?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| file_err(path, e))
 }
 
 fn load_roots(ca: &Path) -> Result<Arc<RootCertStore>, TlsError> {

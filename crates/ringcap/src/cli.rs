@@ -236,9 +236,10 @@ pub struct CaptureArgs {
     #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
     pub user: Option<String>,
 
-    /// Files written (captures, indexes) are readable by GROUP too: mode 0640 and group GROUP instead of
-    /// 0600, so analysts in GROUP read the store without root. ringcap must run as root or a member of
-    /// GROUP; with -Z, USER is given GROUP.
+    /// Files written (captures, indexes) are readable by GROUP too: mode 0640 (whatever the umask) and
+    /// group GROUP instead of 0600, so analysts in GROUP read the store without root. ringcap must run
+    /// as root or a member of GROUP; root is made a member before it gives up its capabilities, and
+    /// with -Z, USER is. A file that cannot be given GROUP is an error at start, naming it.
     #[arg(long = "group", value_name = "GROUP")]
     pub group: Option<String>,
 
