@@ -78,7 +78,10 @@ fn describe(r: &store::RepairReport) -> String {
         line.push_str(&format!(", {n} whole frames"));
     }
     if r.undecodable {
-        line.push_str(", a large frame cannot be decoded past the damage: the rest of it is lost");
+        line.push_str(
+            ", a large frame cannot be decoded past the damage: the rest of it is lost, and what \
+             was kept of it is unverified (its checksum covers the whole frame)",
+        );
     }
     if r.suspect_frames > 0 {
         line.push_str(&format!(
@@ -105,12 +108,11 @@ fn left_out(r: &store::RepairReport) -> String {
         "decompressed data"
     };
     let mut parts = Vec::new();
-    let more = if r.dropped_bytes_unknown {
-        " and more"
-    } else {
-        ""
-    };
-    parts.push(format!("{}{more} of {of}", units::bytes(r.dropped_bytes)));
+    parts.push(match (r.dropped_bytes, r.dropped_bytes_unknown) {
+        (0, true) => format!("an unknown amount of {of}"),
+        (n, true) => format!("{} and more of {of}", units::bytes(n)),
+        (n, false) => format!("{} of {of}", units::bytes(n)),
+    });
     if r.dropped_compressed > 0 {
         parts.push(format!(
             "{} compressed frame(s) that do not decode or verify, {} compressed",

@@ -250,12 +250,20 @@ fn flip(bytes: &[u8], at: usize, bit: u8) -> Vec<u8> {
 
 /// `zstd -d` or `lz4 -d` of `file` into `to`.
 fn unpack(tool: &str, file: &Path, to: &Path) {
-    let st = Command::new(tool)
-        .args(["-q", "-d", "-f", "-o"])
-        .arg(to)
-        .arg(file)
-        .status()
-        .unwrap();
+    // zstd names its output with -o, lz4 takes it after the input.
+    let st = match tool {
+        "zstd" => Command::new(tool)
+            .args(["-q", "-d", "-f", "-o"])
+            .arg(to)
+            .arg(file)
+            .status(),
+        _ => Command::new(tool)
+            .args(["-q", "-d", "-f"])
+            .arg(file)
+            .arg(to)
+            .status(),
+    }
+    .unwrap();
     assert!(st.success(), "{tool} -d {}", file.display());
 }
 
@@ -295,6 +303,8 @@ fn repair_counts_what_one_flipped_bit_left_out() {
                 "100MB",
                 "--compress",
                 compress,
+                "--frame-size",
+                "16KiB",
                 "--no-index",
                 "-q",
             ],
@@ -347,13 +357,16 @@ fn repair_counts_what_one_flipped_bit_left_out() {
         let got = tcpdump_packets(&readable);
         // What the summary says it kept is what is there, every packet as it was, in order.
         assert_eq!(kept(&said), got.len(), "{name}: {said}");
+        // (Unless a frame kept is said to fail its checksum, or what was kept of it is unverified:
+        // the flipped bit may be in that data.)
+        let suspect = said.contains("fail their checksum") || said.contains("unverified");
         let mut rest = all.iter();
-        for p in &got {
+        for p in got.iter().filter(|_| !suspect) {
             assert!(rest.any(|q| q == p), "{name}: a packet that was not there: {p}");
         }
         // Something was left out, and the summary counts it: never 0 regions or 0 B. (A frame
         // kept whole that fails its checksum may have hit only a packet's payload.)
-        if said.contains("already whole") && said.contains("fail their checksum") {
+        if said.contains("already whole") && suspect {
             return said;
         }
         assert!(got.len() < all.len(), "{name}: {said}");
@@ -423,7 +436,7 @@ fn repair_counts_what_one_flipped_bit_left_out() {
 
     // tcpdump -w through the zstd tool is one frame for everything: decoded as read, so what came
     // before the damage stays, and the rest of the frame is counted as left out.
-    let z = dir.join("td.pcap.zst");
+    let z = dir.join("td-orig.pcap.zst");
     let st = Command::new("zstd")
         .args(["-q", "-f", "-o"])
         .arg(&z)

@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use crate::error::StoreError;
@@ -324,14 +325,19 @@ fn repair_compressed(
     let stream = FrameStream::new(file.clone(), compression, spans.clone());
     let lost = stream.lost.clone();
     let suspect = stream.suspect.clone();
+    let total = stream.total.clone();
     let reader = CaptureReader::from_reader(Box::new(stream), path)?;
     let (reader, inside) = scan(reader)?;
     let lost: Vec<LostFrame> = std::mem::take(&mut *lost.lock().expect("not poisoned"));
     let end = reader.records_end();
+    // A record cut off where the decoded data ends (a frame that ended early): left out too.
+    let decoded_tail = total.load(Relaxed).saturating_sub(end);
     // A region of records that spans where a lost frame was is the same damage: counted once.
     let at_seam = |&(at, len): &(u64, u64)| lost.iter().any(|l| at < l.seam && l.seam <= at + len);
+    let tail_alone = decoded_tail > 0 && !at_seam(&(end, decoded_tail));
     let regions = inside.iter().filter(|r| !at_seam(r)).count() as u64
         + lost.len() as u64
+        + u64::from(tail_alone)
         + u64::from(frames_end < original_len);
     let first_damage = lost
         .first()
@@ -360,13 +366,14 @@ fn repair_compressed(
         packets: reader.packets(),
         regions,
         dropped_bytes: inside.iter().map(|r| r.1).sum::<u64>()
+            + decoded_tail
             + lost.iter().filter_map(|l| l.data).sum::<u64>(),
         dropped_compressed: lost.iter().filter_map(|l| l.len).sum::<u64>()
             + (original_len - frames_end),
         lost_frames: lost.len() as u64,
         dropped_bytes_unknown: lost.iter().any(|l| l.data.is_none())
             || frames_end < original_len,
-        lost_packets: lost.iter().filter_map(|l| l.packets).sum(),
+        lost_packets: lost.iter().filter_map(|l| l.packets).sum::<u64>() + u64::from(tail_alone),
         lost_packets_exact: inside.is_empty()
             && frames_end == original_len
             && lost.iter().all(|l| l.packets.is_some()),
@@ -452,8 +459,9 @@ struct FrameStream {
     file: Arc<File>,
     compression: Compression,
     spans: std::collections::VecDeque<Span>,
-    /// Decoded bytes handed out so far.
+    /// Decoded bytes handed out so far (and for whoever holds a clone of `total`).
     at: u64,
+    total: Arc<AtomicU64>,
     cur: Current,
     lost: Arc<Mutex<Vec<LostFrame>>>,
     /// The file is one frame (not ringcap's layout of many small ones).
@@ -483,6 +491,7 @@ impl FrameStream {
             suspect: Arc::default(),
             spans: spans.into(),
             at: 0,
+            total: Arc::default(),
             cur: Current::None,
             lost: Arc::default(),
         }
@@ -545,8 +554,7 @@ impl FrameStream {
             Err(e) => {
                 // All of it decoded, yet it does not verify: the damage is somewhere inside, so
                 // none of it is trusted, and its records can be counted.
-                let decoded_all = content.is_some_and(|n| n == out.len() as u64)
-                    || e.to_string().to_lowercase().contains("checksum");
+                let decoded_all = all_decoded(content, out.len() as u64, &e);
                 if decoded_all && self.single {
                     // Another tool's one frame for everything: losing all of it for a wrong bit
                     // somewhere would be worse than keeping it, said as suspect.
@@ -575,6 +583,16 @@ impl FrameStream {
             }
         }
         Ok(true)
+    }
+}
+
+/// Whether a frame that failed with `e` after `decoded` bytes had given all of its content (only
+/// its checksum failed). A frame's content size, where its header has one, decides: a flipped
+/// "last block" bit ends a frame early, and then the checksum fails too.
+fn all_decoded(content: Option<u64>, decoded: u64, e: &io::Error) -> bool {
+    match content {
+        Some(n) => n == decoded,
+        None => e.to_string().to_lowercase().contains("checksum"),
     }
 }
 
@@ -624,9 +642,7 @@ impl Read for FrameStream {
                         n
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if content.is_some_and(|c| c == *emitted)
-                        || e.to_string().to_lowercase().contains("checksum") =>
-                    {
+                    Err(e) if all_decoded(*content, *emitted, &e) => {
                         // All of it was handed out, and then did not verify: kept, said as
                         // suspect (the reader cuts what does not read as records).
                         *self.suspect.lock().expect("not poisoned") += 1;
@@ -658,6 +674,7 @@ impl Read for FrameStream {
             }
             if n > 0 {
                 self.at += n as u64;
+                self.total.store(self.at, Relaxed);
                 return Ok(n);
             }
             if !self.next_frame()? {
