@@ -37,8 +37,7 @@ pub fn share_files_with_group(name: &str, switching_to: Option<&sys::User>) -> R
              (add it: `usermod -aG {name} USER`, then log in again; or run as root)"
         )));
     }
-    sys::share_files_with_group(gid, name)
-        .map_err(|e| Fatal::usage(anyhow!("--group {name}: {e}")))
+    sys::share_files_with_group(gid, name).map_err(|e| Fatal::usage(anyhow!("--group {name}: {e}")))
 }
 
 /// `-Z USER`: become USER, with no capabilities; otherwise keep only `keep` of the capabilities held

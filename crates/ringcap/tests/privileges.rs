@@ -410,7 +410,11 @@ fn group_as_root_without_dash_z_gives_every_file_that_group_and_mode_0640() {
             .map(|n| n.trim().parse::<u64>().unwrap())
             .unwrap();
         let out = as_daemon("--clear-groups", "cat").arg(f).output().unwrap();
-        assert!(!out.status.success(), "read without the group: {}", f.display());
+        assert!(
+            !out.status.success(),
+            "read without the group: {}",
+            f.display()
+        );
     }
     assert_eq!(total, sent.len() as u64);
     let _ = std::fs::remove_dir_all(dir);
@@ -453,14 +457,8 @@ fn a_first_file_that_cannot_be_made_or_given_the_group_is_an_error_at_start() {
     let dir = temp_dir("group-fails");
     // File mode: the start-up check of the directory names the base and the group.
     let base = dir.join("cap");
-    let out = capture_in_user_namespace(&[
-        "-w",
-        base.to_str().unwrap(),
-        "-C",
-        "1MB",
-        "--group",
-        "adm",
-    ]);
+    let out =
+        capture_in_user_namespace(&["-w", base.to_str().unwrap(), "-C", "1MB", "--group", "adm"]);
     let err = stderr_text(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -478,7 +476,11 @@ fn a_first_file_that_cannot_be_made_or_given_the_group_is_an_error_at_start() {
         err.contains(&format!("cannot give {} to group adm", plain.display())),
         "{err}"
     );
-    assert_eq!(all_files(&dir), Vec::<PathBuf>::new(), "nothing left behind");
+    assert_eq!(
+        all_files(&dir),
+        Vec::<PathBuf>::new(),
+        "nothing left behind"
+    );
 
     // A directory the capture's user cannot write: the same, at start (as nobody after -Z).
     let tb = testbed();
@@ -506,6 +508,10 @@ fn a_first_file_that_cannot_be_made_or_given_the_group_is_an_error_at_start() {
         "{err}"
     );
     assert!(!err.contains("listening on"), "{err}");
-    assert_eq!(all_files(&dir), Vec::<PathBuf>::new(), "nothing left behind");
+    assert_eq!(
+        all_files(&dir),
+        Vec::<PathBuf>::new(),
+        "nothing left behind"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

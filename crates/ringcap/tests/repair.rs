@@ -349,7 +349,15 @@ fn repair_counts_what_one_flipped_bit_left_out() {
         let fixed = dir.join(name);
         let readable = if name.ends_with(".zst") || name.ends_with(".lz4") {
             let to = dir.join(format!("{name}.unpacked.pcap"));
-            unpack(if name.ends_with(".zst") { "zstd" } else { "lz4" }, &fixed, &to);
+            unpack(
+                if name.ends_with(".zst") {
+                    "zstd"
+                } else {
+                    "lz4"
+                },
+                &fixed,
+                &to,
+            );
             to
         } else {
             fixed.clone()
@@ -362,7 +370,10 @@ fn repair_counts_what_one_flipped_bit_left_out() {
         let suspect = said.contains("fail their checksum") || said.contains("unverified");
         let mut rest = all.iter();
         for p in got.iter().filter(|_| !suspect) {
-            assert!(rest.any(|q| q == p), "{name}: a packet that was not there: {p}");
+            assert!(
+                rest.any(|q| q == p),
+                "{name}: a packet that was not there: {p}"
+            );
         }
         // Something was left out, and the summary counts it: never 0 regions or 0 B. (A frame
         // kept whole that fails its checksum may have hit only a packet's payload.)
@@ -382,7 +393,11 @@ fn repair_counts_what_one_flipped_bit_left_out() {
         }
         // Where the summary knows the packets left out, they add up.
         if let Some((_, r)) = said.split_once("compressed, ") {
-            if let Some(n) = r.split(" packets").next().and_then(|n| n.parse::<usize>().ok()) {
+            if let Some(n) = r
+                .split(" packets")
+                .next()
+                .and_then(|n| n.parse::<usize>().ok())
+            {
                 assert_eq!(got.len() + n, all.len(), "{name}: {said}");
             }
         }
@@ -410,7 +425,12 @@ fn repair_counts_what_one_flipped_bit_left_out() {
                 .status()
                 .unwrap();
             assert!(st.success());
-            check("td-hdr.pcap.zst", &std::fs::read(&z).unwrap(), &all, Some(1));
+            check(
+                "td-hdr.pcap.zst",
+                &std::fs::read(&z).unwrap(),
+                &all,
+                Some(1),
+            );
         }
     }
 
@@ -426,7 +446,11 @@ fn repair_counts_what_one_flipped_bit_left_out() {
         let (at, len) = f[f.len() / 2];
         // zstd: the middle of the frame's compressed blocks; lz4: the block's first token (its
         // literal length), a bit no lz4 checksum guards in these frames but the records do.
-        let (byte, bit) = if zstd_file { (at + len / 2, 3) } else { (at + 11, 4) };
+        let (byte, bit) = if zstd_file {
+            (at + len / 2, 3)
+        } else {
+            (at + 11, 4)
+        };
         let said = check(name, &flip(&bytes, byte, bit), &all, None);
         assert!(
             kept(&said) + 300 > all.len(),

@@ -42,11 +42,12 @@ fn run(args: &[&str]) -> Output {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
-    rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| {
-        // SAFETY: kill of our own child.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        panic!("ringcap {args:?} hung at start-up");
-    })
+    rx.recv_timeout(Duration::from_secs(10))
+        .unwrap_or_else(|_| {
+            // SAFETY: kill of our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("ringcap {args:?} hung at start-up");
+        })
 }
 
 /// `ringcap collect` with the key flags `keys`: refused before it listens (exit 2), saying `want`.
@@ -79,21 +80,31 @@ fn key_dirs_and_keys_others_could_write_are_refused_and_a_fifo_never_hangs_start
     collect_refuses(
         &out,
         &["--key-dir", kd],
-        &["may be written by group or others (mode 0777)", &format!("run chmod go-w {kd}")],
+        &[
+            "may be written by group or others (mode 0777)",
+            &format!("run chmod go-w {kd}"),
+        ],
     );
     chmod(&keys, 0o770);
     collect_refuses(&out, &["--key-dir", kd], &["(mode 0770)", "chmod go-w"]);
     // Owned by another user.
     chmod(&keys, 0o700);
     chown(&keys, 65534);
-    collect_refuses(&out, &["--key-dir", kd], &["owned by uid 65534", &format!("run chown 0 {kd}")]);
+    collect_refuses(
+        &out,
+        &["--key-dir", kd],
+        &["owned by uid 65534", &format!("run chown 0 {kd}")],
+    );
     chown(&keys, 0);
     // A key in it owned by another user, even with mode 0600.
     chown(&k17, 65534);
     collect_refuses(
         &out,
         &["--key-dir", kd],
-        &["owned by uid 65534", &format!("run chown 0 {}", k17.display())],
+        &[
+            "owned by uid 65534",
+            &format!("run chown 0 {}", k17.display()),
+        ],
     );
     let k = k17.to_str().unwrap();
     collect_refuses(&out, &["--key", k], &["owned by uid 65534", "run chown 0"]);
@@ -108,12 +119,23 @@ fn key_dirs_and_keys_others_could_write_are_refused_and_a_fifo_never_hangs_start
         &["is a FIFO, not a regular file"],
     );
     mkfifo(&keys.join("18"));
-    collect_refuses(&out, &["--key-dir", kd], &["18 is a FIFO, not a regular file"]);
+    collect_refuses(
+        &out,
+        &["--key-dir", kd],
+        &["18 is a FIFO, not a regular file"],
+    );
     // The probe's --key goes through the same reader.
-    let o = run(&["capture", "-i", "lo", "--records", "tcp://127.0.0.1:9", "--key"]
-        .into_iter()
-        .chain([fifo.to_str().unwrap(), "-c", "1"])
-        .collect::<Vec<_>>());
+    let o = run(&[
+        "capture",
+        "-i",
+        "lo",
+        "--records",
+        "tcp://127.0.0.1:9",
+        "--key",
+    ]
+    .into_iter()
+    .chain([fifo.to_str().unwrap(), "-c", "1"])
+    .collect::<Vec<_>>());
     let err = stderr_text(&o);
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("is a FIFO, not a regular file"), "{err}");

@@ -371,8 +371,7 @@ fn repair_compressed(
         dropped_compressed: lost.iter().filter_map(|l| l.len).sum::<u64>()
             + (original_len - frames_end),
         lost_frames: lost.len() as u64,
-        dropped_bytes_unknown: lost.iter().any(|l| l.data.is_none())
-            || frames_end < original_len,
+        dropped_bytes_unknown: lost.iter().any(|l| l.data.is_none()) || frames_end < original_len,
         lost_packets: lost.iter().filter_map(|l| l.packets).sum::<u64>() + u64::from(tail_alone),
         lost_packets_exact: inside.is_empty()
             && frames_end == original_len
@@ -562,7 +561,9 @@ impl FrameStream {
                     self.cur = Current::Whole(io::Cursor::new(out));
                     return Ok(true);
                 }
-                let packets = decoded_all.then(|| records_in(&out, self.at == 0)).flatten();
+                let packets = decoded_all
+                    .then(|| records_in(&out, self.at == 0))
+                    .flatten();
                 let kept = if decoded_all { 0 } else { out.len() as u64 };
                 self.lost.lock().expect("not poisoned").push(LostFrame {
                     offset: span.offset,

@@ -2,8 +2,8 @@
 //! moves to the next directory when a disk is full, and keeps the retention rules.
 
 use std::collections::BTreeMap;
-use std::io;
 use std::fs::OpenOptions;
+use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
