@@ -33,7 +33,8 @@ pub enum Command {
     /// Write a synthetic trace shaped like real traffic: bursty at every time scale, many TCP and UDP flows
     /// in both directions with heavy-tailed sizes.
     Synth(crate::synth_cmd::SynthArgs),
-    /// Cut interrupted capture files (plain, .zst, .lz4) to their last whole packet; drop `.partial`.
+    /// Keep every whole packet of interrupted or damaged capture files (plain, .zst, .lz4; each compressed
+    /// frame decoded alone) and say what was left out; drop `.partial`.
     Repair(crate::repair_cmd::RepairArgs),
     /// Convert capture files to Parquet (one row per packet, partitioned by hour).
     Convert(crate::convert_cmd::ConvertArgs),
