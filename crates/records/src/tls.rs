@@ -218,3 +218,36 @@ impl AsRawFd for Stream {
         self.tcp().as_raw_fd()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The TLS private key is read by sys's one reader of secrets: a FIFO is refused at once (not
+    /// waited on in open()), a key others may read is refused with the chmod to run.
+    #[test]
+    fn a_tls_key_that_is_a_fifo_or_readable_by_others_is_refused_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo.key");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(load_key(&fifo).err().map(|e| e.to_string())));
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("a FIFO as the TLS key hung")
+            .expect("refused");
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        let open = d.path().join("open.key");
+        std::fs::write(&open, b"-----BEGIN PRIVATE KEY-----\n").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let Err(e) = load_key(&open) else {
+            panic!("a key others may read was accepted")
+        };
+        let e = e.to_string();
+        assert!(e.contains("(mode 0644): run chmod 600"), "{e}");
+    }
+}
