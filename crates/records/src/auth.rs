@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::batch::{Key, KeyError, MAX_COLLECTOR_ID, TAG_LEN};
@@ -183,23 +183,35 @@ pub enum KeyDirError {
 
 impl KeySet {
     /// Loads every key file of `dir`, each named by its probe id (`DIR/17` is probe 17's key); names starting
-    /// with `.` are ignored. Each file is checked as `--key` is (private, ≥ 16 bytes).
+    /// with `.` are ignored. The directory is checked as ssh checks `~/.ssh` (owned by root or this user,
+    /// writable by nobody else: else anyone could add a probe's key) and each file as `--key` is (a private
+    /// regular file of root or this user, ≥ 16 bytes), by [`sys::PrivateDir`].
     pub fn load_dir(dir: &Path) -> Result<KeySet, KeyDirError> {
-        let read_err = |source| KeyDirError::Read {
-            path: dir.display().to_string(),
-            source,
-        };
+        let d = sys::PrivateDir::open(dir).map_err(|e| match e {
+            sys::SecretFileError::Read { source, .. } => KeyDirError::Read {
+                path: dir.display().to_string(),
+                source,
+            },
+            e => KeyDirError::Key(KeyError::Refused(e)),
+        })?;
+        let names = d.names().map_err(|e| match e {
+            sys::SecretFileError::Read { source, .. } => KeyDirError::Read {
+                path: dir.display().to_string(),
+                source,
+            },
+            e => KeyDirError::Key(KeyError::Refused(e)),
+        })?;
         let mut keys = HashMap::new();
-        for entry in std::fs::read_dir(dir).map_err(read_err)? {
-            let path: PathBuf = entry.map_err(read_err)?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with('.') {
+        for name in names {
+            let path = d.path_of(&name);
+            let text = name.to_str().unwrap_or("");
+            if text.starts_with('.') {
                 continue;
             }
-            let id: u64 = name.parse().map_err(|_| KeyDirError::BadName {
+            let id: u64 = text.parse().map_err(|_| KeyDirError::BadName {
                 path: path.display().to_string(),
             })?;
-            keys.insert(id, Key::load(&path)?);
+            keys.insert(id, Key::from_file(&path, d.read(&name))?);
         }
         if keys.is_empty() {
             return Err(KeyDirError::Empty {

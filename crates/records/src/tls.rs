@@ -28,6 +28,9 @@ pub enum TlsError {
         /// What was wrong.
         why: String,
     },
+    /// A private key file that is not private, not regular or not ours (sys's checks).
+    #[error(transparent)]
+    Key(sys::SecretFileError),
     /// rustls refused the configuration (a key that does not match its certificate, ...).
     #[error("TLS configuration: {0}")]
     Config(String),
@@ -55,24 +58,15 @@ fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
-/// A private key file; refused when group or others may read it, as `--key` is.
+/// A private key file, read through the one checked reader of secrets ([`sys::read_private_file`]:
+/// a regular file of root or this user that group and others may not read), as `--key` is.
 fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|e| file_err(path, e))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(file_err(
-            path,
-            format_args!(
-                "private key readable by group or others (mode {:04o}): run chmod 600 {}",
-                mode & 0o7777,
-                path.display()
-            ),
-        ));
-    }
-    PrivateKeyDer::from_pem_file(path).map_err(|e| file_err(path, e))
+    let bytes = sys::read_private_file(path).map_err(|e| match e {
+        // The path is said once, by file_err.
+        sys::SecretFileError::Read { source, .. } => file_err(path, source),
+        e => TlsError::Key(e),
+    })?;
+    PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| file_err(path, e))
 }
 
 fn load_roots(ca: &Path) -> Result<Arc<RootCertStore>, TlsError> {
@@ -222,5 +216,38 @@ impl Write for Stream {
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.tcp().as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The TLS private key is read by sys's one reader of secrets: a FIFO is refused at once (not
+    /// waited on in open()), a key others may read is refused with the chmod to run.
+    #[test]
+    fn a_tls_key_that_is_a_fifo_or_readable_by_others_is_refused_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo.key");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(load_key(&fifo).err().map(|e| e.to_string())));
+        let e = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("a FIFO as the TLS key hung")
+            .expect("refused");
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        let open = d.path().join("open.key");
+        std::fs::write(&open, b"-----BEGIN PRIVATE KEY-----\n").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let Err(e) = load_key(&open) else {
+            panic!("a key others may read was accepted")
+        };
+        let e = e.to_string();
+        assert!(e.contains("(mode 0644): run chmod 600"), "{e}");
     }
 }

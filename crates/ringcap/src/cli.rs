@@ -33,7 +33,8 @@ pub enum Command {
     /// Write a synthetic trace shaped like real traffic: bursty at every time scale, many TCP and UDP flows
     /// in both directions with heavy-tailed sizes.
     Synth(crate::synth_cmd::SynthArgs),
-    /// Cut interrupted capture files (plain, .zst, .lz4) to their last whole packet; drop `.partial`.
+    /// Keep every whole packet of interrupted or damaged capture files (plain, .zst, .lz4; each compressed
+    /// frame decoded alone) and say what was left out; drop `.partial`.
     Repair(crate::repair_cmd::RepairArgs),
     /// Convert capture files to Parquet (one row per packet, partitioned by hour).
     Convert(crate::convert_cmd::ConvertArgs),
@@ -236,9 +237,10 @@ pub struct CaptureArgs {
     #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
     pub user: Option<String>,
 
-    /// Files written (captures, indexes) are readable by GROUP too: mode 0640 and group GROUP instead of
-    /// 0600, so analysts in GROUP read the store without root. ringcap must run as root or a member of
-    /// GROUP; with -Z, USER is given GROUP.
+    /// Files written (captures, indexes) are readable by GROUP too: mode 0640 (whatever the umask) and
+    /// group GROUP instead of 0600, so analysts in GROUP read the store without root. ringcap must run
+    /// as root or a member of GROUP; root is made a member before it gives up its capabilities, and
+    /// with -Z, USER is. A file that cannot be given GROUP is an error at start, naming it.
     #[arg(long = "group", value_name = "GROUP")]
     pub group: Option<String>,
 

@@ -24,7 +24,8 @@ pub struct CollectArgs {
     /// Output directory: records-<start>-<n>.parquet, plus the hidden spool being filled.
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: PathBuf,
-    /// The key file shared by every probe (at least 16 bytes, mode 0600), the same as the probes' --key.
+    /// The key file shared by every probe (at least 16 bytes, mode 0600, a regular file of root or of this
+    /// user), the same as the probes' --key.
     #[arg(
         long,
         value_name = "FILE",
@@ -33,7 +34,8 @@ pub struct CollectArgs {
     )]
     pub key: Option<PathBuf>,
     /// A key per probe instead: DIR/<probe id> is the key of the probe with that --probe-id (each 0600); a
-    /// probe's batches must verify under its own key, so one probe cannot speak for another.
+    /// probe's batches must verify under its own key, so one probe cannot speak for another. DIR must be
+    /// owned by root or this user and not writable by group or others (as ssh wants ~/.ssh).
     #[arg(long = "key-dir", value_name = "DIR")]
     pub key_dir: Option<PathBuf>,
     /// This collector's id, covered by every batch tag and ack so batches made for one collector are refused

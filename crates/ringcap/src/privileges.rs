@@ -37,7 +37,7 @@ pub fn share_files_with_group(name: &str, switching_to: Option<&sys::User>) -> R
              (add it: `usermod -aG {name} USER`, then log in again; or run as root)"
         )));
     }
-    sys::share_files_with_group(gid).map_err(|e| Fatal::usage(anyhow!("--group {name}: {e}")))
+    sys::share_files_with_group(gid, name).map_err(|e| Fatal::usage(anyhow!("--group {name}: {e}")))
 }
 
 /// `-Z USER`: become USER, with no capabilities; otherwise keep only `keep` of the capabilities held
@@ -46,6 +46,12 @@ pub fn relinquish_privileges(user: Option<&sys::User>, keep: &[u32]) -> Result<(
     if let Some(u) = user {
         sys::switch_user(u)
             .map_err(|e| Fatal::runtime(anyhow!("-Z {}: cannot become that user: {e}", u.name)))?;
+    }
+    if user.is_none() {
+        // Root without -Z keeps no CAP_CHOWN: a member of the group it can still give its files
+        // the group as their owner. Best effort: where joining is not allowed (a user namespace
+        // with setgroups denied) the output's start-up check says what fails, for which file.
+        let _ = sys::join_file_group();
     }
     let keep: &[u32] = if user.is_some() { &[] } else { keep };
     sys::keep_only_capabilities(keep)

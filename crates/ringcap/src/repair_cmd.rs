@@ -59,15 +59,10 @@ fn describe(r: &store::RepairReport) -> String {
     };
     let mut line = if r.changed() {
         format!(
-            "{would} {} whole packets, {cut} {} damaged region(s) ({} of {}), {} → {}",
+            "{would} {} whole packets, {cut} {} damaged region(s) ({}), {} → {}",
             r.packets,
             r.regions,
-            units::bytes(r.dropped_bytes),
-            if r.compression == store::Compression::None {
-                "file"
-            } else {
-                "decompressed data"
-            },
+            left_out(r),
             units::bytes(r.original_len),
             units::bytes(r.new_len)
         )
@@ -84,8 +79,15 @@ fn describe(r: &store::RepairReport) -> String {
     }
     if r.undecodable {
         line.push_str(
-            ", the compressed stream cannot be decoded past the damage: what follows it is lost",
+            ", a large frame cannot be decoded past the damage: the rest of it is lost, and what \
+             was kept of it is unverified (its checksum covers the whole frame)",
         );
+    }
+    if r.suspect_frames > 0 {
+        line.push_str(&format!(
+            ", {} frame(s) kept that fail their checksum (the damage is somewhere in their data)",
+            r.suspect_frames
+        ));
     }
     if let Some(d) = &r.first_damage {
         line.push_str(&format!(" (first damage at {d})"));
@@ -94,4 +96,39 @@ fn describe(r: &store::RepairReport) -> String {
         line.push_str(&format!("; {renamed} to {}", to.display()));
     }
     line
+}
+
+/// What the damaged regions held, as far as it is known: "12.0 KiB of decompressed data (1 frame
+/// that does not decode, 4.1 KiB compressed), 17 packets". Every part left out is counted, so the
+/// line never says 0 B while packets went.
+fn left_out(r: &store::RepairReport) -> String {
+    let of = if r.compression == store::Compression::None {
+        "file"
+    } else {
+        "decompressed data"
+    };
+    let mut parts = Vec::new();
+    parts.push(match (r.dropped_bytes, r.dropped_bytes_unknown) {
+        (0, true) => format!("an unknown amount of {of}"),
+        (n, true) => format!("{} and more of {of}", units::bytes(n)),
+        (n, false) => format!("{} of {of}", units::bytes(n)),
+    });
+    if r.dropped_compressed > 0 {
+        parts.push(format!(
+            "{} compressed frame(s) that do not decode or verify, {} compressed",
+            r.lost_frames,
+            units::bytes(r.dropped_compressed)
+        ));
+    } else if r.lost_frames > 0 {
+        parts.push(format!(
+            "{} compressed frame(s) that do not decode past the damage",
+            r.lost_frames
+        ));
+    }
+    parts.push(match (r.lost_packets, r.lost_packets_exact) {
+        (n, true) => format!("{n} packets"),
+        (0, false) => "packets in it: unknown".to_string(),
+        (n, false) => format!("at least {n} packets"),
+    });
+    parts.join(", ")
 }

@@ -322,3 +322,196 @@ fn group_makes_the_files_readable_by_that_group_and_nobody_else() {
     assert!(err.contains("--group no-such-group-rc"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The files of a capture, indexes and all, hidden ones too (a `.partial` left behind must show).
+fn all_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Issue 33 item 12: as root without -Z, `--group` got EPERM on the first file (root keeps no
+/// CAP_CHOWN and was not a member of the group), so every packet was a storage drop and an empty
+/// `.partial` stayed. Now root joins the group before giving up its capabilities; and with a umask
+/// of 077 the files are still 0640 (the mode is set, not left to the umask).
+#[test]
+fn group_as_root_without_dash_z_gives_every_file_that_group_and_mode_0640() {
+    if !testbed::have("capinfos", "apt install tshark")
+        || !testbed::have("setpriv", "apt install util-linux")
+    {
+        return;
+    }
+    const ADM: u32 = 4;
+    let tb = testbed();
+    let dir = temp_dir("group-root");
+    let base = dir.join("cap");
+    let mut cmd = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            base.to_str().unwrap(),
+            "-C",
+            "1MB",
+            "--group",
+            "adm",
+            "-q",
+        ],
+    );
+    // SAFETY: umask only, between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::umask(0o077);
+            Ok(())
+        });
+    }
+    let child = spawn_listening(cmd);
+    let sent = (0..3000)
+        .map(|i| frame(i, 1000, 9, 600))
+        .collect::<Vec<_>>();
+    send(&tb, &sent);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = stop(child, libc::SIGINT);
+    let err = stderr_text(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("cannot give"), "{err}");
+
+    let files = capture_files(&dir);
+    assert!(files.len() >= 2, "rotated at 1 MB: {files:?}");
+    for p in all_files(&dir) {
+        let m = std::fs::metadata(&p).unwrap();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".partial"), "left behind: {name}");
+        assert!(m.len() > 0, "empty: {name}");
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o777),
+            (0, ADM, 0o640),
+            "{name}"
+        );
+    }
+    // Every packet written (none counted as a storage drop), read by a member of the group, and
+    // by nobody else.
+    let mut total = 0;
+    for f in &files {
+        let out = as_daemon("--groups=4", "capinfos")
+            .args(["-M", "-c"])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_text(&out));
+        total += String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("Number of packets:"))
+            .map(|n| n.trim().parse::<u64>().unwrap())
+            .unwrap();
+        let out = as_daemon("--clear-groups", "cat").arg(f).output().unwrap();
+        assert!(
+            !out.status.success(),
+            "read without the group: {}",
+            f.display()
+        );
+    }
+    assert_eq!(total, sent.len() as u64);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `ringcap capture ... ARGS` as root in a user namespace of its own (root mapped, group `adm`
+/// not: no file can be given gid 4 there, as in a container with a partial id map) with its own
+/// network namespace, capturing on its loopback. Returns when it exits (or fails the test after
+/// 20 s: it must not start capturing).
+fn capture_in_user_namespace(args: &[&str]) -> std::process::Output {
+    let mut c = Command::new("unshare");
+    c.args(["--user", "--map-root-user", "--net", "sh", "-c"])
+        .arg(r#"ip link set lo up && exec "$0" "$@""#)
+        .arg(ringcap())
+        .args(["capture", "-i", "lo"])
+        .args(args);
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = child.id();
+    std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| {
+            // SAFETY: kill of our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("the capture started instead of failing at start");
+        })
+}
+
+/// Issue 33 item 12: a first file that cannot be created, or given the group, stops the capture at
+/// start with what to do (exit 1), instead of a run of storage drops; and no empty file stays.
+#[test]
+fn a_first_file_that_cannot_be_made_or_given_the_group_is_an_error_at_start() {
+    if !testbed::have("unshare", "apt install util-linux") {
+        return;
+    }
+    let dir = temp_dir("group-fails");
+    // File mode: the start-up check of the directory names the base and the group.
+    let base = dir.join("cap");
+    let out =
+        capture_in_user_namespace(&["-w", base.to_str().unwrap(), "-C", "1MB", "--group", "adm"]);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot give {} to group adm", base.display()))
+            && err.contains("or leave --group out"),
+        "{err}"
+    );
+    assert!(!err.contains("listening on"), "{err}");
+    // Plain -w: the file it made is removed again.
+    let plain = dir.join("x.pcap");
+    let out = capture_in_user_namespace(&["-w", plain.to_str().unwrap(), "--group", "adm"]);
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot give {} to group adm", plain.display())),
+        "{err}"
+    );
+    assert_eq!(
+        all_files(&dir),
+        Vec::<PathBuf>::new(),
+        "nothing left behind"
+    );
+
+    // A directory the capture's user cannot write: the same, at start (as nobody after -Z).
+    let tb = testbed();
+    let out = ringcap_rx(
+        &tb,
+        &[
+            "capture",
+            "-i",
+            &tb.rx_if,
+            "-w",
+            base.to_str().unwrap(),
+            "-C",
+            "1MB",
+            "-Z",
+            "nobody",
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = stderr_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot create files in {}", dir.display()))
+            && err.contains("with -Z USER, by USER"),
+        "{err}"
+    );
+    assert!(!err.contains("listening on"), "{err}");
+    assert_eq!(
+        all_files(&dir),
+        Vec::<PathBuf>::new(),
+        "nothing left behind"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

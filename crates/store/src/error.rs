@@ -21,6 +21,18 @@ pub enum StoreError {
     #[error("cannot create {path}: {source} (check the directory exists and is writable)")]
     Create { path: PathBuf, source: io::Error },
 
+    /// A file could not be created in an output directory (found at start).
+    #[error(
+        "cannot create files in {dir}: {source} (check the directory exists and is writable by the user \
+         ringcap runs as: with -Z USER, by USER)"
+    )]
+    DirNotWritable { dir: PathBuf, source: io::Error },
+
+    /// A new file could not be given the `--group` (it was removed again); the message names the
+    /// file, the group and what to do.
+    #[error("{source}")]
+    Group { path: PathBuf, source: io::Error },
+
     /// The file system ran out of space; the file was cut after its last whole packet.
     #[error(
         "disk full on {path} after {} written ({packets} packets kept, file cut after the last whole packet): \

@@ -30,9 +30,11 @@ pub(crate) enum Output {
 
 impl Output {
     /// Opens `path` ("-" is stdout), with O_DIRECT when asked and the file system accepts it.
-    /// The file is readable by its owner only (capture files hold other people's traffic) and
-    /// never opened through a symbolic link; `new_only` (file mode's `.partial` files) also
-    /// refuses an existing file (O_EXCL), else an existing file is emptied, as tcpdump -w does.
+    /// The file is readable by its owner only (capture files hold other people's traffic), or by
+    /// the `--group` too (see [`sys::apply_file_group`]), and never opened through a symbolic link;
+    /// `new_only` (file mode's `.partial` files) also refuses an existing file (O_EXCL), else an
+    /// existing file is emptied, as tcpdump -w does. A file this call created and then could not
+    /// give the group is removed: no empty file is left behind.
     pub(crate) fn open(path: &Path, direct_io: bool, new_only: bool) -> Result<Output, StoreError> {
         let create_err = |source: io::Error| {
             if source.raw_os_error() == Some(libc::ELOOP) {
@@ -52,48 +54,61 @@ impl Output {
                 .map_err(create_err)?;
             return Ok(Output::from_file(File::from(fd), false));
         }
-        let open = |flags: i32| {
+        // Opened once, without O_DIRECT: O_DIRECT is switched on afterwards (fcntl), where a refusal
+        // costs nothing. Opening with it first created the file and only then failed (EINVAL), so
+        // the retry met its own O_EXCL file; and a FIFO's open meets the reader, so a second try
+        // left a reader that had seen the writer leave (Wireshark's extcap FIFO).
+        let open = |new: bool| {
             let mut o = OpenOptions::new();
             o.write(true);
-            if new_only {
+            if new {
                 o.create_new(true); // O_CREAT | O_EXCL: fails on any existing name, links too
-            } else {
-                o.create(true).truncate(true);
             }
-            // The owner's only, or 0640 with `--group` (sys::data_file_mode).
-            let f = o
-                .mode(sys::data_file_mode())
-                .custom_flags(flags | libc::O_NOFOLLOW)
-                .open(path)?;
-            sys::apply_file_group(&f)?;
-            Ok::<File, io::Error>(f)
+            o.mode(0o600) // the group and its 0640 come with sys::apply_file_group
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
         };
-        // O_DIRECT only for regular files. A FIFO must be opened once: its open meets the reader, and a
-        // second try after a refused O_DIRECT leaves a reader that already saw the writer leave (Wireshark's
-        // extcap FIFO: dumpcap read end-of-file and quit, or the retry waited for a reader that was gone).
-        let regular_or_new = match std::fs::symlink_metadata(path) {
-            Ok(m) => m.file_type().is_file(),
-            Err(_) => true,
-        };
-        if direct_io && regular_or_new {
-            match open(libc::O_DIRECT) {
-                Ok(f) => {
-                    let mut out = Output::from_file(f, true);
-                    if in_memory_fs(&out) {
-                        // tmpfs accepts O_DIRECT since Linux 6.6 but still copies into page
-                        // cache pages: no gain, only alignment rules. Say "buffered" honestly.
-                        out.clear_direct().map_err(create_err)?;
-                    }
-                    return Ok(out);
-                }
-                // tmpfs and some others refuse O_DIRECT at open: fall back to the page cache.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-                Err(e) => return Err(create_err(e)),
+        let (file, created) = match open(true) {
+            Ok(f) => (f, true),
+            Err(e) if !new_only && e.kind() == io::ErrorKind::AlreadyExists => {
+                (open(false).map_err(create_err)?, false)
             }
+            Err(e) => return Err(create_err(e)),
+        };
+        if let Err(source) = sys::apply_file_group(&file, path) {
+            drop(file);
+            if created {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(StoreError::Group {
+                path: path.to_path_buf(),
+                source,
+            });
         }
-        open(0)
-            .map(|f| Output::from_file(f, false))
-            .map_err(create_err)
+        let regular = file.metadata().is_ok_and(|m| m.file_type().is_file());
+        if !created && regular {
+            // An existing file is emptied only now, once it is known to be ours to write.
+            file.set_len(0).map_err(create_err)?;
+        }
+        let mut out = Output::from_file(file, false);
+        if direct_io && regular && !in_memory_fs(&out) {
+            // tmpfs accepts O_DIRECT since Linux 6.6 but still copies into page cache pages: no
+            // gain, only alignment rules, so it stays buffered there. A file system that refuses
+            // O_DIRECT (EINVAL) stays buffered too.
+            out.set_direct();
+        }
+        Ok(out)
+    }
+
+    /// Switches O_DIRECT on where the file system allows it.
+    fn set_direct(&mut self) {
+        if let Output::Fd { file, direct, .. } = self {
+            let fd = file.as_raw_fd();
+            // SAFETY: fcntl on a valid, owned descriptor.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            *direct = flags >= 0
+                && unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT) } == 0;
+        }
     }
 
     fn from_file(file: File, direct: bool) -> Output {

@@ -11,14 +11,14 @@ mod files;
 mod privileges;
 mod secret;
 pub use files::{
-    apply_file_group, create_data_file, data_file_mode, file_group, group_id, may_use_group,
-    share_files_with_group,
+    apply_file_group, create_data_file, data_file_mode, file_group, group_id, join_file_group,
+    may_use_group, share_files_with_group,
 };
 pub use privileges::{
     effective_capabilities, keep_only_capabilities, switch_user, User, CAP_DAC_OVERRIDE,
     CAP_DAC_READ_SEARCH,
 };
-pub use secret::{read_private_file, SecretFileError};
+pub use secret::{read_private_file, PrivateDir, SecretFileError};
 
 /// Opens an AF_PACKET SOCK_RAW socket with protocol 0: it receives nothing until it is bound to a
 /// protocol, so no packet reaches it before its filter and ring are in place (needs CAP_NET_RAW).

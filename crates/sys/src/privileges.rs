@@ -65,21 +65,7 @@ pub fn switch_user(user: &User) -> io::Result<()> {
         if libc::initgroups(name.as_ptr(), user.gid) != 0 {
             return Err(io::Error::last_os_error());
         }
-        if let Some(shared) = crate::file_group() {
-            let n = libc::getgroups(0, std::ptr::null_mut()).max(0) as usize;
-            let mut groups = vec![0 as libc::gid_t; n + 1];
-            let n = libc::getgroups(n as libc::c_int, groups.as_mut_ptr());
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            groups.truncate(n as usize);
-            if !groups.contains(&shared) {
-                groups.push(shared);
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-        }
+        crate::join_file_group()?;
         if libc::setgid(user.gid) != 0 || libc::setuid(user.uid) != 0 {
             return Err(io::Error::last_os_error());
         }

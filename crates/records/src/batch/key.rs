@@ -45,6 +45,10 @@ pub enum KeyError {
         /// Its permission bits.
         mode: u32,
     },
+    /// Not a regular file, owned by someone else, or in a directory others may write (sys's checks,
+    /// as ssh makes them).
+    #[error(transparent)]
+    Refused(sys::SecretFileError),
     /// Fewer than [`MIN_KEY_LEN`] bytes.
     #[error("key{where_} is {len} bytes, at least {MIN_KEY_LEN} are needed (create one with: (umask 077; head -c 32 /dev/urandom > FILE))")]
     TooShort {
@@ -56,11 +60,20 @@ pub enum KeyError {
 }
 
 impl Key {
-    /// Reads a key file (at least 16 bytes; one trailing `\n` or `\r\n` is stripped). A file that group or
-    /// others may read is refused.
+    /// Reads a key file (at least 16 bytes; one trailing `\n` or `\r\n` is stripped), checked by
+    /// [`sys::read_private_file`]: a regular file of root or of this user that group and others may
+    /// not read.
     pub fn load(path: impl AsRef<Path>) -> Result<Key, KeyError> {
         let path = path.as_ref();
-        let bytes = sys::read_private_file(path).map_err(|e| match e {
+        Key::from_file(path, sys::read_private_file(path))
+    }
+
+    /// A key from what a checked read of the file `path` gave (see [`sys::PrivateDir::read`] too).
+    pub fn from_file(
+        path: &Path,
+        read: Result<Vec<u8>, sys::SecretFileError>,
+    ) -> Result<Key, KeyError> {
+        let bytes = read.map_err(|e| match e {
             sys::SecretFileError::Read { source, .. } => KeyError::Read {
                 path: path.display().to_string(),
                 source,
@@ -69,6 +82,7 @@ impl Key {
                 path: path.display().to_string(),
                 mode,
             },
+            e => KeyError::Refused(e),
         })?;
         Key::from_bytes(&bytes).map_err(|e| match e {
             KeyError::TooShort { len, .. } => KeyError::TooShort {

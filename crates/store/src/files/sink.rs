@@ -2,8 +2,10 @@
 //! moves to the next directory when a disk is full, and keeps the retention rules.
 
 use std::collections::BTreeMap;
+use std::fs::OpenOptions;
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -65,6 +67,39 @@ pub(crate) struct FileSink {
     older: Vec<PathBuf>,
 }
 
+/// Creates and removes a hidden file in `dir` as the capture's files will be created (this process,
+/// its privileges as they are now, the shared group), so a directory it cannot write or a group it
+/// cannot give is a clear error at start, not a run of storage drops and an empty `.partial`. A full
+/// disk is not an error here: the capture starts and waits for space, as it does later on.
+fn check_dir(dir: &Path, base: &str) -> Result<(), StoreError> {
+    let probe = dir.join(format!(".{base}.ringcap-check-{}", std::process::id()));
+    let f = match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&probe)
+    {
+        Ok(f) => f,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)) => {
+            return Ok(())
+        }
+        Err(source) => {
+            return Err(StoreError::DirNotWritable {
+                dir: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let given = sys::apply_file_group(&f, &dir.join(base));
+    drop(f);
+    let _ = std::fs::remove_file(&probe);
+    given.map_err(|source| StoreError::Group {
+        path: dir.join(base),
+        source,
+    })
+}
+
 /// Older files handed to the indexer at most (the newest ones): a bound on what it holds.
 const OLDER_MAX: usize = 1 << 16;
 
@@ -86,6 +121,9 @@ impl FileSink {
             )));
         }
         let (done, seq) = list_done(&plan.dirs, &plan.base)?;
+        for d in &plan.dirs {
+            check_dir(d, &plan.base)?;
+        }
         let older = done
             .values()
             .rev()
