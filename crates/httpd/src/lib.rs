@@ -18,6 +18,6 @@ pub use conn::Conn;
 pub use request::{parse_request, Limits, Parsed, Request};
 pub use response::{reason, send, BodyStream};
 pub use rustls::ServerConfig as TlsConfig;
-pub use server::{spawn, Config, Handler};
+pub use server::{spawn, Config, Handler, CONNECTION_STACK};
 pub use slots::{Slot, Slots};
 pub use tls::{server_config, TlsError};
