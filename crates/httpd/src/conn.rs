@@ -59,24 +59,19 @@ impl Conn {
 
     /// Completes the TLS handshake (client certificate checked by the config's verifier) by
     /// `deadline`, or fails; a failed handshake sends the client the alert that says why.
-    /// `hello_answered` is called once the client's first message (ClientHello) was whole and
-    /// answered: from then on the peer speaks TLS, not just holds a socket.
+    /// `received` is what the client sent before (read while its connection waited for a place).
     pub(crate) fn tls_handshake(
         sock: TcpStream,
         peer: SocketAddr,
         config: Arc<rustls::ServerConfig>,
         deadline: Instant,
-        hello_answered: &mut dyn FnMut(),
+        received: &[u8],
     ) -> io::Result<Conn> {
         let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
         let left = deadline.saturating_duration_since(Instant::now());
         sock.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
-        let mut answered = false;
+        let mut received = received;
         loop {
-            if tls.wants_write() && !answered {
-                answered = true;
-                hello_answered();
-            }
             while tls.wants_write() {
                 tls.write_tls(&mut &sock)?;
             }
@@ -87,7 +82,12 @@ impl Conn {
                 sock: &sock,
                 deadline: Some(deadline),
             };
-            if tls.read_tls(&mut from)? == 0 {
+            let n = if received.is_empty() {
+                tls.read_tls(&mut from)?
+            } else {
+                tls.read_tls(&mut received)?
+            };
+            if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the client closed the connection during the handshake",

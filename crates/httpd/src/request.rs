@@ -116,12 +116,17 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Parsed {
     Parsed::Complete(request)
 }
 
-/// Reads one request from `conn` within `limits`; the connection's read deadline is cleared
-/// again once it is read.
-pub(crate) fn read_request(conn: &mut Conn, limits: &Limits) -> Result<Request, Refusal> {
-    conn.set_read_deadline(Some(Instant::now() + limits.deadline))
+/// Reads one request from `conn` by `deadline` within `limits`, after the bytes `received`
+/// already; the connection's read deadline is cleared again once it is read.
+pub(crate) fn read_request(
+    conn: &mut Conn,
+    limits: &Limits,
+    received: Vec<u8>,
+    deadline: Instant,
+) -> Result<Request, Refusal> {
+    conn.set_read_deadline(Some(deadline))
         .map_err(|_| Refusal::Gone)?;
-    let mut buf = Vec::with_capacity(1024);
+    let mut buf = received;
     let mut continued = false;
     loop {
         match parse_request(&buf, limits) {
