@@ -375,7 +375,7 @@ impl QueryService {
             out: conn,
             bytes: 0,
         };
-        let body = httpd::BodyStream::start(
+        let body = match httpd::BodyStream::start(
             &mut sent,
             200,
             "application/octet-stream",
@@ -384,7 +384,14 @@ impl QueryService {
                 "attachment; filename=\"ringcap-query.pcap\"",
             )],
             request.http10,
-        )?;
+        ) {
+            Ok(body) => body,
+            Err(e) => {
+                let why = client_cut(e.kind(), self.write_stall);
+                self.log(peer, &format!("{shown}: not started: {why}"));
+                return Ok(());
+            }
+        };
         let mut pcap = store::PacketStream::new(body, self.format);
         let mut packets = 0u64;
         // A write that failed is the client's doing (gone, or not reading): kept apart from the
