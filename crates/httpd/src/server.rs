@@ -3,7 +3,9 @@
 //! poll, at most [`WAITING_PER_PLACE`] × `max_connections` connections at once; when more come,
 //! the one that has waited longest with part of a first message is closed (else the one that
 //! has waited longest). Peers that connect, send a byte and stall therefore cost no thread and
-//! cannot take the places of clients, which send their first message whole and at once. A connection whose first message is whole takes a place (a thread; at most
+//! cannot take the places of clients, which send their first message whole and at once.
+//!
+//! A connection whose first message is whole takes a place (a thread; at most
 //! `max_connections`); when all are taken, the one that has shown least (see [`Stage`]), the
 //! oldest of those, is closed for it, but never one being answered. Each thread then reads one
 //! request under the limits and hands it to the handler.
