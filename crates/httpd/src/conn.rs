@@ -2,6 +2,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -58,15 +59,18 @@ impl Conn {
 
     /// Completes the TLS handshake (client certificate checked by the config's verifier) by
     /// `deadline`, or fails; a failed handshake sends the client the alert that says why.
+    /// `received` is what the client sent before (read while its connection waited for a place).
     pub(crate) fn tls_handshake(
         sock: TcpStream,
         peer: SocketAddr,
         config: Arc<rustls::ServerConfig>,
         deadline: Instant,
+        received: &[u8],
     ) -> io::Result<Conn> {
         let mut tls = ServerConnection::new(config).map_err(io::Error::other)?;
         let left = deadline.saturating_duration_since(Instant::now());
         sock.set_write_timeout(Some(left.max(Duration::from_millis(1))))?;
+        let mut received = received;
         loop {
             while tls.wants_write() {
                 tls.write_tls(&mut &sock)?;
@@ -78,7 +82,12 @@ impl Conn {
                 sock: &sock,
                 deadline: Some(deadline),
             };
-            if tls.read_tls(&mut from)? == 0 {
+            let n = if received.is_empty() {
+                tls.read_tls(&mut from)?
+            } else {
+                tls.read_tls(&mut received)?
+            };
+            if n == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the client closed the connection during the handshake",
@@ -114,6 +123,22 @@ impl Conn {
             self.sock.set_read_timeout(None)?;
         }
         Ok(())
+    }
+
+    /// Waits up to `wait` for the client to end its side of the connection (FIN or reset): true
+    /// when it has. Bytes it sends meanwhile do not count. A client that half-closes after its
+    /// request is taken as gone too, as nginx takes it (499): HTTP clients that wait for an
+    /// answer keep their side open.
+    pub fn peer_closed(&self, wait: Duration) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd on a socket this Conn owns.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
     }
 
     /// A write that cannot make progress for this long fails (a client that stopped reading).

@@ -116,12 +116,17 @@ pub fn parse_request(buf: &[u8], limits: &Limits) -> Parsed {
     Parsed::Complete(request)
 }
 
-/// Reads one request from `conn` within `limits`; the connection's read deadline is cleared
-/// again once it is read.
-pub(crate) fn read_request(conn: &mut Conn, limits: &Limits) -> Result<Request, Refusal> {
-    conn.set_read_deadline(Some(Instant::now() + limits.deadline))
+/// Reads one request from `conn` by `deadline` within `limits`, after the bytes `received`
+/// already; the connection's read deadline is cleared again once it is read.
+pub(crate) fn read_request(
+    conn: &mut Conn,
+    limits: &Limits,
+    received: Vec<u8>,
+    deadline: Instant,
+) -> Result<Request, Refusal> {
+    conn.set_read_deadline(Some(deadline))
         .map_err(|_| Refusal::Gone)?;
-    let mut buf = Vec::with_capacity(1024);
+    let mut buf = received;
     let mut continued = false;
     loop {
         match parse_request(&buf, limits) {
@@ -225,7 +230,10 @@ fn parse_head(head: &[u8], limits: &Limits) -> Result<Request, Refusing> {
     })
 }
 
-/// The body's length from Content-Length (0 without one); chunked bodies are refused.
+/// The body's length from Content-Length: digits only (RFC 9110: `1*DIGIT`; a sign, spaces or a
+/// list are refused, so a proxy in front cannot read the framing differently), the same value if
+/// repeated. POST, PUT and PATCH must give it (411): read as an empty body, a POST without it
+/// would be taken for the empty query, which matches everything. Chunked bodies are refused.
 fn body_length(r: &Request, limits: &Limits) -> Result<usize, Refusing> {
     if r.header("transfer-encoding").is_some() {
         return Err(refusing(
@@ -233,29 +241,49 @@ fn body_length(r: &Request, limits: &Limits) -> Result<usize, Refusing> {
             "send the body with a Content-Length (curl --data does); chunked request bodies are not accepted",
         ));
     }
+    let too_large = |length: &dyn std::fmt::Display| {
+        refusing(
+            413,
+            format!(
+                "the body is {length} bytes; at most {} are accepted",
+                limits.max_body
+            ),
+        )
+    };
     let mut length: Option<u64> = None;
     for (_, v) in r
         .headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
     {
-        let n: u64 = v
-            .parse()
-            .map_err(|_| refusing(400, format!("bad Content-Length {v:?}")))?;
+        if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(refusing(
+                400,
+                format!("bad Content-Length {v:?}: decimal digits only"),
+            ));
+        }
+        // All digits: a value past u64 is past any limit.
+        let n: u64 = v.parse().map_err(|_| too_large(v))?;
         if length.is_some_and(|l| l != n) {
             return Err(refusing(400, "Content-Length given twice, differently"));
         }
         length = Some(n);
     }
-    let length = length.unwrap_or(0);
+    let length = match length {
+        Some(n) => n,
+        None if ["POST", "PUT", "PATCH"].contains(&r.method.as_str()) => {
+            return Err(refusing(
+                411,
+                format!(
+                    "a {} needs a Content-Length (curl --data sends one; an empty body is Content-Length: 0)",
+                    r.method
+                ),
+            ))
+        }
+        None => 0,
+    };
     if length > limits.max_body as u64 {
-        return Err(refusing(
-            413,
-            format!(
-                "the body is {length} bytes; at most {} are accepted",
-                limits.max_body
-            ),
-        ));
+        return Err(too_large(&length));
     }
     Ok(length as usize)
 }
@@ -334,6 +362,29 @@ mod tests {
                 "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
             )),
             411
+        );
+    }
+
+    #[test]
+    fn content_length_is_digits_only_and_required_with_a_body_method() {
+        let post = |cl: &str| status(head(&format!("POST / HTTP/1.1\r\n{cl}\r\nabc")));
+        for bad in ["+3", "-3", "3 3", "0x3", "3, 3", "", "3.0", "\u{0663}"] {
+            let cl = format!("Content-Length: {bad}\r\n");
+            assert_eq!(post(&cl), 400, "{bad:?}");
+        }
+        // Optional whitespace around the value is allowed; so is the same value twice.
+        assert_eq!(post("Content-Length:  3 \r\n"), 0);
+        assert_eq!(post("Content-Length: 3\r\nContent-Length: 3\r\n"), 0);
+        assert_eq!(post("Content-Length: 3\r\ncontent-length: 2\r\n"), 400);
+        assert_eq!(post("Content-Length: 99999999999999999999999\r\n"), 413);
+        assert_eq!(post("Content-Length: 0003\r\n"), 0);
+        // Without it: a POST is refused; a GET has no body.
+        assert_eq!(post(""), 411);
+        assert_eq!(status(head("PUT / HTTP/1.1\r\n\r\n")), 411);
+        assert_eq!(status(head("GET / HTTP/1.1\r\n\r\n")), 0);
+        assert_eq!(
+            status(head("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")),
+            0
         );
     }
 

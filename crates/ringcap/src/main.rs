@@ -21,6 +21,7 @@ mod privileges;
 mod progress;
 mod query_cmd;
 mod repair_cmd;
+mod serve_check;
 mod serve_cmd;
 mod synth_cmd;
 mod xdp_metrics;
@@ -53,8 +54,12 @@ impl Fatal {
 }
 
 fn main() -> ExitCode {
-    logging::init();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // serve's check of a query, in a child of its own (see serve_check): not a command.
+    if args.get(1).is_some_and(|a| a == serve_check::SUBCOMMAND) {
+        return serve_check::child_main(&args[2..]);
+    }
+    logging::init();
     let result = if extcap::is_extcap_call(&args) {
         extcap::run(args)
     } else {

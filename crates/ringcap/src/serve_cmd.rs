@@ -14,6 +14,7 @@ use clap::Args;
 
 use crate::cli::OutputFormat;
 use crate::privileges::{relinquish_privileges, unprivileged_user};
+use crate::serve_check::{self, Verdict};
 use crate::Fatal;
 
 /// Largest query accepted (an expression with its time terms is a few hundred bytes).
@@ -22,8 +23,10 @@ const MAX_QUERY: usize = 16 << 10;
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// A TLS handshake must be done this long after the connection was accepted.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
-/// A client that reads nothing of its result for this long is cut off (its query ends).
-const WRITE_STALL: Duration = Duration::from_secs(60);
+/// Longest line logged, and longest expression quoted in one: a client's 16 KiB expression is
+/// shortened, not copied whole into the log per request.
+const MAX_LOG_LINE: usize = 1000;
+const MAX_LOG_EXPR: usize = 200;
 /// What a client told "busy" (503) is asked to wait, in seconds.
 const RETRY_AFTER_SECS: &str = "5";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -35,8 +38,21 @@ const TEXT: &str = "text/plain; charset=utf-8";
 Answers POST /query, whose body is the query (a tcpdump expression; `after T` and `before T`
 terms at its start or end, as stenographer and `ringcap query` take them), with the matching
 packets as a pcap stream (application/octet-stream), in time order, exactly as `ringcap query
-STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. A bad expression gets
-400 with libpcap's message; more than --max-queries at once get 503 with Retry-After.
+STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. More than --max-queries
+at once get 503 with Retry-After. A POST without Content-Length gets 411 (chunked bodies too).
+
+Each query is checked first in a child process, inside its --max-queries place: parsed, then
+compiled by libpcap under 256 MiB of address space and within 10 s (or what --query-timeout
+leaves), killed at once if the client hangs up. A bad expression gets 400 with libpcap's message;
+one too deeply nested 400; one too costly to compile 422 (\"over 10 s\", \"over 256 MiB\").
+Host and network names (host NAME, net NAME, gateway NAME, ether host NAME, a bare NAME) get 400:
+the sensor would resolve them (DNS) for a remote client; give addresses, or pass --allow-names.
+Port and protocol names (port https) are fine.
+
+A connection waits for its first whole message (TLS ClientHello, request head) before it takes
+one of --max-connections places; peers that connect, send a byte and stall are closed first when
+more come, and never keep clients with certificates out. A query cut because its client went away
+or stopped reading is logged with the packets and bytes written.
 
 HTTPS needs all of --cert, --key and --client-ca: every client must show a certificate signed by
 the --client-ca certificate(s); others fail the TLS handshake. Without them, plain HTTP (no
@@ -45,7 +61,8 @@ or others (chmod 600). The README's \"Remote queries\" section shows how to make
 with openssl.
 
 Queries run at nice 10 and the lowest best-effort I/O level, below a capture. As root without -Z,
-ringcap keeps only CAP_DAC_READ_SEARCH (to read the store) once it listens.
+ringcap keeps only CAP_DAC_READ_SEARCH (to read the store) once it listens; the check's child
+keeps none.
 
 Examples:
   ringcap serve /data1 /data2 --listen 0.0.0.0:8443 \\
@@ -75,7 +92,9 @@ pub struct ServeArgs {
     /// Queries answered at once; more get 503 with Retry-After.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_queries: u32,
-    /// Connections open at once (handshakes, requests being read, queries); more are closed at once.
+    /// Connections served at once (handshakes, requests being read, queries), once their first
+    /// message (TLS ClientHello) is whole; 8 times as many may wait for it without a thread. Over
+    /// the limit, a newcomer closes the oldest still in its handshake or request, never a query.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
     /// Stop a query that runs longer than this (e.g. 10m); its client sees the transfer cut
@@ -92,6 +111,13 @@ pub struct ServeArgs {
     /// Format of the results (as query's -F).
     #[arg(short = 'F', long = "format", value_enum)]
     pub format: Option<OutputFormat>,
+    /// Let queries name hosts and networks (host NAME, net NAME, ...): the sensor then resolves
+    /// them (DNS, /etc/hosts) for its clients. Off: such queries get 400 (give addresses).
+    #[arg(long)]
+    pub allow_names: bool,
+    /// A client that reads nothing of its result for this long is cut off (its query ends).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
+    pub write_stall: Duration,
     /// Once listening (and the key read), become USER (as capture -Z): the store must be
     /// readable by USER.
     #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
@@ -154,7 +180,7 @@ fn http_config(a: &ServeArgs, tls: Option<Arc<httpd::TlsConfig>>) -> httpd::Conf
             max_headers: 64,
             max_body: MAX_QUERY,
         },
-        write_stall: WRITE_STALL,
+        write_stall: a.write_stall,
         name: "ringcap-serve".into(),
     }
 }
@@ -207,6 +233,8 @@ struct QueryService {
     timeout: Option<Duration>,
     /// None: as `ringcap query -w` (µs when every file has µs times, else ns).
     format: Option<store::Format>,
+    allow_names: bool,
+    write_stall: Duration,
     quiet: bool,
 }
 
@@ -254,19 +282,25 @@ impl QueryService {
             },
             timeout: a.query_timeout,
             format: a.format.map(Into::into),
+            allow_names: a.allow_names,
+            write_stall: a.write_stall,
             quiet: a.quiet.on,
         }
     }
 
     /// One line on stderr; control characters a client sent (in an expression libpcap quotes
-    /// back) become spaces, so a client cannot forge log lines.
+    /// back) become spaces, so a client cannot forge log lines, and a long line is shortened.
     fn log(&self, peer: SocketAddr, what: &str) {
         if !self.quiet {
-            let what: String = what
+            let mut line: String = what
                 .chars()
+                .take(MAX_LOG_LINE)
                 .map(|c| if c.is_control() { ' ' } else { c })
                 .collect();
-            eprintln!("ringcap serve: {peer}: {what}");
+            if what.chars().nth(MAX_LOG_LINE).is_some() {
+                line.push_str(&format!("… ({} bytes in all)", what.len()));
+            }
+            eprintln!("ringcap serve: {peer}: {line}");
         }
     }
 
@@ -294,10 +328,7 @@ impl QueryService {
             return self.refuse(conn, 400, &[], "the query must be UTF-8 text");
         };
         let expr = text.trim();
-        let query = match index::prepare_query(expr, None, None, sys::now_ns()) {
-            Ok(q) => q,
-            Err(e) => return self.refuse(conn, 400, &[], &e),
-        };
+        let shown = shown(expr);
         let Some(_running) = self.queries.try_take() else {
             let why = format!(
                 "{} queries are running already (--max-queries): try again later",
@@ -305,30 +336,61 @@ impl QueryService {
             );
             return self.refuse(conn, 503, &[("Retry-After", RETRY_AFTER_SECS)], &why);
         };
+        let started = Instant::now();
+        let deadline = self.timeout.map(|t| started + t);
         // Listed per query: the capture keeps adding files and retention deletes them.
         let files = match index::capture_files(&self.stores, true) {
             Ok(f) => f,
             Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
         };
-        // The filter compiled for each file's link, as tcpdump -r compiles it: refused with
-        // libpcap's words before any byte of the result.
-        let plan = match index::query::plan(&files, &query) {
+        // Each file's link, so that the check compiles the filter as the query will.
+        let survey = index::query::survey(&files);
+        // Checked in a child that can be killed, inside the place and the time limit; only a
+        // query that passed is parsed and compiled in this process.
+        let verdict = serve_check::check(expr, &survey.links(), self.allow_names, deadline, |w| {
+            conn.peer_closed(w)
+        });
+        match verdict {
+            Verdict::Passed => {}
+            Verdict::Refused(why) => return self.refuse(conn, 400, &[], &why),
+            // Not the server's fault and no use retrying (so not 5xx), yet no syntax error.
+            Verdict::TooCostly(why) => return self.refuse(conn, 422, &[], &why),
+            Verdict::Failed(why) => return self.refuse(conn, 500, &[], &why),
+            Verdict::ClientGone => {
+                let took = started.elapsed().as_secs_f64();
+                self.log(
+                    conn.peer(),
+                    &format!("{shown}: the client went away after {took:.1} s, while its filter was being checked; check stopped"),
+                );
+                return Ok(());
+            }
+        }
+        let query = match index::parse_query(expr, sys::now_ns()) {
+            Ok(q) => q,
+            Err(e) => return self.refuse(conn, 400, &[], &e),
+        };
+        // The filter compiled for each file's link, as tcpdump -r compiles it (the check passed,
+        // so within its bounds): refused with libpcap's words before any byte of the result.
+        let plan = match survey.plan(&query) {
             Ok(p) => p,
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
                 return self.refuse(conn, 400, &[], &e.to_string())
             }
             Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
         };
-        let started = Instant::now();
         let options = index::QueryOptions {
-            deadline: self.timeout.map(|t| started + t),
+            deadline,
             // Idle while a capture writes to the store, so a remote query never takes its CPU.
             priority: index::Priority::for_files(&files),
             ..self.options.clone()
         };
         let peer = conn.peer();
-        let body = httpd::BodyStream::start(
-            conn,
+        let mut sent = Counted {
+            out: conn,
+            bytes: 0,
+        };
+        let body = match httpd::BodyStream::start(
+            &mut sent,
             200,
             "application/octet-stream",
             &[(
@@ -336,14 +398,25 @@ impl QueryService {
                 "attachment; filename=\"ringcap-query.pcap\"",
             )],
             request.http10,
-        )?;
+        ) {
+            Ok(body) => body,
+            Err(e) => {
+                let why = client_cut(e.kind(), self.write_stall);
+                self.log(peer, &format!("{shown}: not started: {why}"));
+                return Ok(());
+            }
+        };
         let format = self.format.unwrap_or(store::Format::Pcap {
             nanos: plan.header.nanos,
         });
         let mut pcap = store::PacketStream::new(body, format, plan.header);
         let mut packets = 0u64;
+        // A write that failed is the client's doing (gone, or not reading): kept apart from the
+        // query's own failures, which the client is shown by a cut transfer.
+        let mut client_error: Option<io::ErrorKind> = None;
         let result = plan.run(&options, |hit| {
-            pcap.packet(&hit.time, hit.wire_len, hit.linktype, hit.data)?;
+            pcap.packet(&hit.time, hit.wire_len, hit.linktype, hit.data)
+                .inspect_err(|e| client_error = Some(e.kind()))?;
             packets += 1;
             Ok(true)
         });
@@ -352,26 +425,78 @@ impl QueryService {
             Ok(reports) => unread_files(&reports),
             Err(e) => Some(e.to_string()),
         };
-        let body = pcap.finish()?;
-        match failure {
-            None => {
-                body.finish()?;
-                self.log(
-                    peer,
-                    &format!(
-                        "{expr:?}: {packets} packets from {} files in {took:.1} ms",
-                        files.len()
-                    ),
-                );
-            }
-            // Sent so far, then cut without the last chunk: the client sees the result is
-            // incomplete.
-            Some(why) => self.log(
+        let finished = match (client_error, failure) {
+            (Some(kind), _) => Err(kind),
+            (None, failure) => pcap
+                .finish()
+                .and_then(|body| match failure {
+                    None => body.finish().map(|_| None),
+                    // Sent so far, then cut without the last chunk: the client sees the
+                    // result is incomplete.
+                    Some(why) => Ok(Some(why)),
+                })
+                .map_err(|e| e.kind()),
+        };
+        let bytes = sent.bytes;
+        match finished {
+            Ok(None) => self.log(
                 peer,
-                &format!("{expr:?}: cut after {packets} packets in {took:.1} ms: {why}"),
+                &format!(
+                    "{shown}: {packets} packets from {} files in {took:.1} ms",
+                    files.len()
+                ),
+            ),
+            Ok(Some(why)) => self.log(
+                peer,
+                &format!("{shown}: cut after {packets} packets in {took:.1} ms: {why}"),
+            ),
+            Err(kind) => self.log(
+                peer,
+                &format!(
+                    "{shown}: cut after {packets} packets ({bytes} bytes written) in {took:.1} ms: {}",
+                    client_cut(kind, self.write_stall)
+                ),
             ),
         }
         Ok(())
+    }
+}
+
+/// The expression as the log quotes it: its start when it is long.
+fn shown(expr: &str) -> String {
+    match expr.char_indices().nth(MAX_LOG_EXPR) {
+        None => format!("{expr:?}"),
+        Some((end, _)) => format!("{:?}… ({} bytes)", &expr[..end], expr.len()),
+    }
+}
+
+/// Why a write to the client failed, for the log.
+fn client_cut(kind: io::ErrorKind, stall: Duration) -> String {
+    match kind {
+        // SO_SNDTIMEO expiring reads as EAGAIN.
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
+            "the client stopped reading ({} without taking any of the result)",
+            humantime::format_duration(stall)
+        ),
+        other => format!("the client went away ({other})"),
+    }
+}
+
+/// A writer that counts what went through it: the bytes a cut client was sent.
+struct Counted<'a, W: io::Write> {
+    out: &'a mut W,
+    bytes: u64,
+}
+
+impl<W: io::Write> io::Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 }
 

@@ -88,39 +88,79 @@ pub struct Plan {
     pub header: StreamHeader,
 }
 
-/// Surveys `files` and compiles the query's filter for their links. Err (InvalidInput, with
-/// libpcap's words) when the filter does not compile for one of them.
-pub fn plan(files: &[PathBuf], query: &Query) -> io::Result<Plan> {
-    let filters = Arc::new(Filters::new(&query.filter));
-    let surveys: Vec<(u64, Option<FileLink>)> = files.iter().map(|f| survey(f)).collect();
-    let mut order: Vec<(u64, usize)> = surveys.iter().enumerate().map(|(i, s)| (s.0, i)).collect();
-    order.sort();
-    let links: Vec<Option<FileLink>> = surveys.iter().map(|s| s.1).collect();
-    for link in links.iter().flatten() {
-        filters
-            .for_link(*link)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    }
-    if !query.filter.is_empty() && links.iter().all(Option::is_none) {
-        // Nothing to compile for: a typo is still said (as tcpdump says it on any file).
-        filters
-            .for_link(ETHERNET)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    }
-    let nanos = links.iter().flatten().any(|l| l.nanos);
-    let first = order.iter().find_map(|&(_, i)| links[i]);
-    let header = match first {
-        Some(link) => tcpdump_header(link, nanos),
-        None => StreamHeader::default(),
-    };
-    Ok(Plan {
+/// Each file's first packet's time and link, read as tcpdump reads the file: what a plan needs,
+/// and what a caller may check a filter against before compiling it (serve's bounded check).
+pub struct Survey {
+    files: Vec<PathBuf>,
+    firsts: Vec<u64>,
+    links: Vec<Option<FileLink>>,
+}
+
+/// Surveys `files` (one small read at the start of each).
+pub fn survey(files: &[PathBuf]) -> Survey {
+    let (firsts, links) = files.iter().map(|f| survey_file(f)).unzip();
+    Survey {
         files: files.to_vec(),
-        query: query.clone(),
-        order,
+        firsts,
         links,
-        filters,
-        header,
-    })
+    }
+}
+
+impl Survey {
+    /// The distinct links among the files (by link type and byte order, which is what a filter
+    /// is compiled for), in the order first seen.
+    pub fn links(&self) -> Vec<FileLink> {
+        let mut seen = Vec::new();
+        for l in self.links.iter().flatten() {
+            if !seen
+                .iter()
+                .any(|s: &FileLink| (s.linktype, s.swapped) == (l.linktype, l.swapped))
+            {
+                seen.push(*l);
+            }
+        }
+        seen
+    }
+
+    /// Compiles the query's filter for the files' links. Err (InvalidInput, with libpcap's
+    /// words) when it does not compile for one of them.
+    pub fn plan(self, query: &Query) -> io::Result<Plan> {
+        let filters = Arc::new(Filters::new(&query.filter));
+        let mut order: Vec<(u64, usize)> = self
+            .firsts
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (t, i))
+            .collect();
+        order.sort();
+        let refused = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
+        for link in self.links() {
+            filters.for_link(link).map_err(refused)?;
+        }
+        if !query.filter.is_empty() && self.links.iter().all(Option::is_none) {
+            // Nothing to compile for: a typo is still said (as tcpdump says it on any file).
+            filters.for_link(ETHERNET).map_err(refused)?;
+        }
+        let nanos = self.links.iter().flatten().any(|l| l.nanos);
+        let first = order.iter().find_map(|&(_, i)| self.links[i]);
+        let header = match first {
+            Some(link) => tcpdump_header(link, nanos),
+            None => StreamHeader::default(),
+        };
+        Ok(Plan {
+            files: self.files,
+            query: query.clone(),
+            order,
+            links: self.links,
+            filters,
+            header,
+        })
+    }
+}
+
+/// Surveys `files` and compiles the query's filter for their links (see [`Survey::plan`]).
+pub fn plan(files: &[PathBuf], query: &Query) -> io::Result<Plan> {
+    survey(files).plan(query)
 }
 
 /// A file of no known link: what an empty Ethernet capture says.
@@ -362,7 +402,7 @@ fn merge(
 
 /// A file's first packet's time and its link, read as tcpdump reads it (from its first packet;
 /// 0 and None if it cannot be read: its worker says why).
-fn survey(path: &Path) -> (u64, Option<FileLink>) {
+fn survey_file(path: &Path) -> (u64, Option<FileLink>) {
     let Ok(file) = std::fs::File::open(path) else {
         return (0, None);
     };

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
-pub use merge::{plan, run, Plan};
+pub use merge::{plan, run, survey, Plan, Survey};
 
 use crate::expr::Query;
 use pace::ReadPace;
