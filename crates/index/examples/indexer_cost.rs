@@ -25,8 +25,8 @@ fn main() {
         .next()
         .map_or(5, |r| r.parse().expect("RUNS is a number"));
     let compression = match args.next().as_deref() {
-        None | Some("plain") => Compression::NONE,
-        Some("zst") => Compression::ZSTD,
+        None | Some("plain") => Compression::None,
+        Some("zst") => Compression::Zstd,
         Some(other) => panic!("{other}: say plain or zst"),
     };
     let file = std::fs::read(&path).expect("a readable capture file");

@@ -39,7 +39,7 @@ pub struct Built {
 /// Collects the packets of one file and writes its index.
 pub struct Builder {
     prelude: Vec<u8>,
-    compression: u8,
+    compression: Compression,
     /// IPv4 packets (nearly all): their 128-bit flow key, place (see [`place`]) and timestamp, in
     /// file order; grouped into flows by one sort at the end. Appending is sequential: a hash
     /// table of 100 k flows took ~170 ns per packet in cache misses (37 % of `ringcap index`'s
@@ -66,8 +66,8 @@ pub struct Builder {
 
 impl Builder {
     /// `prelude`: the file's header bytes (pcap header, or pcapng SHB and IDBs) as in the
-    /// uncompressed stream; `compression`: see [`crate::file::Compression`].
-    pub fn new(prelude: Vec<u8>, compression: u8) -> Builder {
+    /// uncompressed stream; `compression`: the capture file's.
+    pub fn new(prelude: Vec<u8>, compression: Compression) -> Builder {
         Builder::with_capacity(prelude, compression, 0, 0)
     }
 
@@ -75,7 +75,7 @@ impl Builder {
     /// next one like the last saves the rehashing and regrowing).
     pub fn with_capacity(
         prelude: Vec<u8>,
-        compression: u8,
+        compression: Compression,
         flows: usize,
         packets: usize,
     ) -> Builder {
@@ -197,7 +197,7 @@ impl Builder {
         // What a posting holds: the record's offset in a plain file, which a query reads alone;
         // the frame's number in a compressed one, which a query decompresses whole anyway (and a
         // frame number takes 1 byte as a delta where an offset takes 4).
-        let pos = if self.compression == Compression::NONE {
+        let pos = if self.compression == Compression::None {
             raw_off
         } else {
             self.frames.len() as u64 - 1

@@ -43,14 +43,7 @@ const MAX_BODY: u64 = 4 << 30;
 /// Bytes of the capture file checked at each end to tell it is the file that was indexed.
 const ID_SPAN: u64 = 4096;
 
-/// Compression of the capture file, as the index records it.
-pub struct Compression;
-impl Compression {
-    pub const NONE: u8 = 0;
-    pub const ZSTD: u8 = 1;
-    pub const LZ4: u8 = 2;
-    pub const GZIP: u8 = 3;
-}
+pub use store::Compression;
 
 /// What ties an index to its capture file: the size and a CRC-32 of the first and of the last
 /// 4 KiB of the indexed part. A file replaced, cut or rewritten fails the check.
@@ -92,7 +85,9 @@ pub struct Header {
     pub covered: u64,
     /// The frames cover the whole file (else a limit stopped the index: scan from `covered`).
     pub complete: bool,
-    pub compression: u8,
+    /// Stored as [`Compression::code`]; an unknown number reads as none (the identity check
+    /// and the frames then fail for a file that is compressed).
+    pub compression: Compression,
     pub first_ts: u64,
     pub last_ts: u64,
     pub packets: u64,
@@ -129,7 +124,7 @@ impl Header {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.push(u8::from(self.complete));
-        out.push(self.compression);
+        out.push(self.compression.code());
         out.resize(start + 80, 0);
         out.extend_from_slice(&body_len.to_le_bytes());
         out.extend_from_slice(&chunks.to_le_bytes());
@@ -163,7 +158,7 @@ impl Header {
             damaged: u32_at(100),
             read_whole: u32_at(104) & 1 != 0,
             complete: b[72] != 0,
-            compression: b[73],
+            compression: Compression::from_code(b[73]).unwrap_or_default(),
         };
         (h, u64_at(80), u32_at(88))
     }
@@ -668,7 +663,7 @@ impl IndexFile {
 
     /// Postings are frame numbers (the file is compressed), not record offsets.
     pub fn postings_are_frames(&self) -> bool {
-        self.header.compression != Compression::NONE
+        self.header.compression != Compression::None
     }
 
     /// Bytes of the index file (compressed, as stored).

@@ -45,10 +45,7 @@ pub fn capture_files(paths: &[PathBuf], partial: bool) -> Result<Vec<PathBuf>, L
 
 /// A capture file being written: `.NAME.partial` where NAME is a capture file's name.
 pub fn is_partial_capture(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix('.')?.strip_suffix(".partial"))
-        .is_some_and(|inner| is_capture_name(Path::new(inner)))
+    store::container::finished_name(p).is_some_and(|done| is_capture_name(&done))
 }
 
 /// A capture file by its name (hidden files, being written, are not).

@@ -227,8 +227,7 @@ pub fn write_flow_table(
     flows: &[FlowStat],
 ) -> io::Result<u64> {
     let path = flows_path(capture);
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.partial"));
+    let tmp = store::container::partial_name(&path);
     let create = || sys::create_data_file(&tmp);
     let file = match create() {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

@@ -22,5 +22,5 @@ pub use file::{IndexError, IndexFile};
 pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use flows::{check_flow_table, check_flow_table_footer, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
-pub use query::{prepare_query, FileReport, Hit, Priority, Progress, QueryOptions};
+pub use query::{prepare_query, FileReport, Hit, How, Priority, Progress, QueryOptions, ScanWhy};
 pub use scan::{index_file, Indexed};

@@ -58,12 +58,12 @@ pub fn write_index_and_flows(capture: &Path, b: Builder) -> Result<(u64, u64), S
 }
 
 /// Compression of a capture file from its name (ringcap's own files are named by it).
-pub fn compression_of_name(path: &Path) -> u8 {
+pub fn compression_of_name(path: &Path) -> Compression {
     match path.extension().and_then(|e| e.to_str()) {
-        Some("zst") => Compression::ZSTD,
-        Some("lz4") => Compression::LZ4,
-        Some("gz") => Compression::GZIP,
-        _ => Compression::NONE,
+        Some("zst") => Compression::Zstd,
+        Some("lz4") => Compression::Lz4,
+        Some("gz") => Compression::Gzip,
+        _ => Compression::None,
     }
 }
 

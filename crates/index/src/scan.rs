@@ -3,7 +3,7 @@
 //! only), so a query decompresses only the frames it needs; a gzip file is one frame.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -54,18 +54,6 @@ impl std::fmt::Display for Damage {
     }
 }
 
-/// The compression of a file from its first bytes.
-pub fn sniff(path: &Path) -> io::Result<u8> {
-    let mut m = [0u8; 4];
-    let n = File::open(path)?.read(&mut m)?;
-    Ok(match &m[..n] {
-        [0x28, 0xb5, 0x2f, 0xfd] => Compression::ZSTD,
-        [0x04, 0x22, 0x4d, 0x18] => Compression::LZ4,
-        [0x1f, 0x8b, ..] => Compression::GZIP,
-        _ => Compression::NONE,
-    })
-}
-
 /// Indexes `path` and writes its index next to it. `progress` counts file bytes read.
 pub fn index_file(path: &Path, progress: &AtomicU64) -> Result<Indexed, String> {
     index_file_unless(path, progress, &AtomicBool::new(false))
@@ -78,18 +66,26 @@ pub fn index_file_unless(
     progress: &AtomicU64,
     stop: &AtomicBool,
 ) -> Result<Indexed, String> {
-    let compression = sniff(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let compression = Compression::of_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let size = std::fs::metadata(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .len();
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let spans = match compression {
-        Compression::NONE => (0..size.div_ceil(PLAIN_FRAME))
+        Compression::None => (0..size.div_ceil(PLAIN_FRAME))
             .map(|i| (i * PLAIN_FRAME, PLAIN_FRAME.min(size - i * PLAIN_FRAME)))
             .collect(),
-        Compression::ZSTD => walk_frames(&file, size, zstd_frame_len, stop),
-        Compression::LZ4 => walk_frames(&file, size, lz4_frame_len, stop),
-        _ => vec![(0, size)],
+        Compression::Zstd | Compression::Lz4 => {
+            // A file whose frames cannot be walked to the end keeps the frames found plus the
+            // rest as one piece.
+            let w = store::container::walk(&file, size, compression, stop);
+            let mut spans = w.frames;
+            if w.end < size && !stop.load(Relaxed) {
+                spans.push((w.end, size - w.end));
+            }
+            spans
+        }
+        Compression::Gzip => vec![(0, size)],
     };
     if stop.load(Relaxed) {
         return Err(format!("{}: stopped", path.display()));
@@ -124,7 +120,7 @@ pub fn index_file_unless(
     let mut cut_at_records = true;
     while let Some(p) = reader.next_packet() {
         let p = p.map_err(|e| {
-            if compression == Compression::NONE {
+            if compression == Compression::None {
                 e.to_string()
             } else {
                 // A frame that does not decode: a bad checksum, damaged or missing bytes.
@@ -260,8 +256,8 @@ pub fn index_file_unless(
 }
 
 /// Uncompressed lengths of the frames from their starts (plain frames: their file length).
-fn raw_lens(starts: &[u64], spans: &[(u64, u64)], compression: u8) -> Vec<u64> {
-    if compression == Compression::NONE {
+fn raw_lens(starts: &[u64], spans: &[(u64, u64)], compression: Compression) -> Vec<u64> {
+    if compression == Compression::None {
         return spans.iter().map(|s| s.1).collect();
     }
     let mut v: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
@@ -278,7 +274,7 @@ struct FrameChain {
     spans: Vec<(u64, u64)>,
     next: usize,
     cur: Option<Box<dyn Read + Send>>,
-    compression: u8,
+    compression: Compression,
     raw: u64,
     starts: Arc<Mutex<Vec<u64>>>,
     head: Vec<u8>,
@@ -302,13 +298,11 @@ impl FrameChain {
     /// of it reached the stream, so the next frame's records line up (if frames are cut at
     /// records, which `index_file` checks).
     fn open(&mut self, off: u64, len: u64) -> io::Result<Box<dyn Read + Send>> {
-        if matches!(self.compression, Compression::ZSTD | Compression::LZ4)
-            && len <= WHOLE_FRAME_MAX
-        {
+        if self.compression.has_frames() && len <= WHOLE_FRAME_MAX {
             let mut packed = vec![0; len as usize];
             self.file.read_exact_at(&mut packed, off)?;
             let mut raw = Vec::new();
-            let decoded = if self.compression == Compression::ZSTD {
+            let decoded = if self.compression == Compression::Zstd {
                 crate::file::zstd_decompress_whole(&packed, &mut raw)
             } else {
                 // Bounded as zstd's: a larger frame streams.
@@ -319,7 +313,7 @@ impl FrameChain {
             };
             return match decoded {
                 Ok(true) => Ok(Box::new(io::Cursor::new(raw))),
-                Ok(false) => decoder(io::Cursor::new(packed), self.compression),
+                Ok(false) => store::container::decoder(io::Cursor::new(packed), self.compression),
                 Err(e) => {
                     let left_out = LeftOut {
                         frame: self.next - 1,
@@ -335,7 +329,7 @@ impl FrameChain {
         }
         let mut f = self.file.try_clone()?;
         f.seek(SeekFrom::Start(off))?;
-        decoder(f.take(len), self.compression)
+        store::container::decoder(f.take(len), self.compression)
     }
 }
 
@@ -378,129 +372,4 @@ impl Read for FrameChain {
 /// A frame's error, saying which frame.
 fn at_frame(off: u64, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("the frame at file offset {off}: {e}"))
-}
-
-/// A reader of one frame's uncompressed bytes.
-pub(crate) fn decoder<R: Read + Send + 'static>(
-    r: R,
-    compression: u8,
-) -> io::Result<Box<dyn Read + Send>> {
-    Ok(match compression {
-        Compression::ZSTD => Box::new(zstd::stream::read::Decoder::new(r)?),
-        Compression::LZ4 => Box::new(lz4_flex::frame::FrameDecoder::new(
-            BufReader::with_capacity(1 << 16, r),
-        )),
-        Compression::GZIP => Box::new(flate2::bufread::MultiGzDecoder::new(
-            BufReader::with_capacity(1 << 16, r),
-        )),
-        _ => Box::new(r),
-    })
-}
-
-/// Splits a file into its frames with `frame_len` (which reads only headers). A file whose
-/// frames cannot be walked to the end keeps the frames found plus the rest as one piece.
-fn walk_frames(
-    file: &File,
-    size: u64,
-    frame_len: fn(&File, u64) -> Option<u64>,
-    stop: &AtomicBool,
-) -> Vec<(u64, u64)> {
-    let mut spans = Vec::new();
-    let mut at = 0;
-    // A cold file's block headers are many small reads: a stop must not wait for all of them.
-    while at < size && !stop.load(Relaxed) {
-        match frame_len(file, at).filter(|&n| n > 0 && at + n <= size) {
-            Some(n) => {
-                spans.push((at, n));
-                at += n;
-            }
-            None => {
-                spans.push((at, size - at));
-                break;
-            }
-        }
-    }
-    spans
-}
-
-fn read_at<const N: usize>(f: &File, off: u64) -> Option<[u8; N]> {
-    let mut b = [0u8; N];
-    f.read_exact_at(&mut b, off).ok()?;
-    Some(b)
-}
-
-/// Skippable frames (zstd and lz4 share them): magic 0x184D2A5?, then a 4-byte length.
-fn skippable_len(f: &File, at: u64, magic: u32) -> Option<u64> {
-    if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
-        let n = u32::from_le_bytes(read_at::<4>(f, at + 4)?);
-        return Some(8 + u64::from(n));
-    }
-    None
-}
-
-/// Length of the zstd frame at `at` (RFC 8878 §3.1.1), from its header and block headers.
-fn zstd_frame_len(f: &File, at: u64) -> Option<u64> {
-    let h: [u8; 5] = read_at(f, at)?;
-    let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
-    if let Some(n) = skippable_len(f, at, magic) {
-        return Some(n);
-    }
-    if magic != 0xFD2F_B528 {
-        return None;
-    }
-    let fhd = h[4];
-    let single = (fhd >> 5) & 1 == 1;
-    let fcs = match fhd >> 6 {
-        0 => usize::from(single),
-        1 => 2,
-        2 => 4,
-        _ => 8,
-    };
-    let dict = [0, 1, 2, 4][usize::from(fhd & 3)];
-    let mut pos = at + 5 + u64::from(!single) + dict as u64 + fcs as u64;
-    loop {
-        let b: [u8; 3] = read_at(f, pos)?;
-        let v = u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16;
-        let (last, kind, size) = (v & 1 == 1, (v >> 1) & 3, u64::from(v >> 3));
-        pos += 3 + match kind {
-            1 => 1, // RLE: one byte repeated `size` times
-            3 => return None,
-            _ => size,
-        };
-        if last {
-            break;
-        }
-    }
-    if (fhd >> 2) & 1 == 1 {
-        pos += 4;
-    }
-    Some(pos - at)
-}
-
-/// Length of the lz4 frame at `at` (lz4 frame format 1.6), from its header and block sizes.
-fn lz4_frame_len(f: &File, at: u64) -> Option<u64> {
-    let h: [u8; 6] = read_at(f, at)?;
-    let magic = u32::from_le_bytes(h[..4].try_into().unwrap());
-    if let Some(n) = skippable_len(f, at, magic) {
-        return Some(n);
-    }
-    if magic != 0x184D_2204 {
-        return None;
-    }
-    let flg = h[4];
-    let mut pos =
-        at + 6 + if flg & 0x08 != 0 { 8 } else { 0 } + if flg & 0x01 != 0 { 4 } else { 0 } + 1;
-    let block_sum = if flg & 0x10 != 0 { 4 } else { 0 };
-    loop {
-        let n = u32::from_le_bytes(read_at::<4>(f, pos)?);
-        pos += 4;
-        if n == 0 {
-            break;
-        }
-        pos += u64::from(n & 0x7FFF_FFFF) + block_sum;
-    }
-    if flg & 0x04 != 0 {
-        pos += 4;
-    }
-    Some(pos - at)
 }

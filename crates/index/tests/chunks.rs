@@ -71,7 +71,7 @@ fn packets() -> Vec<Pkt> {
 }
 
 fn build(pkts: &[Pkt]) -> Vec<u8> {
-    let mut b = Builder::new(vec![0; 24], Compression::ZSTD);
+    let mut b = Builder::new(vec![0; 24], Compression::Zstd);
     for (i, p) in pkts.iter().enumerate() {
         if i % PACKETS_PER_FRAME == 0 {
             let k = (i / PACKETS_PER_FRAME) as u64;

@@ -17,7 +17,10 @@ use crate::Fatal;
 #[command(after_help = "\
 STORE is a capture file or a directory of them (ringcap capture -w DIR/BASE writes one file per
 rotation and an index next to each). The words after the stores are the expression, in tcpdump
-syntax; `after T` and `before T` terms (stenographer's form) may begin or end it, joined by `and`.
+syntax: the stores are the leading words that exist as paths, up to the first word that begins
+an expression (`host`, `tcp`, `not`, `(`, ...); a store named like such a word is written with a
+slash (./host), or the stores end with `--` (ringcap query ./host -- host 10.0.0.1). The expression
+is `after T` and `before T` terms (stenographer's form) may begin or end it, joined by `and`.
 T is RFC 3339 (2026-11-23T14:02:00Z, to the nanosecond, any offset; no offset = UTC), a date
 (2026-11-23), `10m ago` (ns us ms s m h d), `@1700000000.5` (Unix seconds) or `now`.
 `after T` keeps packets at or after T, `before T` those strictly before.
@@ -37,6 +40,9 @@ pub struct QueryArgs {
     /// Stores (files or directories), then the expression words.
     #[arg(value_name = "STORE... EXPR", required = true, num_args = 1..)]
     pub words: Vec<String>,
+    /// The expression, when the stores end with `--` (`ringcap query ./host -- host 10.0.0.1`).
+    #[arg(last = true, value_name = "EXPR", hide = true)]
+    pub expression: Vec<String>,
     /// Packets at or after this time (as `after T`).
     #[arg(long, value_name = "T")]
     pub after: Option<String>,
@@ -114,18 +120,106 @@ struct Summary {
     explain: Option<Vec<index::FileReport>>,
 }
 
-/// Splits the words into stores (leading words that exist as paths) and the expression.
-fn split_words(words: &[String]) -> (Vec<PathBuf>, String) {
+/// Words that begin a tcpdump expression (pcap-filter's primitives and qualifiers, and the time
+/// terms): a file of such a name in the working directory is not taken for a store unless
+/// written as a path (`./host`) or before `--`.
+const EXPRESSION_WORDS: &[&str] = &[
+    "host",
+    "net",
+    "port",
+    "portrange",
+    "src",
+    "dst",
+    "ether",
+    "fddi",
+    "tr",
+    "wlan",
+    "ip",
+    "ip6",
+    "arp",
+    "rarp",
+    "tcp",
+    "udp",
+    "icmp",
+    "icmp6",
+    "sctp",
+    "igmp",
+    "proto",
+    "protochain",
+    "vlan",
+    "mpls",
+    "pppoed",
+    "pppoes",
+    "geneve",
+    "not",
+    "and",
+    "or",
+    "less",
+    "greater",
+    "len",
+    "broadcast",
+    "multicast",
+    "inbound",
+    "outbound",
+    "gateway",
+    "decnet",
+    "iso",
+    "stp",
+    "ipx",
+    "netbeui",
+    "atalk",
+    "aarp",
+    "lat",
+    "mopdl",
+    "moprc",
+    "sca",
+    "llc",
+    "radio",
+    "type",
+    "subtype",
+    "dir",
+    "ifname",
+    "on",
+    "rnr",
+    "rulenum",
+    "reason",
+    "rset",
+    "ruleset",
+    "srnr",
+    "subrulenum",
+    "action",
+    "after",
+    "before",
+];
+
+/// Splits the words into stores and the expression: with `--`, the stores are the words before
+/// it; otherwise the leading words that exist as paths, up to the first that reads as the start
+/// of an expression (a keyword such as `host`, or `tcp[13]`, unless written with a `/`).
+fn split_words(
+    words: &[String],
+    after_dashdash: &[String],
+    exists: impl Fn(&str) -> bool,
+) -> (Vec<PathBuf>, String) {
+    if !after_dashdash.is_empty() {
+        return (
+            words.iter().map(PathBuf::from).collect(),
+            after_dashdash.join(" "),
+        );
+    }
+    let starts_expression = |w: &str| {
+        let head = w.split(['[', '(']).next().unwrap_or(w);
+        !w.contains('/') && (EXPRESSION_WORDS.contains(&head) || w.starts_with(['(', '!']))
+    };
     let n = words
         .iter()
-        .take_while(|w| Path::new(w.as_str()).exists())
+        .take_while(|w| exists(w) && !starts_expression(w))
         .count();
     let stores = words[..n].iter().map(PathBuf::from).collect();
     (stores, words[n..].join(" "))
 }
 
 pub fn run(a: QueryArgs) -> Result<(), Fatal> {
-    let (stores, expr) = split_words(&a.words);
+    let (stores, expr) = split_words(&a.words, &a.expression, |w| Path::new(w).exists());
     if stores.is_empty() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "`{}` is not a file or directory: give the store first, then the expression",
@@ -210,11 +304,8 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     let summary = Summary {
         packets,
         files: files.len(),
-        files_by_index: reports
-            .iter()
-            .filter(|r| r.how.starts_with("index"))
-            .count(),
-        files_scanned: reports.iter().filter(|r| r.how.starts_with("scan")).count(),
+        files_by_index: reports.iter().filter(|r| r.how.by_index()).count(),
+        files_scanned: reports.iter().filter(|r| r.how.scanned()).count(),
         bytes_read: reports.iter().map(|r| r.bytes_read).sum(),
         elapsed_ms: elapsed.as_secs_f64() * 1e3,
         filter: q.filter.clone(),
@@ -404,4 +495,41 @@ fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
         .truncate(true)
         .mode(0o600)
         .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(w: &[&str]) -> Vec<String> {
+        w.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_file_named_like_a_keyword_does_not_change_how_a_query_reads() {
+        // As if the working directory held /data, a file `host` and a directory `tcp`.
+        let exists = |w: &str| ["/data", "host", "./host", "tcp"].contains(&w);
+        let (s, e) = split_words(&words(&["/data", "host", "10.0.0.1"]), &[], exists);
+        assert_eq!(
+            (s, e.as_str()),
+            (vec![PathBuf::from("/data")], "host 10.0.0.1")
+        );
+        let (s, e) = split_words(
+            &words(&["/data", "tcp[13]", "&", "2", "!=", "0"]),
+            &[],
+            exists,
+        );
+        assert_eq!(
+            (s, e.as_str()),
+            (vec![PathBuf::from("/data")], "tcp[13] & 2 != 0")
+        );
+        // Written as a path, or before `--`, it is a store.
+        let (s, e) = split_words(&words(&["./host", "tcp"]), &[], exists);
+        assert_eq!((s, e.as_str()), (vec![PathBuf::from("./host")], "tcp"));
+        let (s, e) = split_words(&words(&["host"]), &words(&["host", "10.0.0.1"]), exists);
+        assert_eq!(
+            (s, e.as_str()),
+            (vec![PathBuf::from("host")], "host 10.0.0.1")
+        );
+    }
 }

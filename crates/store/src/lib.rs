@@ -6,6 +6,7 @@
 //! output directories, retention and recovery from full disks.
 
 mod compress;
+pub mod container;
 mod error;
 mod files;
 mod format;
@@ -25,6 +26,7 @@ pub use compress::{
     frame_cuts, zstd_stored_frame, CompressMode, Level, DEFAULT_FRAME_SIZE, INDEXED_FRAME_SIZE,
     MAX_FRAME_SIZE, MIN_FRAME_SIZE,
 };
+pub use container::{finished_name, Compression};
 pub use error::StoreError;
 pub use files::{
     disk_use_percent, extension, flows_path, index_path, parse_name, utc_stamp, Budget, EventFn,
@@ -36,9 +38,9 @@ pub use format::{
 };
 pub use indexing::{CaughtUp, FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;
-pub use reader::{open_capture, CaptureReader, Compression, FileLink, InputFormat, Issue, Packet};
+pub use reader::{open_capture, CaptureReader, FileLink, InputFormat, Issue, Packet};
 pub use record_time::{RecordTime, MICROS, NANOS};
-pub use repair::{finished_name, repair, RepairOptions, RepairReport};
+pub use repair::{repair, RepairOptions, RepairReport};
 pub use stats::{WriterCounters, WriterStats};
 pub use stream::{check_same_linktype, PacketStream, StreamHeader};
 pub use writer::{CaptureWriter, WriterOptions, MIN_BUFFER_SIZE};

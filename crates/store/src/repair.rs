@@ -4,14 +4,15 @@
 //! their final name. Only `.partial` files are touched unless forced: a finished file is whole.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+use crate::container::{self, finished_name, Compression};
 use crate::error::StoreError;
-use crate::reader::{CaptureReader, Compression, InputFormat, Issue};
+use crate::reader::{CaptureReader, InputFormat, Issue};
 
 /// How [`repair`] may change files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -144,13 +145,6 @@ pub fn repair(path: &Path, opts: RepairOptions) -> Result<RepairReport, StoreErr
         report.renamed_to = Some(to);
     }
     Ok(report)
-}
-
-/// `dir/.name.partial` → `dir/name`; `None` for other names.
-pub fn finished_name(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?.to_str()?;
-    let inner = name.strip_prefix('.')?.strip_suffix(".partial")?;
-    (!inner.is_empty()).then(|| path.with_file_name(inner))
 }
 
 /// Reads the whole stream; returns the reader (for its counts) and the damaged regions inside
@@ -310,9 +304,20 @@ fn repair_compressed(
         path: path.to_path_buf(),
         source,
     };
-    let mut file = File::open(path).map_err(read_err)?;
+    let file = File::open(path).map_err(read_err)?;
     let original_len = file.metadata().map_err(read_err)?.len();
-    let (frames_end, spans) = whole_frames(&mut file, compression).map_err(read_err)?;
+    let walked = container::walk(
+        &file,
+        original_len,
+        compression,
+        &std::sync::atomic::AtomicBool::new(false),
+    );
+    let frames_end = walked.end;
+    let spans: Vec<Span> = walked
+        .frames
+        .iter()
+        .map(|&(offset, len)| Span { offset, len })
+        .collect();
     if spans.is_empty() {
         return Err(StoreError::format(
             path,
@@ -497,10 +502,7 @@ impl FrameStream {
     }
 
     fn decoder<'a>(&self, r: impl Read + Send + 'a) -> io::Result<Box<dyn Read + Send + 'a>> {
-        Ok(match self.compression {
-            Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(r)?.single_frame()),
-            _ => Box::new(crate::reader::lz4_frames(r)),
-        })
+        container::decoder(r, self.compression)
     }
 
     /// Sets up the next frame; false at the end.
@@ -701,109 +703,5 @@ impl Read for ReadAt {
         let n = self.file.read_at(&mut buf[..want], self.at)?;
         self.at += n as u64;
         Ok(n)
-    }
-}
-
-/// Finds the whole frames (zstd or lz4, skippable frames included): their spans, and where the
-/// last one ends. Reads the file once, a frame at a time.
-fn whole_frames(file: &mut File, compression: Compression) -> io::Result<(u64, Vec<Span>)> {
-    file.seek(SeekFrom::Start(0))?;
-    let mut buf: Vec<u8> = Vec::new();
-    let mut base = 0u64; // file offset of buf[0]
-    let mut pos = 0usize;
-    let mut eof = false;
-    let mut spans = Vec::new();
-    loop {
-        let len = match compression {
-            Compression::Zstd => zstd::zstd_safe::find_frame_compressed_size(&buf[pos..]).ok(),
-            _ => lz4_frame_len(&buf[pos..]),
-        };
-        match len {
-            Some(n) if n > 0 && pos + n <= buf.len() => {
-                spans.push(Span {
-                    offset: base + pos as u64,
-                    len: n as u64,
-                });
-                pos += n;
-                continue;
-            }
-            _ if eof => return Ok((base + pos as u64, spans)),
-            _ => {}
-        }
-        // Need more input: drop what is done, read the next 4 MiB.
-        buf.drain(..pos);
-        base += pos as u64;
-        pos = 0;
-        let at = buf.len();
-        buf.resize(at + (4 << 20), 0);
-        let n = read_full(file, &mut buf[at..])?;
-        buf.truncate(at + n);
-        eof = n == 0;
-    }
-}
-
-fn read_full(f: &mut File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match f.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
-/// Length of the lz4 frame (or skippable frame) at the start of `b`, if it is whole.
-fn lz4_frame_len(b: &[u8]) -> Option<usize> {
-    let rd = |at: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-    };
-    let magic = rd(0)?;
-    if magic & 0xFFFF_FFF0 == 0x184D_2A50 {
-        let n = 8 + rd(4)? as usize;
-        return (n <= b.len()).then_some(n);
-    }
-    if magic != 0x184D_2204 {
-        return None;
-    }
-    let flg = *b.get(4)?;
-    let mut at = 7 + if flg & 0x08 != 0 { 8 } else { 0 } + if flg & 0x01 != 0 { 4 } else { 0 };
-    let block_checksum = flg & 0x10 != 0;
-    loop {
-        let size = rd(at)?;
-        at += 4;
-        if size == 0 {
-            break;
-        }
-        at += (size & 0x7FFF_FFFF) as usize + if block_checksum { 4 } else { 0 };
-    }
-    if flg & 0x04 != 0 {
-        at += 4;
-    }
-    (at <= b.len()).then_some(at)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partial_names_lose_their_marker() {
-        assert_eq!(
-            finished_name(Path::new("/d/.cap-x-000001.pcap.zst.partial")),
-            Some(PathBuf::from("/d/cap-x-000001.pcap.zst"))
-        );
-        assert_eq!(finished_name(Path::new("/d/cap.pcap")), None);
-        assert_eq!(finished_name(Path::new("/d/..partial")), None);
-    }
-
-    #[test]
-    fn lz4_frames_are_measured_whole_or_not_at_all() {
-        let mut out = vec![0; crate::compress::frame_bound(5000)];
-        let n = crate::compress::lz4_frame(&[7u8; 5000], &mut out, false);
-        assert_eq!(lz4_frame_len(&out[..n]), Some(n));
-        assert_eq!(lz4_frame_len(&out[..n - 1]), None);
     }
 }

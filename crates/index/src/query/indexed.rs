@@ -11,9 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use super::pace::{Paced, ReadPace};
 use super::worker::{read_stream, scan_file, Out};
-use super::{FileReport, Job};
+use super::{FileReport, How, Job, ScanWhy};
 use crate::file::{Compression, Frame, IndexError, IndexFile, WHOLE_FRAME_MAX};
-use crate::scan::decoder;
 
 /// Candidate records closer than this are read with one read.
 const COALESCE: u64 = 64 << 10;
@@ -126,7 +125,7 @@ struct Frames {
     pace: Option<Arc<ReadPace>>,
     pieces: Vec<Piece>,
     next: usize,
-    compression: u8,
+    compression: Compression,
     /// Each piece is one whole frame (as the index lists them), not a stretch of frames.
     whole_frames: bool,
     ahead: Prefetch,
@@ -144,7 +143,7 @@ impl Frames {
         file: &File,
         job: &Job,
         pieces: Vec<Piece>,
-        compression: u8,
+        compression: Compression,
         whole_frames: bool,
     ) -> io::Result<Frames> {
         Ok(Frames {
@@ -181,7 +180,7 @@ impl Frames {
         skip: u64,
         take: Option<u64>,
     ) -> io::Result<usize> {
-        let mut dec = decoder(src, self.compression)?;
+        let mut dec = store::container::decoder(src, self.compression)?;
         io::copy(&mut dec.by_ref().take(skip), &mut io::sink())?;
         self.cur = Some(match take {
             Some(n) => Box::new(dec.take(n)),
@@ -198,9 +197,7 @@ impl Frames {
     /// that does not decode is skipped (see [`Skipped`]): nothing of it reached the reader, so
     /// the next frame's records line up. Anything else gets a streaming decoder.
     fn start(&mut self, p: Piece, buf: &mut [u8]) -> io::Result<usize> {
-        let whole = self.whole_frames
-            && p.len <= WHOLE_FRAME_MAX
-            && matches!(self.compression, Compression::ZSTD | Compression::LZ4);
+        let whole = self.whole_frames && p.len <= WHOLE_FRAME_MAX && self.compression.has_frames();
         if !whole {
             // Not probed for the page cache: announce the frames after it.
             self.ahead.cached = false;
@@ -224,7 +221,7 @@ impl Frames {
         if let Some(pace) = &self.pace {
             pace.take(p.len)?;
         }
-        let decoded = if self.compression == Compression::LZ4 {
+        let decoded = if self.compression == Compression::Lz4 {
             // Decoded sizes are bounded as zstd's are: a larger frame streams.
             self.raw.clear();
             let n = lz4_flex::frame::FrameDecoder::new(&self.packed[..])
@@ -312,20 +309,20 @@ pub(super) fn by_index(
     r: &mut FileReport,
 ) -> Result<(), String> {
     let h = ix.header;
-    let compressed = h.compression != Compression::NONE;
+    let compressed = h.compression != Compression::None;
     if !compressed && !h.complete {
         // A plain file indexed only in part: records cross the edge; read it whole.
-        r.how = "scan (index covers part of a plain file)".into();
+        r.how = How::Scan(ScanWhy::PlainIndexedInPart);
         return scan_file(path, &job.pace, out, r);
     }
     if h.read_whole {
         let in_time =
             h.packets > 0 && h.last_ts >= out.after && out.before.is_none_or(|b| h.first_ts < b);
         if !in_time {
-            r.how = "index (no packet in the window)".into();
+            r.how = How::IndexNothingInWindow;
             return Ok(());
         }
-        r.how = "scan (interfaces described after the first packet: read whole)".into();
+        r.how = How::Scan(ScanWhy::LateInterfaces);
         return scan_file(path, &job.pace, out, r);
     }
     let Plan {
@@ -338,12 +335,12 @@ pub(super) fn by_index(
         Ok(p) => p,
         // Nothing of this file was returned yet: a damaged chunk means reading it whole.
         Err(e) => {
-            r.how = format!("scan ({})", super::worker::short_reason(&e));
+            r.how = How::Scan(super::worker::scan_why(&e));
             return scan_file(path, &job.pace, out, r);
         }
     };
     let prelude = &prelude[..];
-    r.how = "index".into();
+    r.how = How::Index;
     r.frames_total = u64::from(h.frames);
     r.candidates = candidates;
     let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -385,7 +382,7 @@ pub(super) fn by_index(
     if !h.complete {
         // What the index does not cover (compressed: whole frames from `covered` on).
         let size = file.metadata().map(|m| m.len()).unwrap_or(h.covered);
-        r.how = "index + scan of the part not indexed".into();
+        r.how = How::IndexAndTail;
         r.bytes_read += size - h.covered;
         let raw_start = frames.last().map_or(0, |f| f.raw_start + f.raw_len);
         let tail = vec![Piece {
@@ -610,7 +607,7 @@ fn plain_records(
     out: &mut Out<'_>,
     r: &mut FileReport,
 ) -> Result<(), String> {
-    let layout = Layout::of(prelude)?;
+    let layout = store::container::RecordLayout::of(prelude)?;
     let mut i = 0;
     let mut buf = Vec::new();
     while i < offs.len() {
@@ -622,7 +619,10 @@ fn plain_records(
             i += 1;
         }
         let head = read_exact_at(file, last, layout.header_len())?;
-        let end = last + layout.record_len(&head)?;
+        let end = last
+            + layout.record_len(&head).map_err(|e| {
+                format!("{e}: the index does not match the file; run `ringcap index`")
+            })?;
         buf.resize((end - first) as usize, 0);
         file.read_exact_at(&mut buf, first)
             .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -648,68 +648,6 @@ fn read_exact_at(file: &File, off: u64, n: usize) -> Result<Vec<u8>, String> {
     file.read_exact_at(&mut b, off)
         .map_err(|e| format!("reading a record at {off}: {e}"))?;
     Ok(b)
-}
-
-/// How to find a record's length in a plain file.
-struct Layout {
-    pcapng: bool,
-    big_endian: bool,
-    /// pcap record header bytes: 16, or 24 in a patched ("modified") pcap.
-    pcap_header: usize,
-}
-
-impl Layout {
-    fn of(prelude: &[u8]) -> Result<Layout, String> {
-        let m = prelude.get(..4).ok_or("the index holds no file header")?;
-        let le = u32::from_le_bytes(m.try_into().unwrap());
-        let be = u32::from_be_bytes(m.try_into().unwrap());
-        const PATCHED: u32 = 0xa1b2_cd34;
-        let pcap = [store::PCAP_MAGIC_US, store::PCAP_MAGIC_NS, PATCHED];
-        if pcap.contains(&le) || pcap.contains(&be) {
-            return Ok(Layout {
-                pcapng: false,
-                big_endian: !pcap.contains(&le),
-                pcap_header: if le == PATCHED || be == PATCHED {
-                    24
-                } else {
-                    16
-                },
-            });
-        }
-        let bom = prelude.get(8..12).ok_or("short pcapng header")?;
-        Ok(Layout {
-            pcapng: true,
-            big_endian: bom == [0x1a, 0x2b, 0x3c, 0x4d],
-            pcap_header: 16,
-        })
-    }
-
-    fn header_len(&self) -> usize {
-        if self.pcapng {
-            8
-        } else {
-            self.pcap_header
-        }
-    }
-
-    fn record_len(&self, head: &[u8]) -> Result<u64, String> {
-        let at = if self.pcapng { 4 } else { 8 };
-        let b: [u8; 4] = head[at..at + 4].try_into().unwrap();
-        let v = if self.big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        };
-        let len = if self.pcapng {
-            v
-        } else {
-            v + self.pcap_header as u32
-        };
-        if v > 1 << 24 {
-            return Err(format!("an impossible record length {v}: the index does not match the file; run `ringcap index`"));
-        }
-        Ok(u64::from(len))
-    }
 }
 
 #[cfg(test)]

@@ -393,7 +393,7 @@ fn merge(
         .map(|(f, r)| {
             r.unwrap_or_else(|| FileReport {
                 path: f.clone(),
-                how: "not read (the query stopped first)".into(),
+                how: super::How::NotRead,
                 ..Default::default()
             })
         })

@@ -99,12 +99,91 @@ pub struct Hit<'a> {
     pub data: &'a [u8],
 }
 
+/// How a file was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum How {
+    /// The query stopped (`--limit`, an error, a deadline) before it got to the file.
+    #[default]
+    NotRead,
+    /// Only the frames and records the index names.
+    Index,
+    /// The index had nothing in the time window: nothing read.
+    IndexNothingInWindow,
+    /// What the index names, then the part of the file it does not cover yet.
+    IndexAndTail,
+    /// Whole, as `tcpdump -r` reads it.
+    Scan(ScanWhy),
+}
+
+/// Why a file was read whole.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScanWhy {
+    /// `--no-index`.
+    Asked,
+    NoIndex,
+    /// Its index could not be used (another version, damaged, not this file's): what was wrong.
+    IndexUnusable(String),
+    /// A capture is writing it: read up to its last whole packet.
+    BeingWritten,
+    /// A plain file indexed in part: its records cross the edge.
+    PlainIndexedInPart,
+    /// A pcapng file that describes interfaces after its first packet: no piece reads alone.
+    LateInterfaces,
+}
+
+impl How {
+    /// Read through its index (in part or whole).
+    pub fn by_index(&self) -> bool {
+        matches!(
+            self,
+            How::Index | How::IndexNothingInWindow | How::IndexAndTail
+        )
+    }
+
+    pub fn scanned(&self) -> bool {
+        matches!(self, How::Scan(_))
+    }
+}
+
+impl std::fmt::Display for How {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            How::NotRead => f.write_str("not read (the query stopped first)"),
+            How::Index => f.write_str("index"),
+            How::IndexNothingInWindow => f.write_str("index (no packet in the window)"),
+            How::IndexAndTail => f.write_str("index + scan of the part not indexed"),
+            How::Scan(why) => write!(f, "scan ({why})"),
+        }
+    }
+}
+
+impl std::fmt::Display for ScanWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScanWhy::Asked => f.write_str("--no-index"),
+            ScanWhy::NoIndex => f.write_str("no index"),
+            ScanWhy::IndexUnusable(why) => f.write_str(why),
+            ScanWhy::BeingWritten => f.write_str("being written: read up to its last whole packet"),
+            ScanWhy::PlainIndexedInPart => f.write_str("index covers part of a plain file"),
+            ScanWhy::LateInterfaces => {
+                f.write_str("interfaces described after the first packet: read whole")
+            }
+        }
+    }
+}
+
+impl serde::Serialize for How {
+    /// As its text (`--json`'s explain says what `--explain` says).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// What the query did with one file (`--explain`).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct FileReport {
     pub path: PathBuf,
-    /// "index", "scan" or "skipped", and why.
-    pub how: String,
+    pub how: How,
     pub frames_total: u64,
     pub frames_read: u64,
     /// File bytes read (compressed, as stored).
@@ -213,7 +292,7 @@ mod tests {
                     Ok(true)
                 })
                 .unwrap();
-                assert_eq!(reports[0].how, "index", "{how}: {expr}");
+                assert_eq!(reports[0].how, How::Index, "{how}: {expr}");
                 assert_eq!(reports[0].error, None, "{how}: {expr}");
                 assert_eq!(got, want, "{how}: {expr}: {reports:?}");
             }

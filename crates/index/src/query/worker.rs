@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, Cursor, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use libc::sock_filter;
 
 use super::indexed::by_index;
 use super::pace::{Paced, ReadPace};
-use super::{Batch, BatchMeta, FileReport, Job};
+use super::{Batch, BatchMeta, FileReport, How, Job, ScanWhy};
 use crate::file::IndexFile;
 
 /// A worker looks at the stop flag and the deadline after this many packets tested, so a
@@ -29,16 +29,9 @@ enum FileFilter {
     Pending,
 }
 
-/// The name a file being written (`.NAME.partial`) will have when complete.
-fn completed_name(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?.to_str()?;
-    let inner = name.strip_prefix('.')?.strip_suffix(".partial")?;
-    Some(path.with_file_name(inner))
-}
-
 /// Reads one file and sends its matching packets; returns what it did.
 pub(super) fn query_file(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
-    if let Some(done) = completed_name(path) {
+    if let Some(done) = store::container::finished_name(path) {
         // Being written: no index yet; read up to its last whole packet. If it was completed
         // (renamed) since the listing, read the complete file instead: same bytes and more.
         let path = if path.exists() {
@@ -47,8 +40,8 @@ pub(super) fn query_file(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> File
             done
         };
         let mut r = query_indexed(&path, job, tx);
-        if r.how.starts_with("scan (no index)") && path.to_string_lossy().ends_with(".partial") {
-            r.how = "scan (being written: read up to its last whole packet)".into();
+        if r.how == How::Scan(ScanWhy::NoIndex) && store::container::is_partial(&path) {
+            r.how = How::Scan(ScanWhy::BeingWritten);
         }
         return r;
     }
@@ -81,12 +74,12 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         match IndexFile::open(&crate::live::index_path(path), path) {
             Ok(ix) => by_index(path, &ix, job, &mut out, &mut r),
             Err(e) => {
-                r.how = format!("scan ({})", short_reason(&e));
+                r.how = How::Scan(scan_why(&e));
                 scan_file(path, &job.pace, &mut out, &mut r)
             }
         }
     } else {
-        r.how = "scan (--no-index)".into();
+        r.how = How::Scan(ScanWhy::Asked);
         scan_file(path, &job.pace, &mut out, &mut r)
     };
     // The packets found before an error go out too: the report says what is missing.
@@ -99,11 +92,12 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
     r
 }
 
-pub(super) fn short_reason(e: &crate::file::IndexError) -> String {
+/// Why a file's index could not be used.
+pub(super) fn scan_why(e: &crate::file::IndexError) -> ScanWhy {
     use crate::file::IndexError::*;
     match e {
-        Io(_, e) if e.kind() == io::ErrorKind::NotFound => "no index".into(),
-        other => other.to_string(),
+        Io(_, e) if e.kind() == io::ErrorKind::NotFound => ScanWhy::NoIndex,
+        other => ScanWhy::IndexUnusable(other.to_string()),
     }
 }
 
@@ -257,7 +251,7 @@ pub(super) fn scan_file(
         out.offer(r, &p)?;
     }
     // A file being written ends inside a record or a frame: that is its edge, not damage.
-    if completed_name(path).is_none() {
+    if store::container::finished_name(path).is_none() {
         note_damage(&reader, r);
         let compressed = matches!(
             reader.compression(),

@@ -3,7 +3,7 @@
 //! in the same wall-clock bins. Written to DIR/timeline/RUN.csv; the report folds them over the cycle.
 
 use std::fs;
-use std::io::{self, BufReader, Read};
+use std::io;
 use std::path::Path;
 
 /// Width of one time bin (driverdump's figure has 0.1 s granularity).
@@ -22,60 +22,32 @@ pub fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// (time stamp ns, frame length) of every packet of a classic pcap file (µs or ns, either byte order).
+/// (time stamp ns, frame length) of every packet of a capture file (pcap or pcapng, any byte
+/// order, plain or compressed: store's reader).
 pub fn pcap_stamps(path: &Path) -> io::Result<Vec<(u64, u32)>> {
     Ok(PcapStamps::open(path)?.collect())
 }
 
-/// The (time stamp ns, frame length) of each packet of a classic pcap file, read as a stream: a
+/// The (time stamp ns, frame length) of each packet of a capture file, read as a stream: a
 /// sampled run's file can hold minutes of top-speed traffic, more than memory should.
 pub struct PcapStamps {
-    r: BufReader<fs::File>,
-    le: bool,
-    nano: bool,
+    reader: store::CaptureReader,
 }
 
 impl PcapStamps {
     pub fn open(path: &Path) -> io::Result<PcapStamps> {
-        let mut r = BufReader::with_capacity(1 << 20, fs::File::open(path)?);
-        let mut header = [0u8; 24];
-        r.read_exact(&mut header)
-            .map_err(|_| io::Error::other("not a pcap file (shorter than its header)"))?;
-        let magic = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let (le, nano) = match magic {
-            0xa1b2c3d4 => (true, false),
-            0xa1b23c4d => (true, true),
-            0xd4c3b2a1 => (false, false),
-            0x4d3cb2a1 => (false, true),
-            _ => {
-                return Err(io::Error::other(
-                    "not a classic pcap file (pcapng has no time line here)",
-                ))
-            }
-        };
-        Ok(PcapStamps { r, le, nano })
+        let reader = store::CaptureReader::open(path).map_err(io::Error::other)?;
+        Ok(PcapStamps { reader })
     }
 }
 
 impl Iterator for PcapStamps {
     type Item = (u64, u32);
 
-    /// The next record's stamp and length; a cut last record ends the stream.
+    /// The next packet's stamp and length; damage or a cut last record ends the stream.
     fn next(&mut self) -> Option<(u64, u32)> {
-        let mut h = [0u8; 16];
-        self.r.read_exact(&mut h).ok()?;
-        let at = |i: usize| {
-            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
-            if self.le {
-                u32::from_le_bytes(b)
-            } else {
-                u32::from_be_bytes(b)
-            }
-        };
-        let (sec, frac, incl, orig) = (at(0), at(4), at(8), at(12));
-        self.r.seek_relative(i64::from(incl)).ok()?;
-        let ns = sec as u64 * 1_000_000_000 + frac as u64 * if self.nano { 1 } else { 1000 };
-        Some((ns, orig))
+        let p = self.reader.next_packet()?.ok()?;
+        Some((p.ts_ns, p.wire_len))
     }
 }
 

@@ -80,7 +80,7 @@ impl FileSink {
             let name = file_name(&self.base, start_ns, self.seq, &self.ext);
             self.seq += 1;
             let dir = self.dirs[d].path.clone();
-            let partial = dir.join(format!(".{name}.partial"));
+            let partial = crate::container::partial_name(&dir.join(&name));
             // Compressed files too: their buffers end anywhere, so they go through the stage. In
             // the page cache they starved the writer once the cache was full (a 20 GB store on
             // a 24 GB machine: storage drops, BENCHMARKS.md "Compressed files with O_DIRECT").

@@ -8,11 +8,12 @@ mod pcapng;
 mod source;
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+use crate::container::Compression;
 use crate::error::StoreError;
 use crate::record_time::RecordTime;
 use source::Source;
@@ -21,9 +22,6 @@ use source::Source;
 const READ_BUFFER: usize = 1 << 20;
 /// Issues kept in detail; later ones are only counted.
 const MAX_ISSUES: usize = 100;
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-const LZ4_MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
 
 /// One packet, borrowed from the reader's buffer until the next call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,27 +43,6 @@ pub struct Packet<'a> {
     pub offset: u64,
     /// Byte offset of the first captured byte (`data[0]`) in the (decompressed) stream.
     pub data_offset: u64,
-}
-
-/// Compression of the input stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Gzip,
-    Zstd,
-    Lz4,
-}
-
-impl Compression {
-    /// Lower-case name, as in reports: "none", "gzip", "zstd", "lz4".
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Gzip => "gzip",
-            Compression::Zstd => "zstd",
-            Compression::Lz4 => "lz4",
-        }
-    }
 }
 
 /// What a capture file says of its packets' link: what libpcap compiles a filter for and what a
@@ -250,26 +227,8 @@ impl CaptureReader {
             }
         }
         let raw = io::Cursor::new(head[..got].to_vec()).chain(r);
-        let (inner, compression): (Box<dyn Read + Send>, _) = match head {
-            ZSTD_MAGIC => (
-                Box::new(zstd::stream::read::Decoder::new(raw).map_err(read_err)?),
-                Compression::Zstd,
-            ),
-            [a, b, _, _] if [a, b] == GZIP_MAGIC => (
-                // Concatenated members are read as one stream, as gzip(1) does.
-                Box::new(flate2::bufread::MultiGzDecoder::new(
-                    BufReader::with_capacity(1 << 16, raw),
-                )),
-                Compression::Gzip,
-            ),
-            LZ4_MAGIC => (
-                Box::new(Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(
-                    BufReader::with_capacity(1 << 16, raw),
-                )))),
-                Compression::Lz4,
-            ),
-            _ => (Box::new(raw), Compression::None),
-        };
+        let compression = Compression::sniff(&head[..got]);
+        let inner = crate::container::decoder(raw, compression).map_err(read_err)?;
         let mut src = Source::new(inner, capacity.max(64));
         let kind = match src.fill(4) {
             Ok(true) => {
@@ -606,39 +565,6 @@ impl<R: Read> Read for Counting<R> {
         let n = self.inner.read(buf)?;
         self.progress.fetch_add(n as u64, Relaxed);
         Ok(n)
-    }
-}
-
-/// A reader of concatenated lz4 frames over `r`.
-pub(crate) fn lz4_frames<R: Read>(r: R) -> impl Read {
-    Lz4Frames(Some(lz4_flex::frame::FrameDecoder::new(
-        BufReader::with_capacity(1 << 16, r),
-    )))
-}
-
-/// Reads concatenated lz4 frames. lz4_flex's decoder reports end-of-input at the end of each
-/// frame and is not meant to carry on into a frame with other parameters, so each frame gets a
-/// fresh decoder over the same buffered input.
-struct Lz4Frames<R: BufRead>(Option<lz4_flex::frame::FrameDecoder<R>>);
-
-impl<R: BufRead> Read for Lz4Frames<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // Bounded: each round consumes input, but a stream of empty frames must not spin forever.
-        for _ in 0..1024 {
-            let Some(dec) = self.0.as_mut() else {
-                return Ok(0);
-            };
-            let n = dec.read(buf)?;
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            let mut inner = self.0.take().expect("decoder").into_inner();
-            if inner.fill_buf()?.is_empty() {
-                return Ok(0);
-            }
-            self.0 = Some(lz4_flex::frame::FrameDecoder::new(inner));
-        }
-        Ok(0)
     }
 }
 
