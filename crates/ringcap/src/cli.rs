@@ -317,7 +317,7 @@ pub struct CaptureArgs {
     pub quiet: Quiet,
 
     /// Stop after this long (e.g. 10s, 5m).
-    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", value_name = "TIME", value_parser = units::time::parse_duration)]
     pub duration: Option<std::time::Duration>,
 
     /// Rotate: start a new file before this one would exceed SIZE (tcpdump's -C: a plain number is

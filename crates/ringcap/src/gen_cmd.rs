@@ -32,7 +32,7 @@ pub struct GenArgs {
     #[arg(short = 'n', long = "count", value_name = "N")]
     pub count: Option<u64>,
     /// Stop after this long (e.g. 10s, 2m).
-    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", value_name = "TIME", value_parser = units::time::parse_duration)]
     pub duration: Option<Duration>,
     /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B,
     /// mix:A,B,... (these sizes in turn, equal shares), file:PATH, trace:PCAP (sizes are IP lengths).

@@ -80,7 +80,7 @@ pub struct ServeArgs {
     pub max_connections: u32,
     /// Stop a query that runs longer than this (e.g. 10m); its client sees the transfer cut
     /// (curl: exit 18). Default: no limit.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = units::time::parse_duration)]
     pub query_timeout: Option<Duration>,
     /// Files each query reads at once.
     #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]

@@ -40,7 +40,7 @@ pub struct SynthArgs {
     )]
     pub snaplen: u32,
     /// Trace length (e.g. 10s, 5m).
-    #[arg(long = "duration", value_name = "TIME", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", value_name = "TIME", default_value = "10s", value_parser = units::time::parse_duration)]
     pub duration: Duration,
     /// Mean packets per second.
     #[arg(long = "pps", value_name = "RATE", default_value_t = 20_000.0)]
@@ -52,7 +52,7 @@ pub struct SynthArgs {
     #[arg(long = "levels", value_name = "N", default_value_t = 12)]
     pub levels: u32,
     /// Finest bin of the cascade (period = BIN × 2^LEVELS).
-    #[arg(long = "bin", value_name = "TIME", default_value = "100us", value_parser = humantime::parse_duration)]
+    #[arg(long = "bin", value_name = "TIME", default_value = "100us", value_parser = units::time::parse_duration)]
     pub bin: Duration,
     /// Flows open at any time.
     #[arg(long = "concurrent", value_name = "N", default_value_t = 256)]
@@ -90,7 +90,7 @@ pub fn run(a: SynthArgs) -> Result<(), Fatal> {
     let now = sys::now_ns();
     let start_ns = match &a.start {
         Some(t) => {
-            index::expr::parse_time(t, now).map_err(|e| Fatal::usage(anyhow!("--start: {e}")))?
+            units::time::parse_time(t, now).map_err(|e| Fatal::usage(anyhow!("--start: {e}")))?
         }
         None => now / period * period,
     };
@@ -155,7 +155,7 @@ pub fn run(a: SynthArgs) -> Result<(), Fatal> {
         r.udp_flows,
         r.flows_completed,
         a.bmodel,
-        humantime::format_duration(Duration::from_nanos(r.period_ns)),
+        units::time::format_duration(Duration::from_nanos(r.period_ns)),
         r.packets_per_period.round(),
     );
     Ok(())

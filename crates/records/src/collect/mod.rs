@@ -340,7 +340,7 @@ impl Shared {
     ) -> Result<(u64, u64), Refusal> {
         let h = *view.header();
         let mut st = lock(&self.state);
-        let now = now_ns.unwrap_or_else(batch::unix_now_ns);
+        let now = now_ns.unwrap_or_else(sys::now_ns);
         let st = &mut *st;
         let gap = match st
             .guard
@@ -570,7 +570,7 @@ impl Collector {
     /// Time-based rotation and eviction of idle replay state; call a few times per second.
     pub fn tick(&self) -> io::Result<()> {
         let mut st = lock(&self.shared.state);
-        st.guard.evict_idle(batch::unix_now_ns());
+        st.guard.evict_idle(sys::now_ns());
         match st.archive.as_mut() {
             Some(s) => s.tick(Instant::now()),
             None => Ok(()),
