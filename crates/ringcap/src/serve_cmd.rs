@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use clap::Args;
 
-use crate::cli::OutputFormat;
 use crate::privileges::{relinquish_privileges, unprivileged_user};
 use crate::Fatal;
 
@@ -82,20 +81,16 @@ pub struct ServeArgs {
     /// (curl: exit 18). Default: no limit.
     #[arg(long, value_name = "DURATION", value_parser = units::time::parse_duration)]
     pub query_timeout: Option<Duration>,
-    /// Files each query reads at once.
-    #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
-    pub jobs: usize,
+    #[command(flatten)]
+    pub jobs: crate::cli::Jobs,
     /// Each query reads at most this many bytes of the store per second (e.g. 100MB), as
     /// `ringcap query --max-read-rate`.
     #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
     pub max_read_rate: Option<u64>,
-    /// Format of the results (as query's -F).
-    #[arg(short = 'F', long = "format", value_enum)]
-    pub format: Option<OutputFormat>,
-    /// Once listening (and the key read), become USER (as capture -Z): the store must be
-    /// readable by USER.
-    #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
-    pub user: Option<String>,
+    #[command(flatten)]
+    pub format: crate::cli::ResultFormat,
+    #[command(flatten)]
+    pub user: crate::cli::User,
     #[command(flatten)]
     pub quiet: crate::cli::Quiet,
 }

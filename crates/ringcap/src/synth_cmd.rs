@@ -9,7 +9,6 @@ use clap::Args;
 use gen::synth::{self, BModel, FlowSize, SynthOptions};
 use store::{CaptureWriter, WriterOptions};
 
-use crate::cli::OutputFormat;
 use crate::Fatal;
 
 #[derive(Args, Debug)]
@@ -28,17 +27,10 @@ pub struct SynthArgs {
     /// Capture file to write (pcap/pcapng; "-" for stdout).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: PathBuf,
-    /// Format of the file (as capture's -F).
-    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
-    pub format: OutputFormat,
-    /// Bytes kept of each packet (0 = 262144); the wire length is kept.
-    #[arg(
-        short = 's',
-        long = "snaplen",
-        value_name = "BYTES",
-        default_value_t = 0
-    )]
-    pub snaplen: u32,
+    #[command(flatten)]
+    pub format: crate::cli::FileFormat,
+    #[command(flatten)]
+    pub snaplen: crate::cli::Snaplen,
     /// Trace length (e.g. 10s, 5m).
     #[arg(long = "duration", value_name = "TIME", default_value = "10s", value_parser = units::time::parse_duration)]
     pub duration: Duration,
@@ -106,8 +98,8 @@ pub fn run(a: SynthArgs) -> Result<(), Fatal> {
     };
     opts.validate().map_err(|e| Fatal::usage(anyhow!(e)))?;
     let wopts = WriterOptions {
-        format: a.format.into(),
-        snaplen: a.snaplen,
+        format: (*a.format).into(),
+        snaplen: *a.snaplen,
         direct_io: false,
         ..Default::default()
     };
