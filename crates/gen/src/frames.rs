@@ -31,50 +31,6 @@ use crate::error::GenError;
 
 const TTL: u8 = 64;
 
-/// A MAC address option; parses and prints as `02:00:00:00:00:02`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Mac(pub [u8; 6]);
-
-impl fmt::Display for Mac {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        MacAddr(self.0).fmt(f)
-    }
-}
-
-impl FromStr for Mac {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("bad MAC address {s:?}: write six hex octets like 02:00:00:00:00:02");
-        let mut mac = [0u8; 6];
-        let mut parts = s.split([':', '-']);
-        for b in mac.iter_mut() {
-            let p = parts.next().ok_or_else(bad)?;
-            if p.is_empty() || p.len() > 2 {
-                return Err(bad());
-            }
-            *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-        }
-        if parts.next().is_some() {
-            return Err(bad());
-        }
-        Ok(Mac(mac))
-    }
-}
-
-impl TryFrom<String> for Mac {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl From<Mac> for String {
-    fn from(m: Mac) -> String {
-        m.to_string()
-    }
-}
-
 /// An inclusive range of IP addresses (`10.0.0.1` or `10.0.0.1-10.0.0.254`; both ends of one family).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -288,10 +244,10 @@ impl FromStr for Payload {
 pub struct FrameOptions {
     /// Source MAC. The default 00:00:00:00:00:01 passes the thesis filter (seed 000 Fig. 6.5:
     /// `ether[6:4]=0 and ether[10]=0`).
-    pub src_mac: Mac,
+    pub src_mac: MacAddr,
     /// Destination MAC; the default 02:00:00:00:00:02 is locally administered and belongs to no one, so the
     /// receiver does no IP work on the frames.
-    pub dst_mac: Mac,
+    pub dst_mac: MacAddr,
     /// Source addresses; their family (with `dst_ip`'s) decides IPv4 or IPv6.
     pub src_ip: AddrRange,
     /// Destination addresses.
@@ -318,8 +274,8 @@ pub struct FrameOptions {
 impl Default for FrameOptions {
     fn default() -> Self {
         FrameOptions {
-            src_mac: Mac([0, 0, 0, 0, 0, 1]),
-            dst_mac: Mac([2, 0, 0, 0, 0, 2]),
+            src_mac: MacAddr([0, 0, 0, 0, 0, 1]),
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
             src_ip: AddrRange::single(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
             dst_ip: AddrRange::single(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
             src_port: PortRange::single(9),
@@ -638,8 +594,8 @@ impl FrameBuilder {
             }
         };
         let spec = UdpFrameSpec {
-            src_mac: MacAddr(opts.src_mac.0),
-            dst_mac: MacAddr(opts.dst_mac.0),
+            src_mac: opts.src_mac,
+            dst_mac: opts.dst_mac,
             vlan: opts.vlan,
             ip,
             src_port: 0,
@@ -1040,10 +996,10 @@ mod tests {
     #[test]
     fn options_parse_and_reject_clearly() {
         assert_eq!(
-            "02:00:00:00:00:0a".parse::<Mac>().unwrap(),
-            Mac([2, 0, 0, 0, 0, 10])
+            "02:00:00:00:00:0a".parse::<MacAddr>().unwrap(),
+            MacAddr([2, 0, 0, 0, 0, 10])
         );
-        assert!("02:00:00:00:00".parse::<Mac>().is_err());
+        assert!("02:00:00:00:00".parse::<MacAddr>().is_err());
         assert!("10.0.0.9-10.0.0.1"
             .parse::<AddrRange>()
             .unwrap_err()

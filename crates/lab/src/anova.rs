@@ -546,7 +546,7 @@ pub fn format_table(a: &Anova) -> String {
     for c in &a.components {
         let f = c.f.map(num).unwrap_or_default();
         let table = c.f_table.map(|t| format!("{t:.2}")).unwrap_or_default();
-        let p = c.p.map(pvalue).unwrap_or_default();
+        let p = c.p.map(|p| pvalue(p, "<")).unwrap_or_default();
         let line = format!(
             "{:<width$}  {:>18}  {:>9}  {:>5}  {:>16}  {:>14}  {:>7}  {:>8}",
             c.name,
@@ -587,19 +587,14 @@ pub fn num(v: f64) -> String {
     }
     let s = format!("{:.2}", v.abs());
     let (int, frac) = s.split_once('.').unwrap_or((&s, "00"));
-    let mut grouped = String::new();
-    for (i, ch) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(ch);
-    }
+    let grouped = units::group_digits(int, ',');
     format!("{}{grouped}.{frac}", if v < 0.0 { "-" } else { "" })
 }
 
-fn pvalue(p: f64) -> String {
+/// A p-value with 4 decimals, or `less` and 0.0001 below that (`<` in text, `&lt; ` in HTML).
+pub fn pvalue(p: f64, less: &str) -> String {
     if p < 1e-4 {
-        "<0.0001".into()
+        format!("{less}0.0001")
     } else {
         format!("{p:.4}")
     }

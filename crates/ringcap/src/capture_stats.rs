@@ -678,15 +678,7 @@ fn cutoff_line(c: &session::CutoffStats) -> String {
 
 /// Digits in groups of three: 1234567 → "1 234 567".
 fn grouped(n: u64) -> String {
-    let d = n.to_string();
-    let mut s = String::with_capacity(d.len() + d.len() / 3);
-    for (i, ch) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i).is_multiple_of(3) {
-            s.push(' ');
-        }
-        s.push(ch);
-    }
-    s
+    units::group_digits(&n.to_string(), ' ')
 }
 
 fn print_records(r: &records::probe::ProbeStats) {

@@ -107,6 +107,19 @@ pub fn seconds(s: f64) -> String {
     format!("{} {unit}", t.trim_end_matches('0').trim_end_matches('.'))
 }
 
+/// Digits in groups of three from the right, joined by `sep`: ("1234567", ' ') → "1 234 567".
+pub fn group_digits(digits: &str, sep: char) -> String {
+    let n = digits.len();
+    let mut s = String::with_capacity(n + n / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (n - i).is_multiple_of(3) {
+            s.push(sep);
+        }
+        s.push(ch);
+    }
+    s
+}
+
 /// Binary-prefixed bytes: `512 B`, `3.0 KiB`, `12.4 MiB`, `1.50 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -162,6 +175,14 @@ mod tests {
         assert_eq!(bytes(3 * 1024), "3.0 KiB");
         assert_eq!(bytes(1536 << 20), "1.5 GiB");
         assert_eq!(bytes(12 * 1024 * 1024 + 300 * 1024), "12.3 MiB");
+    }
+
+    #[test]
+    fn digits_group_by_three() {
+        assert_eq!(group_digits("1234567", ' '), "1 234 567");
+        assert_eq!(group_digits("123456", ','), "123,456");
+        assert_eq!(group_digits("12", ','), "12");
+        assert_eq!(group_digits("", ','), "");
     }
 
     #[test]

@@ -356,7 +356,7 @@ pub(crate) fn encode_frames(frames: &[Frame], out: &mut Vec<u8>) {
             f.packets,
         ];
         for v in fields {
-            crate::build::put_varint(out, v);
+            put_varint(out, v);
         }
         prev = *f;
     }
@@ -402,7 +402,16 @@ fn unzigzag(v: u64) -> u64 {
     ((v >> 1) as i64 ^ -((v & 1) as i64)) as u64
 }
 
-/// A LEB128 varint (as [`crate::build::put_varint`] writes it) and the bytes it took.
+/// LEB128: 7 bits per byte, low first.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A LEB128 varint (as [`put_varint`] writes it) and the bytes it took.
 #[inline]
 pub(crate) fn varint(b: &[u8]) -> Option<(u64, usize)> {
     // Most of a frame table's numbers take one byte (decoding the tables was a tenth of a warm

@@ -559,7 +559,7 @@ fn anova(h: &mut String, a: &AnovaOutcome, figures: &[Figure]) {
             num(c.ms),
             c.f.map(num).unwrap_or_default(),
             c.f_table.map(|t| format!("{t:.2}")).unwrap_or_default(),
-            c.p.map(pvalue).unwrap_or_default()
+            c.p.map(|p| crate::anova::pvalue(p, "&lt; ")).unwrap_or_default()
         );
     }
     let _ = writeln!(h, "</table>");
@@ -579,14 +579,6 @@ fn anova(h: &mut String, a: &AnovaOutcome, figures: &[Figure]) {
         figure(h, f);
     }
     let _ = writeln!(h, "</div>");
-}
-
-fn pvalue(p: f64) -> String {
-    if p < 1e-4 {
-        "&lt; 0.0001".into()
-    } else {
-        format!("{p:.4}")
-    }
 }
 
 fn problems(h: &mut String, p: &Page) {
