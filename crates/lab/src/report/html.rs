@@ -1,3 +1,4 @@
+// Over 700 lines on purpose: one page, its sections in the order a reader meets them.
 //! report.html: one self-contained page (plots inlined as SVG) that a person reads top to bottom.
 
 use std::fmt::Write;
