@@ -17,7 +17,7 @@
 #        port    `port P` (its source port)
 #        minute  `after T and before T+60s`, T = the whole second at or before that packet
 #        udp     everything
-#      ringcap: `ringcap query STORE EXPR -w /dev/null --json -q` (packets written to /dev/null; -j 2, both
+#      ringcap: `ringcap query STORE EXPR -w /dev/null --json -q` (packets written to /dev/null; --jobs 2, both
 #      CPUs); per run and query: cold (after `sync; echo 3 > /proc/sys/vm/drop_caches`), then warm
 #      (immediately repeated). RUNS runs; median, min and max of the wall time (date +%s%N) are reported,
 #      plus ringcap's own elapsed_ms, bytes_read and files by index / scanned.

@@ -49,7 +49,7 @@ pub enum CaptureError {
         "interface '{name}' has hardware type {hw_type} ({}), which ringcap cannot capture yet: it captures \
          Ethernet, loopback and raw-IP interfaces (tun, WireGuard, IP-in-IP, SIT); tcpdump -i {name} can \
          (it uses Linux cooked capture there)",
-        crate::sys::arphrd_name(*hw_type)
+        arphrd_name(*hw_type)
     )]
     UnsupportedLinkType {
         /// The interface.
@@ -100,6 +100,20 @@ impl CaptureError {
             Some(libc::EPERM) | Some(libc::EACCES) => CaptureError::Permission { op },
             _ => CaptureError::Io { op, source },
         }
+    }
+}
+
+/// A readable name for common hardware types, for error messages.
+fn arphrd_name(hw_type: u16) -> &'static str {
+    match hw_type {
+        libc::ARPHRD_PPP => "PPP",
+        libc::ARPHRD_IPGRE => "GRE tunnel",
+        libc::ARPHRD_TUNNEL6 => "IPv6 tunnel",
+        libc::ARPHRD_IEEE80211_RADIOTAP => "802.11 radiotap",
+        libc::ARPHRD_IEEE80211 => "802.11",
+        libc::ARPHRD_CAN => "CAN",
+        libc::ARPHRD_INFINIBAND => "InfiniBand",
+        _ => "see ARPHRD_* in <linux/if_arp.h>",
     }
 }
 

@@ -56,20 +56,6 @@ fn link_type_of(hw_type: u16) -> Option<LinkType> {
     }
 }
 
-/// A readable name for common hardware types, for error messages.
-pub(crate) fn arphrd_name(hw_type: u16) -> &'static str {
-    match hw_type {
-        libc::ARPHRD_PPP => "PPP",
-        libc::ARPHRD_IPGRE => "GRE tunnel",
-        libc::ARPHRD_TUNNEL6 => "IPv6 tunnel",
-        libc::ARPHRD_IEEE80211_RADIOTAP => "802.11 radiotap",
-        libc::ARPHRD_IEEE80211 => "802.11",
-        libc::ARPHRD_CAN => "CAN",
-        libc::ARPHRD_INFINIBAND => "InfiniBand",
-        _ => "see ARPHRD_* in <linux/if_arp.h>",
-    }
-}
-
 /// Looks `name` up and checks it is up.
 pub fn interface_up(name: &str) -> Result<::sys::Interface, CaptureError> {
     let ifc = lookup(name)?;

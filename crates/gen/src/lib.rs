@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod frames;
+mod job;
 mod live_tx;
 pub mod options;
 pub mod pace;
@@ -16,8 +17,9 @@ pub mod tx;
 mod xdp_tx;
 
 pub use error::GenError;
+pub use job::SizeSource;
 pub use options::{GenOptions, ReplayOptions};
 pub use replay::replay;
 pub use report::{GenReport, Progress};
-pub use run::{run, FixedSize, SizeSource, Sizes};
+pub use run::{run, FixedSize, Sizes};
 pub use threads::Control;

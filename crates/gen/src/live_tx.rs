@@ -32,10 +32,9 @@ use xdp::LiveSender;
 
 use crate::error::GenError;
 use crate::frames::FrameBuilder;
+use crate::job::{common_start, Counters, Job, SizeSource};
 use crate::pace::{self, Departure, RateBasis};
 use crate::report::{Departures, ThreadReport};
-use crate::run::{Job, SizeSource};
-use crate::threads::{common_start, Counters};
 use crate::tx::SendErrors;
 
 /// Frames a paced call may carry: those due within this window from when it starts.

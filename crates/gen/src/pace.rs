@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::phases::{format_phases, parse_phases, Phase};
+use units::time::parse_seconds;
 
 /// Bytes a frame occupies on an Ethernet wire beyond its captured bytes: preamble + SFD 8, FCS 4, gap 12.
 pub const L1_OVERHEAD: u64 = 24;
@@ -71,28 +72,6 @@ impl fmt::Display for Burst {
             write!(f, ",phases={}", format_phases(&self.phases))?;
         }
         Ok(())
-    }
-}
-
-/// Parses `10s`, `250ms`, `100us`, `5000ns` or plain seconds.
-pub fn parse_seconds(s: &str) -> Result<f64, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = s.strip_suffix("ns") {
-        (n, 1e-9)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (s, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v * scale),
-        _ => Err(format!(
-            "bad duration {s:?}: write e.g. 10s, 250ms or 100us"
-        )),
     }
 }
 
@@ -533,7 +512,6 @@ mod tests {
             e.contains("phase 2") && e.contains("unknown distribution"),
             "{e}"
         );
-        assert!((parse_seconds("100us").unwrap() - 100e-6).abs() < 1e-15);
     }
 
     #[test]

@@ -13,12 +13,11 @@ use store::CaptureReader;
 use wire::LinkType;
 
 use crate::error::GenError;
+use crate::job::{common_start, Counters};
 use crate::options::{ReplayOptions, LIVE_REPLAY};
 use crate::pace::{self, RateBasis};
 use crate::report::{Departures, GenReport, ReplayStats, RunSpec, ThreadReport};
-use crate::threads::{
-    common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
-};
+use crate::threads::{open_tx, run_threads, setup_thread, Control, Opened, TxSizes};
 use crate::tx::{lookup_interface, MmsgTx, SendErrors, Tx};
 use sys::Interface;
 

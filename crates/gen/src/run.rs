@@ -18,25 +18,15 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::GenError;
 use crate::frames::{FrameBuilder, FrameShared};
+use crate::job::{common_start, Counters, Job, SizeSource};
 use crate::live_tx::{generate_live, DropLedger};
 use crate::options::GenOptions;
-use crate::pace::{self, Burst, Departure, Pacer, Rate, RateBasis};
+use crate::pace::{self, Departure, RateBasis};
 use crate::phases::PhasedSizes;
 use crate::report::{Departures, GenReport, RunSpec, ThreadReport};
 use crate::sizes::{seeded_rng, Distribution, Mode, Params, SizeModel, SizeSampler};
-use crate::threads::{
-    common_start, open_tx, run_threads, setup_thread, Control, Counters, Opened, TxSizes,
-};
+use crate::threads::{open_tx, run_threads, setup_thread, Control, Opened, TxSizes};
 use crate::tx::{lookup_interface, Backend, MmsgTx, SendErrors, Tx};
-
-/// A source of IP packet lengths for one thread.
-pub trait SizeSource: Send {
-    /// The next IP packet length.
-    fn next_size(&mut self) -> u16;
-    /// With burst phases: the phase whose sizes come next (sources without phases ignore it).
-    #[inline]
-    fn set_phase(&mut self, _phase: usize) {}
-}
 
 /// A size model: makes one [`SizeSource`] per thread from the seed and the thread's stream.
 pub trait Sizes: Sync {
@@ -265,33 +255,6 @@ pub fn run<Z: Sizes>(opts: &GenOptions, sizes: &Z, ctl: &Control) -> Result<GenR
         threads,
         stopped,
     ))
-}
-
-/// What one thread has to do.
-pub(crate) struct Job {
-    pub(crate) count: Option<u64>,
-    pub(crate) duration_s: Option<f64>,
-    pub(crate) rate: Rate,
-    pub(crate) phase: f64,
-    pub(crate) burst: Option<Burst>,
-    /// With burst phases: this thread's (rate, offset) per phase.
-    pub(crate) phase_rates: Vec<(Rate, f64)>,
-}
-
-impl Job {
-    /// The thread's pacer, starting at `t0`.
-    pub(crate) fn pacer(&self, t0: u64) -> Pacer {
-        match &self.burst {
-            Some(b) if !self.phase_rates.is_empty() => {
-                Pacer::phased(t0, b, self.phase_rates.clone())
-            }
-            b => Pacer::new(t0, self.rate, self.phase, b.as_ref()),
-        }
-    }
-
-    fn phased(&self) -> bool {
-        !self.phase_rates.is_empty()
-    }
 }
 
 /// The sending loop of one thread.

@@ -2,11 +2,12 @@
 //! one thread per socket with a common start, progress and stop handling on the calling thread.
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, OnceLock};
 use std::time::Duration;
 
 use crate::error::GenError;
+use crate::job::Counters;
 use crate::live_tx::LiveTx;
 use crate::report::{Progress, ThreadReport};
 use crate::tx::{self, Backend, RingTx};
@@ -31,13 +32,6 @@ impl Default for Control<'_> {
             progress_every: Duration::from_millis(200),
         }
     }
-}
-
-/// Per-thread counters the progress loop reads (written once per batch).
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub packets: AtomicU64,
-    pub bytes: AtomicU64,
 }
 
 /// A socket opened on the calling thread (so it lives in the caller's network namespace).
@@ -211,10 +205,4 @@ fn snapshot(
         total_packets,
         total_s,
     }
-}
-
-/// Waits for all threads to be ready, then agrees on one start time (a moment from now).
-pub(crate) fn common_start(barrier: &Barrier, start: &OnceLock<u64>) -> u64 {
-    barrier.wait();
-    *start.get_or_init(|| sys::monotonic_ns() + 200_000)
 }

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 
 use wire::LinkType;
 
-use crate::file::{encode_frames, Compression, Frame, Header, BY_B_LEN, DIR_STEP, FLOW_LEN};
+use crate::file::{
+    encode_frames, put_varint, Compression, Frame, Header, BY_B_LEN, DIR_STEP, FLOW_LEN,
+};
 use crate::flows::FlowStat;
 use crate::key::{FlowKey, KIND_IP};
 
@@ -467,13 +469,4 @@ fn pad8(v: &mut Vec<u8>) {
     while !v.len().is_multiple_of(8) {
         v.push(0);
     }
-}
-
-/// LEB128: 7 bits per byte, low first.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }

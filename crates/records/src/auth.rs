@@ -551,7 +551,7 @@ mod tests {
         Key::from_bytes(b).unwrap()
     }
 
-    /// The collector's side over a socket, as collect.rs runs it (without deadlines).
+    /// The collector's side over a socket, as collect/mod.rs runs it (without deadlines).
     fn serve(
         mut s: UnixStream,
         keys: KeySet,

@@ -27,7 +27,7 @@ use rskafka::client::{Client, ClientBuilder};
 use rskafka::record::Record as KafkaRecord;
 use rskafka::BackoffConfig;
 
-use crate::batch::{self, Batch, Key};
+use crate::batch::{Batch, Key};
 
 /// Batches waiting to be produced (all partitions) before the oldest is dropped: 256 × 64 KiB = 16 MiB.
 const QUEUE_MAX: usize = 256;
@@ -212,7 +212,7 @@ impl KafkaSender {
                             let p = m.to.unwrap_or(0) % n;
                             let len = m
                                 .batch
-                                .seal(&self.key, &collector_id, seq[p], batch::unix_now_ns())
+                                .seal(&self.key, &collector_id, seq[p], sys::now_ns())
                                 .len();
                             seq[p] += 1;
                             if queues.iter().map(|q| q.len()).sum::<usize>() >= QUEUE_MAX {

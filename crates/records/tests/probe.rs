@@ -460,7 +460,7 @@ fn udp_loss_shows_as_sequence_gaps() {
     let sent_batches = st.collectors[0].batches_sent;
     assert_eq!(st.collectors[0].sent, n);
     let mut g = ReplayGuard::default();
-    let now = batch::unix_now_ns();
+    let now = sys::now_ns();
     let mut lost: i64 = 0;
     for (seq, _) in &sa.batches {
         lost += g.check(42, 7, *seq, now, now).unwrap().loss_delta();

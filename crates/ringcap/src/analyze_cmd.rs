@@ -92,7 +92,7 @@ fn parse_windows(s: &str) -> Result<Windows, String> {
     let base = trace::analyze::rates::BASE_NS;
     let mut w = Vec::new();
     for t in s.split(',') {
-        let d = humantime::parse_duration(t.trim())
+        let d = units::time::parse_duration(t.trim())
             .map_err(|e| format!("`{t}`: {e} (write e.g. 100us, 1ms, 2s)"))?;
         let ns = d.as_nanos();
         if ns == 0 || ns % base as u128 != 0 {

@@ -116,7 +116,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
             .collect();
         println!(
             "estimated time: {} (rough: {} runs)",
-            humantime::format_duration(std::time::Duration::from_secs(
+            units::time::format_duration(std::time::Duration::from_secs(
                 plan.estimate_seconds(&todo).round() as u64
             )),
             todo.len()
@@ -188,7 +188,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
                 format!(
                     "ringcap bench: {} runs, about {} (estimate); results in {}",
                     todo,
-                    humantime::format_duration(std::time::Duration::from_secs(
+                    units::time::format_duration(std::time::Duration::from_secs(
                         estimate_s.round() as u64
                     )),
                     out.display()
@@ -233,7 +233,7 @@ pub fn run_bench(a: BenchArgs) -> Result<(), Fatal> {
         bench::BenchError::Report(e) => report_error(e),
     })?;
     let took =
-        humantime::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()));
+        units::time::format_duration(std::time::Duration::from_secs(started.elapsed().as_secs()));
     if outcome.interrupted {
         eprintln!(
             "ringcap bench: interrupted after {took}: {} runs written to {}; continue with --resume",

@@ -43,11 +43,11 @@ pub struct CollectArgs {
     #[arg(long = "collector-id", value_name = "ID")]
     pub collector_id: Option<String>,
     /// A TCP connection must finish its handshake (and TLS) within this time, or it is closed.
-    #[arg(long = "auth-timeout", value_name = "TIME", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long = "auth-timeout", value_name = "TIME", default_value = "5s", value_parser = units::time::parse_duration)]
     pub auth_timeout: Duration,
     /// Once a message's first byte arrived, the whole message must arrive within this time (slow senders
     /// cannot hold a connection slot).
-    #[arg(long = "message-timeout", value_name = "TIME", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long = "message-timeout", value_name = "TIME", default_value = "10s", value_parser = units::time::parse_duration)]
     pub message_timeout: Duration,
     /// TCP connections open at once from one IP address.
     #[arg(long = "max-per-address", value_name = "N", default_value_t = 16)]
@@ -71,7 +71,7 @@ pub struct CollectArgs {
     #[arg(long = "stats-interval", value_name = "S", default_value_t = 1.0)]
     pub stats_interval: f64,
     /// Largest allowed difference between a batch's sent time and this machine's clock (replay window).
-    #[arg(long = "max-skew", value_name = "TIME", default_value = "120s", value_parser = humantime::parse_duration)]
+    #[arg(long = "max-skew", value_name = "TIME", default_value = "120s", value_parser = units::time::parse_duration)]
     pub max_skew: Duration,
     /// Authenticated TCP connections served at once (as many more may be handshaking).
     #[arg(long = "max-connections", value_name = "N", default_value_t = 64)]
@@ -118,7 +118,7 @@ pub struct DedupArgs {
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: PathBuf,
     /// Largest timestamp difference between two copies of one packet from different probes.
-    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = units::time::parse_duration)]
     pub tolerance: Duration,
     #[command(flatten)]
     pub json: crate::cli::Json,

@@ -1,7 +1,7 @@
 //! `ringcap capture --config FILE.toml`: a file whose keys are the long flags of `ringcap capture`.
 //!
 //! The file is turned into the equivalent flags and clap parses them in front of the command line, so the
-//! flag definitions in cli.rs stay the only list of settings, their parsers the only checks. A flag given on
+//! flag definitions in cli/ stay the only list of settings, their parsers the only checks. A flag given on
 //! the command line replaces the file's key (a repeatable flag replaces the file's whole list).
 
 use std::ffi::OsString;

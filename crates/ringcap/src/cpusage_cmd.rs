@@ -30,7 +30,7 @@ pub struct CpusageArgs {
     #[arg(long = "interval", value_name = "SECONDS", default_value_t = 0.5)]
     pub interval: f64,
     /// Sample for this long (e.g. 10s, 2m); default: until COMMAND ends or Ctrl-C.
-    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration,
+    #[arg(long = "duration", value_name = "TIME", value_parser = units::time::parse_duration,
           conflicts_with = "command")]
     pub duration: Option<Duration>,
     /// Average only over the first stretch in which idle is below L % (cpusage -l); default: all samples.

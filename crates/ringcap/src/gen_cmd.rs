@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use gen::frames::{AddrRange, FrameOptions, Mac, Order, Payload, PortRange};
+use gen::frames::{AddrRange, FrameOptions, Order, Payload, PortRange};
 use gen::pace::{Burst, RateBasis};
 use gen::sizes::{self, Distribution, Mode, Params, SizeModel};
 use gen::tx::Backend;
 use gen::{Control, GenError, GenOptions, GenReport, Progress, ReplayOptions};
 use indicatif::{ProgressBar, ProgressStyle};
+use wire::MacAddr;
 
 use crate::Fatal;
 use session::Stop;
@@ -32,7 +33,7 @@ pub struct GenArgs {
     #[arg(short = 'n', long = "count", value_name = "N")]
     pub count: Option<u64>,
     /// Stop after this long (e.g. 10s, 2m).
-    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", value_name = "TIME", value_parser = units::time::parse_duration)]
     pub duration: Option<Duration>,
     /// Packet-size distribution: internet (default), imix, rfc6985:GENOME, fixed:N, uniform:A-B,
     /// mix:A,B,... (these sizes in turn, equal shares), file:PATH, trace:PCAP (sizes are IP lengths).
@@ -89,10 +90,10 @@ pub struct GenArgs {
     pub batch: usize,
     /// Source MAC (the default passes the thesis filter of seed 000, Fig. 6.5).
     #[arg(long = "src-mac", default_value = "00:00:00:00:00:01")]
-    pub src_mac: Mac,
+    pub src_mac: MacAddr,
     /// Destination MAC (default: locally administered, owned by no one, so receivers do no IP work).
     #[arg(long = "dst-mac", default_value = "02:00:00:00:00:02")]
-    pub dst_mac: Mac,
+    pub dst_mac: MacAddr,
     /// Source address or range A-B (IPv4 or IPv6; both ends of a flow must be the same family).
     #[arg(long = "src-ip", default_value = "10.0.0.1")]
     pub src_ip: AddrRange,

@@ -30,9 +30,8 @@ pub struct IndexArgs {
     /// Rebuild even where the index is current.
     #[arg(long)]
     pub force: bool,
-    /// Files indexed at once (default: the number of CPUs).
-    #[arg(short = 'j', long, value_name = "N")]
-    pub jobs: Option<usize>,
+    #[command(flatten)]
+    pub jobs: crate::cli::Jobs,
     #[command(flatten)]
     pub quiet: crate::cli::Quiet,
     #[command(flatten)]
@@ -82,6 +81,7 @@ pub fn run(a: IndexArgs) -> Result<(), Fatal> {
         .sum();
     let jobs = a
         .jobs
+        .given()
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, files.len());
     let bar = crate::progress::bytes_bar(total, a.quiet.on || a.json.on, "indexing");

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use clap::Args;
 
-use crate::cli::OutputFormat;
 use store::{Format, PacketStream, StreamHeader};
 
 use crate::Fatal;
@@ -53,12 +52,8 @@ pub struct QueryArgs {
     /// instead of printing one line per packet.
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<PathBuf>,
-    /// Format of -w (as capture's -F). Default: what `tcpdump -r FILE -w OUT` writes, pcap with
-    /// the files' link type and snaplen and each record's time fields as they are, in
-    /// microseconds when every file has microsecond times, else in nanoseconds (so no digit is
-    /// lost).
-    #[arg(short = 'F', long = "format", value_enum)]
-    pub format: Option<OutputFormat>,
+    #[command(flatten)]
+    pub format: crate::cli::ResultFormat,
     /// Stop after N packets.
     #[arg(short = 'c', long = "limit", value_name = "N")]
     pub limit: Option<u64>,
@@ -68,9 +63,8 @@ pub struct QueryArgs {
     /// Scan every file instead of using the indexes (a check, and a baseline).
     #[arg(long)]
     pub no_index: bool,
-    /// Files read at once.
-    #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
-    pub jobs: usize,
+    #[command(flatten)]
+    pub jobs: crate::cli::Jobs,
     /// Read at most this many bytes of the store per second (e.g. 100MB), so a query leaves the
     /// disk to a running capture (see also --priority).
     #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
@@ -439,7 +433,7 @@ impl Output {
                         Fatal::runtime(anyhow::anyhow!("-w {}: {e}", path.display()))
                     })?)
                 };
-                let format = match a.format {
+                let format = match *a.format {
                     Some(f) => f.into(),
                     None => Format::Pcap {
                         nanos: header.nanos,

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use clap::Args;
 
-use crate::cli::OutputFormat;
 use crate::privileges::{relinquish_privileges, unprivileged_user};
 use crate::serve_check::{self, Verdict};
 use crate::Fatal;
@@ -99,29 +98,25 @@ pub struct ServeArgs {
     pub max_connections: u32,
     /// Stop a query that runs longer than this (e.g. 10m); its client sees the transfer cut
     /// (curl: exit 18). Default: no limit.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = units::time::parse_duration)]
     pub query_timeout: Option<Duration>,
-    /// Files each query reads at once.
-    #[arg(short = 'j', long, value_name = "N", default_value_t = 2)]
-    pub jobs: usize,
+    #[command(flatten)]
+    pub jobs: crate::cli::Jobs,
     /// Each query reads at most this many bytes of the store per second (e.g. 100MB), as
     /// `ringcap query --max-read-rate`.
     #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
     pub max_read_rate: Option<u64>,
-    /// Format of the results (as query's -F).
-    #[arg(short = 'F', long = "format", value_enum)]
-    pub format: Option<OutputFormat>,
+    #[command(flatten)]
+    pub format: crate::cli::ResultFormat,
     /// Let queries name hosts and networks (host NAME, net NAME, ...): the sensor then resolves
     /// them (DNS, /etc/hosts) for its clients. Off: such queries get 400 (give addresses).
     #[arg(long)]
     pub allow_names: bool,
     /// A client that reads nothing of its result for this long is cut off (its query ends).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration, hide = true)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = units::time::parse_duration, hide = true)]
     pub write_stall: Duration,
-    /// Once listening (and the key read), become USER (as capture -Z): the store must be
-    /// readable by USER.
-    #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
-    pub user: Option<String>,
+    #[command(flatten)]
+    pub user: crate::cli::User,
     #[command(flatten)]
     pub quiet: crate::cli::Quiet,
 }
@@ -130,7 +125,7 @@ pub fn run(a: ServeArgs) -> Result<(), Fatal> {
     let files = crate::index_cmd::capture_files(&a.stores, true)?;
     let addrs = listen_addrs(&a.listen)?;
     let tls = tls_config(&a, &addrs)?;
-    let user = a.user.as_deref().map(unprivileged_user).transpose()?;
+    let user = a.user.name.as_deref().map(unprivileged_user).transpose()?;
     let listener = TcpListener::bind(&addrs[..]).map_err(|e| {
         Fatal::usage(anyhow!(
             "--listen {}: cannot listen there: {e} (give a free HOST:PORT)",
@@ -281,7 +276,7 @@ impl QueryService {
                 progress: None,
             },
             timeout: a.query_timeout,
-            format: a.format.map(Into::into),
+            format: a.format.format.map(Into::into),
             allow_names: a.allow_names,
             write_stall: a.write_stall,
             quiet: a.quiet.on,
@@ -476,7 +471,7 @@ fn client_cut(kind: io::ErrorKind, stall: Duration) -> String {
         // SO_SNDTIMEO expiring reads as EAGAIN.
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => format!(
             "the client stopped reading ({} without taking any of the result)",
-            humantime::format_duration(stall)
+            units::time::format_duration(stall)
         ),
         other => format!("the client went away ({other})"),
     }

@@ -9,7 +9,6 @@ use clap::Args;
 use gen::synth::{self, BModel, FlowSize, SynthOptions};
 use store::{CaptureWriter, WriterOptions};
 
-use crate::cli::OutputFormat;
 use crate::Fatal;
 
 #[derive(Args, Debug)]
@@ -28,19 +27,12 @@ pub struct SynthArgs {
     /// Capture file to write (pcap/pcapng; "-" for stdout).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: PathBuf,
-    /// Format of the file (as capture's -F).
-    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
-    pub format: OutputFormat,
-    /// Bytes kept of each packet (0 = 262144); the wire length is kept.
-    #[arg(
-        short = 's',
-        long = "snaplen",
-        value_name = "BYTES",
-        default_value_t = 0
-    )]
-    pub snaplen: u32,
+    #[command(flatten)]
+    pub format: crate::cli::FileFormat,
+    #[command(flatten)]
+    pub snaplen: crate::cli::Snaplen,
     /// Trace length (e.g. 10s, 5m).
-    #[arg(long = "duration", value_name = "TIME", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", value_name = "TIME", default_value = "10s", value_parser = units::time::parse_duration)]
     pub duration: Duration,
     /// Mean packets per second.
     #[arg(long = "pps", value_name = "RATE", default_value_t = 20_000.0)]
@@ -52,7 +44,7 @@ pub struct SynthArgs {
     #[arg(long = "levels", value_name = "N", default_value_t = 12)]
     pub levels: u32,
     /// Finest bin of the cascade (period = BIN × 2^LEVELS).
-    #[arg(long = "bin", value_name = "TIME", default_value = "100us", value_parser = humantime::parse_duration)]
+    #[arg(long = "bin", value_name = "TIME", default_value = "100us", value_parser = units::time::parse_duration)]
     pub bin: Duration,
     /// Flows open at any time.
     #[arg(long = "concurrent", value_name = "N", default_value_t = 256)]
@@ -90,7 +82,7 @@ pub fn run(a: SynthArgs) -> Result<(), Fatal> {
     let now = sys::now_ns();
     let start_ns = match &a.start {
         Some(t) => {
-            index::expr::parse_time(t, now).map_err(|e| Fatal::usage(anyhow!("--start: {e}")))?
+            units::time::parse_time(t, now).map_err(|e| Fatal::usage(anyhow!("--start: {e}")))?
         }
         None => now / period * period,
     };
@@ -106,8 +98,8 @@ pub fn run(a: SynthArgs) -> Result<(), Fatal> {
     };
     opts.validate().map_err(|e| Fatal::usage(anyhow!(e)))?;
     let wopts = WriterOptions {
-        format: a.format.into(),
-        snaplen: a.snaplen,
+        format: (*a.format).into(),
+        snaplen: *a.snaplen,
         direct_io: false,
         ..Default::default()
     };
@@ -155,7 +147,7 @@ pub fn run(a: SynthArgs) -> Result<(), Fatal> {
         r.udp_flows,
         r.flows_completed,
         a.bmodel,
-        humantime::format_duration(Duration::from_nanos(r.period_ns)),
+        units::time::format_duration(Duration::from_nanos(r.period_ns)),
         r.packets_per_period.round(),
     );
     Ok(())

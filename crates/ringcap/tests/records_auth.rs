@@ -247,7 +247,7 @@ fn one_probe_cannot_speak_for_another() {
         ));
         let bytes = bb
             .take(2, 5)
-            .seal(&k1, session.collector_id(), 0, batch::unix_now_ns())
+            .seal(&k1, session.collector_id(), 0, sys::now_ns())
             .to_vec();
         s.write_all(&bytes).unwrap();
         closed_within(&mut s, Duration::from_secs(5))

@@ -1,7 +1,8 @@
 //! The time machine end to end: a real capture with rotation writes indexed stores (plain, zstd,
 //! lz4, pcapng); `ringcap query` must return what `tcpdump -r` of the same files returns, packet
-//! for packet and byte for byte (both decoded by tcpdump -xx). Also: files of other tools, a
-//! corrupt index, kill -9 of the capture and of `ringcap index`.
+//! for packet and byte for byte (both decoded by tcpdump -xx). Also, one test each: files of other
+//! tools, a corrupt index, damaged frames, --max-read-rate, kill -9 of the capture and of
+//! `ringcap index`.
 
 mod common;
 
@@ -191,21 +192,31 @@ fn small_frames_query_equals_tcpdump_and_zstd_reads_them() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
-#[test]
-fn other_tools_files_corrupt_indexes_and_kill9() {
-    for t in ["tcpdump", "zstd", "lz4", "gzip"] {
-        need(t);
-    }
-    let work = tempdir("tm-hostile");
-    let tb = testbed();
+/// The set-up the tests below share: a work directory of their own and in it a zstd store captured
+/// with rotation (`store`), every file indexed (what the live indexer left is done by `ringcap
+/// index`). The testbed is gone once the capture has ended.
+fn zstd_store(name: &str) -> (PathBuf, PathBuf) {
+    need("tcpdump");
+    need("zstd");
+    let work = tempdir(name);
     let store = work.join("store");
     std::fs::create_dir_all(&store).unwrap();
-    capture_store(&tb, &store, &["--compress", "zstd"]);
+    capture_store(&testbed(), &store, &["--compress", "zstd"]);
+    sh(&format!(
+        "{} index -q {}",
+        ringcap().display(),
+        store.display()
+    ));
+    (work, store)
+}
 
-    // A corrupt index is detected (the query scans that file instead) and rebuilt by `index`:
-    // damage in the header (which the file's checksum covers) when the query opens it, damage in
-    // a chunk of the body (each has its own checksum) when a look-up reads that chunk, and by
-    // `index`, which reads every chunk, in any case.
+/// A corrupt index is detected (the query scans that file instead) and rebuilt by `index`:
+/// damage in the header (which the file's checksum covers) when the query opens it, damage in a
+/// chunk of the body (each has its own checksum) when a look-up reads that chunk, and by `index`,
+/// which reads every chunk, in any case.
+#[test]
+fn a_corrupt_index_is_reported_scanned_around_and_rebuilt() {
+    let (work, store) = zstd_store("tm-corrupt-index");
     let files = store_files(&store);
     let idx = store::index_path(&files[1]);
     let mut bytes = std::fs::read(&idx).unwrap();
@@ -246,11 +257,21 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
         let rebuilt = index::IndexFile::open(i, f).and_then(|ix| ix.verify());
         assert!(rebuilt.is_ok(), "{} not rebuilt: {rebuilt:?}", i.display());
     }
+    let _ = std::fs::remove_dir_all(&work);
+}
 
-    damaged_frames_are_skipped_and_said(&files[1], &work);
+#[test]
+fn damaged_zstd_frames_are_skipped_and_said() {
+    let (work, store) = zstd_store("tm-damaged-frames");
+    damaged_frames_are_skipped_and_said(&store_files(&store)[1], &work);
+    let _ = std::fs::remove_dir_all(&work);
+}
 
-    // --max-read-rate paces what is read: a query over the whole store takes at least bytes / rate
-    // (less the pace's 100 ms of credit), and still returns everything.
+/// --max-read-rate paces what is read: a query over the whole store takes at least bytes / rate
+/// (less the pace's 100 ms of credit), and still returns everything.
+#[test]
+fn max_read_rate_paces_a_query_that_still_returns_everything() {
+    let (work, store) = zstd_store("tm-read-rate");
     let started = std::time::Instant::now();
     let out = Command::new(ringcap())
         .args([
@@ -278,14 +299,23 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
     );
     let all = expected(&store_files(&store), "udp", 0, u64::MAX).len() as u64;
     assert_eq!(v["packets"].as_u64(), Some(all));
+    let _ = std::fs::remove_dir_all(&work);
+}
 
-    // Another tool's files: tcpdump's pcap, gzip'd, zstd'd in one frame, lz4'd; indexed by `index`.
+/// Another tool's files: tcpdump's pcap, gzip'd, zstd'd in one frame, lz4'd; indexed by `index`
+/// and queried as tcpdump reads them.
+#[test]
+fn other_tools_files_are_indexed_and_queried() {
+    for t in ["lz4", "gzip"] {
+        need(t);
+    }
+    let (work, store) = zstd_store("tm-other-tools");
     let other = work.join("other");
     std::fs::create_dir_all(&other).unwrap();
     let plain = other.join("tcpdump.pcap");
     sh(&format!(
         "{} | tcpdump -r - -w '{}' 2>/dev/null",
-        cat_cmd(&files[0]),
+        cat_cmd(&store_files(&store)[0]),
         plain.display()
     ));
     for (f, how) in [
@@ -310,11 +340,20 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
         let got = queried(&f, &work, "host 10.0.0.4", &[]);
         assert!(!want.is_empty() && got == want, "{}", f.display());
     }
+    let _ = std::fs::remove_dir_all(&work);
+}
 
-    // kill -9 of the capture: the hidden partial file is not queried, finished files still answer
-    // exactly. `repair` gives the partial file (if any) its name; the next capture on the same
-    // base then indexes every file of the store without a current index (the repaired one, and
-    // two whose index the kill is made to have prevented), with no `ringcap index`.
+/// kill -9 of the capture: the hidden partial file is not queried, finished files still answer
+/// exactly. `repair` gives the partial file (if any) its name; the next capture on the same base
+/// then indexes every file of the store without a current index (the repaired one, and two whose
+/// index the kill is made to have prevented), with no `ringcap index`.
+#[test]
+fn after_kill9_of_the_capture_the_next_capture_indexes_what_was_left() {
+    for t in ["tcpdump", "zstd"] {
+        need(t);
+    }
+    let work = tempdir("tm-kill-capture");
+    let tb = testbed();
     let dead = work.join("dead");
     std::fs::create_dir_all(&dead).unwrap();
     let base = dead.join("cap");
@@ -383,8 +422,14 @@ fn other_tools_files_corrupt_indexes_and_kill9() {
         assert!(index::check_flow_table(f).is_ok(), "{}", f.display());
     }
     check_store(&dead, &work);
+    let _ = std::fs::remove_dir_all(&work);
+}
 
-    // kill -9 of `ringcap index` mid-way: what it leaves is either absent, whole or rebuilt.
+/// kill -9 of `ringcap index` mid-way: what it leaves is either absent, whole or rebuilt, and a
+/// query answers exactly.
+#[test]
+fn kill9_of_index_leaves_no_index_a_query_would_trust_wrongly() {
+    let (work, store) = zstd_store("tm-kill-index");
     let big = work.join("big");
     std::fs::create_dir_all(&big).unwrap();
     let all_plain = big.join("all.pcap");

@@ -2,7 +2,6 @@
 //! `--group`), for analysts who read the store without root. One process-wide setting, like the umask,
 //! so every writer (capture files, indexes, spools, Parquet) creates its files the same way.
 
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -128,27 +127,9 @@ pub fn group_id(name: &str) -> io::Result<u32> {
     if let Ok(n) = name.parse::<u32>() {
         return Ok(n);
     }
-    let not_found = || io::Error::new(io::ErrorKind::NotFound, format!("no group {name:?}"));
-    let cname = CString::new(name).map_err(|_| not_found())?;
-    let mut buf = vec![0 as libc::c_char; 64 * 1024];
-    // SAFETY: a zeroed group is valid; buf outlives the call; only the gid is read from the result.
+    // SAFETY: a zeroed group is valid and getgrnam_r fills one; only the gid is read.
     unsafe {
-        let mut gr: libc::group = std::mem::zeroed();
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        let r = libc::getgrnam_r(
-            cname.as_ptr(),
-            &mut gr,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        );
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        if found.is_null() {
-            return Err(not_found());
-        }
-        Ok(gr.gr_gid)
+        crate::accounts::lookup_entry(name, "group", 64 * 1024, libc::getgrnam_r, |g| g.gr_gid)
     }
 }
 

@@ -7,6 +7,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+mod accounts;
 mod files;
 mod privileges;
 mod secret;

@@ -24,27 +24,10 @@ pub struct User {
 impl User {
     /// Looks `name` up in the password database (getpwnam_r). Unknown: `ErrorKind::NotFound`.
     pub fn lookup(name: &str) -> io::Result<User> {
-        let not_found = || io::Error::new(io::ErrorKind::NotFound, format!("no user {name:?}"));
-        let cname = CString::new(name).map_err(|_| not_found())?;
-        let mut buf = vec![0 as libc::c_char; 16 * 1024];
-        // SAFETY: a zeroed passwd is valid; buf outlives the call and its results are copied out below.
+        // SAFETY: a zeroed passwd is valid and getpwnam_r fills one; its strings are copied out
+        // while the lookup's buffer lives.
         unsafe {
-            let mut pw: libc::passwd = std::mem::zeroed();
-            let mut found: *mut libc::passwd = std::ptr::null_mut();
-            let r = libc::getpwnam_r(
-                cname.as_ptr(),
-                &mut pw,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut found,
-            );
-            if r != 0 {
-                return Err(io::Error::from_raw_os_error(r));
-            }
-            if found.is_null() {
-                return Err(not_found());
-            }
-            Ok(User {
+            crate::accounts::lookup_entry(name, "user", 16 * 1024, libc::getpwnam_r, |pw| User {
                 name: CStr::from_ptr(pw.pw_name).to_string_lossy().into_owned(),
                 uid: pw.pw_uid,
                 gid: pw.pw_gid,

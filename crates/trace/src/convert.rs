@@ -25,7 +25,7 @@ use wire::{Headers, LinkType};
 
 use crate::columns::{self, packet_schema, PacketColumns};
 use crate::error::TraceError;
-use crate::time::hour_name;
+use units::time::utc_hour;
 
 const NS_PER_HOUR: u64 = 3_600_000_000_000;
 
@@ -474,7 +474,7 @@ impl Encoder {
     }
 
     fn create(&self, input: usize, hour: u64) -> Result<Part, TraceError> {
-        let dir = self.out_dir.join(format!("hour={}", hour_name(hour)));
+        let dir = self.out_dir.join(format!("hour={}", utc_hour(hour)));
         fs::create_dir_all(&dir).map_err(|e| TraceError::Write {
             path: dir.clone(),
             source: e,

@@ -10,7 +10,6 @@ pub mod columns;
 mod convert;
 mod error;
 pub mod flow;
-pub mod time;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
 pub use columns::{packet_schema, record_schema};

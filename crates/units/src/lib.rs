@@ -1,8 +1,11 @@
 //! Human units in and out: sizes like `4MiB` or `1.5G`, rates as pps and b/s, for every crate of the workspace
-//! (terminal lines, error messages, reports). It depends on nothing, so even `store` can use it.
+//! (terminal lines, error messages, reports), and [`time`]: every time and duration ringcap reads or prints.
+//! It depends on nothing, so even `store` can use it.
 //!
 //! Two renderings share one prefix rule: terminal lines keep two decimals (`1.50 Mpps`) so that a changing figure
 //! does not change width, reports use three significant digits without trailing zeros (`1.5 Mpps`).
+
+pub mod time;
 
 /// Parse a byte size: plain bytes, or with a suffix k/K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB.
 /// Decimal suffixes (KB, MB) are powers of 1000, binary ones (KiB, k, M, G) powers of 1024, as tcpdump's -C is
@@ -104,6 +107,19 @@ pub fn seconds(s: f64) -> String {
     format!("{} {unit}", t.trim_end_matches('0').trim_end_matches('.'))
 }
 
+/// Digits in groups of three from the right, joined by `sep`: ("1234567", ' ') → "1 234 567".
+pub fn group_digits(digits: &str, sep: char) -> String {
+    let n = digits.len();
+    let mut s = String::with_capacity(n + n / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (n - i).is_multiple_of(3) {
+            s.push(sep);
+        }
+        s.push(ch);
+    }
+    s
+}
+
 /// Binary-prefixed bytes: `512 B`, `3.0 KiB`, `12.4 MiB`, `1.50 GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -120,21 +136,6 @@ pub fn bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[i])
     }
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's civil-from-days; no time
-/// zone database): every UTC date ringcap prints or puts in a file name.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
@@ -177,6 +178,14 @@ mod tests {
     }
 
     #[test]
+    fn digits_group_by_three() {
+        assert_eq!(group_digits("1234567", ' '), "1 234 567");
+        assert_eq!(group_digits("123456", ','), "123,456");
+        assert_eq!(group_digits("12", ','), "12");
+        assert_eq!(group_digits("", ','), "");
+    }
+
+    #[test]
     fn reports_use_three_significant_digits() {
         assert_eq!(sig(412.34), "412");
         assert_eq!(sig(1.2345), "1.23");
@@ -185,13 +194,5 @@ mod tests {
         assert_eq!(si(1_250_000.0, "pps"), "1.25 Mpps");
         assert_eq!(si(12.0, ""), "12");
         assert_eq!(si(1_500_000.0, ""), "1.5 M");
-    }
-
-    #[test]
-    fn civil_dates_match_the_calendar() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_415), (2025, 11, 23));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
     }
 }

@@ -29,8 +29,14 @@ pub mod ethertype {
     }
 }
 
-/// A 48-bit MAC address; prints as `02:00:00:00:00:01`.
+/// A 48-bit MAC address; prints as `02:00:00:00:00:01` and parses from that (or `02-00-...`, one or two
+/// hex digits an octet); with the `serde` feature it is that string in a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(try_from = "String", into = "String")
+)]
 #[repr(transparent)]
 pub struct MacAddr(pub [u8; 6]);
 
@@ -57,6 +63,39 @@ impl fmt::Display for MacAddr {
             "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
             b[0], b[1], b[2], b[3], b[4], b[5]
         )
+    }
+}
+
+impl core::str::FromStr for MacAddr {
+    type Err = String;
+    fn from_str(s: &str) -> core::result::Result<Self, String> {
+        let bad = || format!("bad MAC address {s:?}: write six hex octets like 02:00:00:00:00:02");
+        let mut mac = [0u8; 6];
+        let mut parts = s.split([':', '-']);
+        for b in mac.iter_mut() {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.is_empty() || p.len() > 2 {
+                return Err(bad());
+            }
+            *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(MacAddr(mac))
+    }
+}
+
+impl TryFrom<String> for MacAddr {
+    type Error = String;
+    fn try_from(s: String) -> core::result::Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<MacAddr> for String {
+    fn from(m: MacAddr) -> String {
+        m.to_string()
     }
 }
 

@@ -1,3 +1,4 @@
+// Over 700 lines on purpose: one socket and its four rings; the unsafe ring protocol reads best in one file.
 //! AF_XDP sockets: a UMEM (the frames, in this process's memory), the fill and completion rings that pass
 //! frames to and from the kernel, and the rx and tx descriptor rings.
 //!

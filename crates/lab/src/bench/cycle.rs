@@ -83,7 +83,7 @@ fn generate(
         // least 100 ms ahead, so every time stamp's place in the cycle (and with phases, which phase) is its
         // wall-clock time modulo the fold.
         let fold = (b.fold_s() * 1e9).round() as u64;
-        let now = timeline::now_ns();
+        let now = sys::now_ns();
         let start = (now + 100_000_000).div_ceil(fold) * fold;
         start_ns = Some(start);
         nap(Duration::from_nanos(start - now), env.stop)?;
@@ -392,9 +392,9 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
                 let mut out = Vec::new();
                 while !sampling.load(Ordering::Relaxed) {
                     if let Ok(c) = bed.counters() {
-                        out.push((timeline::now_ns(), c.packets, c.bytes));
+                        out.push((sys::now_ns(), c.packets, c.bytes));
                     }
-                    let now = timeline::now_ns();
+                    let now = sys::now_ns();
                     let next = (now / timeline::BIN_NS + 1) * timeline::BIN_NS;
                     std::thread::sleep(Duration::from_nanos(next - now));
                 }
@@ -403,25 +403,25 @@ pub fn run_once(bed: &Bed, env: &Env, run: &Run) -> Result<Vec<Row>, Interrupted
         });
         // Time-based runs: the counters at every sample boundary, from warmup_s after the start.
         let bounds = env.plan.sampling.map(|sp| {
-            let start = timeline::now_ns() + (sp.warmup_s * 1e9) as u64;
+            let start = sys::now_ns() + (sp.warmup_s * 1e9) as u64;
             let step = (sp.sample_s * 1e9) as u64;
             let sampling = &sampling;
             scope.spawn(move || {
                 let mut out: Vec<timeline::Sample> = Vec::new();
                 for k in 0..=sp.samples as u64 {
                     let at = start + k * step;
-                    while timeline::now_ns() < at {
+                    while sys::now_ns() < at {
                         if sampling.load(Ordering::Relaxed) {
                             return out;
                         }
-                        let left = at.saturating_sub(timeline::now_ns());
+                        let left = at.saturating_sub(sys::now_ns());
                         std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
                     }
                     // The read runs `cat` in the namespace (some ms): stamp it at the middle, so a
                     // sample's edges are uncertain by about half a read either way.
-                    let before = timeline::now_ns();
+                    let before = sys::now_ns();
                     if let Ok(c) = bed.counters() {
-                        let after = timeline::now_ns();
+                        let after = sys::now_ns();
                         out.push((before + (after - before) / 2, c.packets, c.bytes));
                     }
                 }

@@ -15,13 +15,6 @@ pub const HEADER: &str = "t_ns,phase_s,offered_pps,offered_mbps,captured_pps,cap
 /// One counter reading: wall-clock ns, rx_packets, rx_bytes.
 pub type Sample = (u64, u64, u64);
 
-/// Wall-clock time in ns (CLOCK_REALTIME, as pcap time stamps).
-pub fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// (time stamp ns, frame length) of every packet of a capture file (pcap or pcapng, any byte
 /// order, plain or compressed: store's reader).
 pub fn pcap_stamps(path: &Path) -> io::Result<Vec<(u64, u32)>> {

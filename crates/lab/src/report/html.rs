@@ -1,3 +1,4 @@
+// Over 700 lines on purpose: one page, its sections in the order a reader meets them.
 //! report.html: one self-contained page (plots inlined as SVG) that a person reads top to bottom.
 
 use std::fmt::Write;
@@ -559,7 +560,7 @@ fn anova(h: &mut String, a: &AnovaOutcome, figures: &[Figure]) {
             num(c.ms),
             c.f.map(num).unwrap_or_default(),
             c.f_table.map(|t| format!("{t:.2}")).unwrap_or_default(),
-            c.p.map(pvalue).unwrap_or_default()
+            c.p.map(|p| crate::anova::pvalue(p, "&lt; ")).unwrap_or_default()
         );
     }
     let _ = writeln!(h, "</table>");
@@ -579,14 +580,6 @@ fn anova(h: &mut String, a: &AnovaOutcome, figures: &[Figure]) {
         figure(h, f);
     }
     let _ = writeln!(h, "</div>");
-}
-
-fn pvalue(p: f64) -> String {
-    if p < 1e-4 {
-        "&lt; 0.0001".into()
-    } else {
-        format!("{p:.4}")
-    }
 }
 
 fn problems(h: &mut String, p: &Page) {

@@ -15,7 +15,7 @@ use super::link::{open_conn, tls_host, udp_payload_capacity, udp_socket, Link};
 use super::stats::{give_back, CollectorCounters, Shared};
 use super::{Dest, Probe, ProbeConfig, ProbeError, Transport};
 use crate::auth::{self, AckError};
-use crate::batch::{self, Batch, Key, MAX_PAYLOAD};
+use crate::batch::{Batch, Key, MAX_PAYLOAD};
 
 /// Batches waiting for any live collector before records are dropped.
 const PENDING_MAX: usize = 256;
@@ -411,9 +411,7 @@ impl Sender {
             _ => b"",
         };
         let bytes_len = {
-            let bytes = o
-                .batch
-                .seal(&self.key, collector_id, seq, batch::unix_now_ns());
+            let bytes = o.batch.seal(&self.key, collector_id, seq, sys::now_ns());
             bytes.len()
         };
         let result = match &self.collectors[t].link {

@@ -136,7 +136,7 @@ pub fn open_writer(
         format: a.file_format().into(),
         tsresol: a.tsresol(),
         if_description: timestamps_description(a.time_stamp_type.into()),
-        snaplen: if a.snaplen == 0 {
+        snaplen: if *a.snaplen == 0 {
             store::MAX_SNAPLEN
         } else {
             a.snaplen.min(store::MAX_SNAPLEN)

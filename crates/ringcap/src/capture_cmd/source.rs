@@ -19,7 +19,7 @@ pub(super) fn source_config(
     }
     let mut cfg = SourceConfig::new(&a.interface[0]);
     cfg.kind = a.source.into();
-    cfg.snaplen = if a.snaplen == 0 {
+    cfg.snaplen = if *a.snaplen == 0 {
         capture::MAX_SNAPLEN
     } else {
         a.snaplen.min(capture::MAX_SNAPLEN)

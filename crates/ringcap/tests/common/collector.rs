@@ -178,7 +178,7 @@ pub fn connect(addr: SocketAddr, key: &Key, probe: u64) -> (TcpStream, Session) 
 }
 
 pub fn now() -> u64 {
-    batch::unix_now_ns()
+    sys::now_ns()
 }
 
 /// Sends batches on one TCP connection (after the handshake as the first batch's probe), checking each ack.

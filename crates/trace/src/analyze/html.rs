@@ -6,7 +6,7 @@ use plot::html::esc;
 
 use super::traffic::Share;
 use super::Analysis;
-use crate::time::ns_to_utc;
+use units::time::utc_seconds;
 
 const CSS: &str = "body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}\
                    td,th{border:1px solid #bbb;padding:2px 8px;text-align:right}td{white-space:nowrap}th{background:#eee}";
@@ -42,8 +42,8 @@ pub fn page(a: &Analysis) -> String {
         a.files.len(),
         a.packets,
         units::si(a.bytes as f64, "B"),
-        ns_to_utc(a.first_ns),
-        ns_to_utc(a.last_ns),
+        utc_seconds(a.first_ns),
+        utc_seconds(a.last_ns),
         a.duration_s,
         a.flows,
         a.timing.rates_mpps,
@@ -55,7 +55,7 @@ pub fn page(a: &Analysis) -> String {
         let _ = write!(
             o,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td></tr>",
-            ns_to_utc(h.start_ns),
+            utc_seconds(h.start_ns),
             h.minutes,
             units::si(h.min_pps, ""),
             units::si(h.avg_pps, ""),

@@ -92,13 +92,6 @@ fn id_prefix(collector_id: &[u8]) -> [u8; 1] {
     [collector_id.len() as u8]
 }
 
-/// Current Unix time in ns (for `sent_unix_ns` and the replay check).
-pub fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,9 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+mod flags;
+pub use flags::{Cpus, FileFormat, Jobs, Json, Quiet, ResultFormat, Snaplen, User};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ringcap",
@@ -168,16 +171,15 @@ pub struct CaptureArgs {
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: Option<PathBuf>,
 
-    /// Output file format.
-    #[arg(short = 'F', long = "format", value_enum, default_value = "pcap-ns")]
-    pub format: OutputFormat,
+    #[command(flatten)]
+    pub format: FileFormat,
 
     /// Time stamp precision of the file (as tcpdump): micro or nano. It decides pcap's magic (so
     /// `-F pcap-ns --time-stamp-precision micro` is `-F pcap`) and pcapng's if_tsresol (default 9, ns).
     #[arg(long = "time-stamp-precision", value_enum, value_name = "micro|nano")]
     pub precision: Option<Precision>,
 
-    /// Time stamp type (as tcpdump -j): host (the kernel's software stamps, default), adapter or
+    /// Time stamp type (as tcpdump -j; in query, serve and index, --jobs is not -j): host (the kernel's software stamps, default), adapter or
     /// adapter_unsynced (the NIC's hardware clock; needs a NIC with hardware time stamps, see -J).
     #[arg(
         short = 'j',
@@ -192,14 +194,8 @@ pub struct CaptureArgs {
     #[arg(short = 'J', long = "list-time-stamp-types")]
     pub list_time_stamp_types: bool,
 
-    /// Snapshot length: bytes kept of each packet (0 = 262144, as tcpdump). The true wire length is kept.
-    #[arg(
-        short = 's',
-        long = "snaplen",
-        value_name = "BYTES",
-        default_value_t = 262144
-    )]
-    pub snaplen: u32,
+    #[command(flatten)]
+    pub snaplen: Snaplen,
 
     /// Stop after this many packets.
     #[arg(short = 'c', long = "count", value_name = "N")]
@@ -230,12 +226,8 @@ pub struct CaptureArgs {
     #[arg(short = 'p', long = "no-promiscuous-mode")]
     pub no_promisc: bool,
 
-    /// Once the packet sockets are open, become USER (as tcpdump -Z): output files are then created and
-    /// rotated as USER, so its directory must be writable by USER (and --key readable). Without -Z, root
-    /// keeps only CAP_DAC_OVERRIDE (to write files); a user running a binary given
-    /// `setcap cap_net_raw,cap_net_admin+ep` keeps none.
-    #[arg(short = 'Z', long = "relinquish-privileges", value_name = "USER")]
-    pub user: Option<String>,
+    #[command(flatten)]
+    pub user: User,
 
     /// Files written (captures, indexes) are readable by GROUP too: mode 0640 (whatever the umask) and
     /// group GROUP instead of 0600, so analysts in GROUP read the store without root. ringcap must run
@@ -317,7 +309,7 @@ pub struct CaptureArgs {
     pub quiet: Quiet,
 
     /// Stop after this long (e.g. 10s, 5m).
-    #[arg(long = "duration", value_name = "TIME", value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", value_name = "TIME", value_parser = units::time::parse_duration)]
     pub duration: Option<std::time::Duration>,
 
     /// Rotate: start a new file before this one would exceed SIZE (tcpdump's -C: a plain number is
@@ -524,36 +516,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// `-q`: print less.
-#[derive(Args, Debug, Clone, Copy)]
-pub struct Quiet {
-    /// No progress bar.
-    #[arg(id = "quiet", short = 'q', long = "quiet")]
-    pub on: bool,
-}
-
-/// `--json`: machine-readable output.
-#[derive(Args, Debug, Clone, Copy)]
-pub struct Json {
-    /// Print the report as JSON on stdout.
-    #[arg(id = "json", long = "json")]
-    pub on: bool,
-}
-
-/// `--cpus`: where the working threads run.
-#[derive(Args, Debug, Clone)]
-pub struct Cpus {
-    /// CPUs to pin the threads to, e.g. "1" or "0,1" (round robin over the list).
-    #[arg(
-        id = "cpus",
-        long = "cpus",
-        alias = "cpu",
-        value_name = "LIST",
-        value_delimiter = ','
-    )]
-    pub list: Vec<usize>,
-}
-
 /// `ringcap -i eth0 ...` (no subcommand, tcpdump style) means `ringcap capture -i eth0 ...`.
 pub fn with_default_subcommand(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
@@ -618,7 +580,7 @@ impl From<TimestampTypeArg> for capture::TimestampType {
 impl CaptureArgs {
     /// The file format with --time-stamp-precision applied: it overrides the precision pcap/pcap-ns imply.
     pub fn file_format(&self) -> OutputFormat {
-        match (self.format, self.precision) {
+        match (*self.format, self.precision) {
             (OutputFormat::Pcapng, _) => OutputFormat::Pcapng,
             (_, Some(Precision::Micro)) => OutputFormat::Pcap,
             (_, Some(Precision::Nano)) => OutputFormat::PcapNs,

@@ -3,6 +3,7 @@
 //! (DIR/plots/*.svg + .png), the ANOVA of the plan's `[anova]` (DIR/anova.json, seed 004) and
 //! DIR/report.html. Works on the partial results of an interrupted plan.
 
+mod burst;
 mod data;
 mod disk;
 mod figures;
@@ -126,7 +127,7 @@ pub fn write(dir: &Path) -> Result<ReportSummary, ReportError> {
         &layout,
         &mut warnings,
     ));
-    figs.extend(figures::burst_figures(dir, &all_runs, &mut warnings));
+    figs.extend(burst::burst_figures(dir, &all_runs, &mut warnings));
 
     let anova = plan
         .anova
