@@ -1,7 +1,8 @@
 //! The flow table: next to every index, `NAME.flows.parquet`, one row per flow of the capture
 //! file (the index's flows: both directions as one, with the outer VLAN), so DuckDB, Spark or
 //! Trino answer "which flows talked to X" without reading a packet. Columns and bounds are in
-//! `docs/index.md`; the writer properties are the workspace's (`trace::columns`).
+//! `docs/index.md`; the `file` and timestamp columns and the writer properties are the other
+//! tables' (`columns`).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -10,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{PrimitiveBuilder, StringBuilder};
-use arrow_array::types::{Int32Type, TimestampNanosecondType, UInt16Type, UInt64Type, UInt8Type};
-use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_array::types::{UInt16Type, UInt64Type, UInt8Type};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use columns::{file_column, file_type, ts_builder, ts_type};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::ZstdLevel;
@@ -34,13 +36,9 @@ const KEY_TAIL_CRC: &str = "ringcap.capture_tail_crc";
 
 /// Column names (the packet table's names where the meaning is the same).
 pub mod col {
-    pub const FILE: &str = "file";
+    pub use columns::col::{DST_PORT, FILE, PROTOCOL, SRC_PORT, VLAN};
     pub const SRC: &str = "src";
-    pub const SRC_PORT: &str = "src_port";
     pub const DST: &str = "dst";
-    pub const DST_PORT: &str = "dst_port";
-    pub const PROTOCOL: &str = "protocol";
-    pub const VLAN: &str = "vlan";
     pub const FIRST_TS: &str = "first_ts";
     pub const LAST_TS: &str = "last_ts";
     pub const PACKETS: &str = "packets";
@@ -97,23 +95,18 @@ impl FlowStat {
 /// The table's Arrow schema.
 pub fn flow_schema() -> SchemaRef {
     use DataType::*;
-    let ts = || Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
     let f = |n: &str, t: DataType, null: bool| Field::new(n, t, null);
     Arc::new(Schema::new(vec![
         // As the packet table's `file`: one dictionary value, not the name on every row.
-        f(
-            col::FILE,
-            Dictionary(Box::new(Int32), Box::new(Utf8)),
-            false,
-        ),
+        f(col::FILE, file_type(), false),
         f(col::SRC, Utf8, true),
         f(col::SRC_PORT, UInt16, true),
         f(col::DST, Utf8, true),
         f(col::DST_PORT, UInt16, true),
         f(col::PROTOCOL, UInt8, true),
         f(col::VLAN, UInt16, true),
-        f(col::FIRST_TS, ts(), false),
-        f(col::LAST_TS, ts(), false),
+        f(col::FIRST_TS, ts_type(), false),
+        f(col::LAST_TS, ts_type(), false),
         f(col::PACKETS, UInt64, false),
         f(col::BYTES, UInt64, false),
         f(col::SRC_PACKETS, UInt64, false),
@@ -163,8 +156,7 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
     let mut dst_port = PrimitiveBuilder::<UInt16Type>::with_capacity(n);
     let mut protocol = PrimitiveBuilder::<UInt8Type>::with_capacity(n);
     let mut vlan = PrimitiveBuilder::<UInt16Type>::with_capacity(n);
-    let ts = || PrimitiveBuilder::<TimestampNanosecondType>::with_capacity(n).with_timezone("UTC");
-    let (mut first, mut last) = (ts(), ts());
+    let (mut first, mut last) = (ts_builder(n), ts_builder(n));
     let u64s = || PrimitiveBuilder::<UInt64Type>::with_capacity(n);
     let (mut packets, mut bytes) = (u64s(), u64s());
     let (mut src_packets, mut src_bytes, mut dst_packets, mut dst_bytes) =
@@ -195,10 +187,8 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
         dst_packets.append_value(s.packets[rev]);
         dst_bytes.append_value(s.bytes[rev]);
     }
-    let keys = Int32Array::from(vec![0i32; n]);
-    let names: ArrayRef = Arc::new(StringArray::from(vec![file]));
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(DictionaryArray::<Int32Type>::new(keys, names)),
+        file_column(file, n),
         Arc::new(src.finish()),
         Arc::new(src_port.finish()),
         Arc::new(dst.finish()),
@@ -267,7 +257,7 @@ fn write_rows(
     ];
     // Level 1, as the index body: the table is written by the idle indexer for every file.
     let level = ZstdLevel::try_new(1).expect("zstd level 1 exists");
-    let props = trace::columns::writer_properties(level, footer)
+    let props = columns::writer_properties(level, footer)
         .set_max_row_group_row_count(Some(CHUNK_ROWS))
         .build();
     let perr = |e: parquet::errors::ParquetError| io::Error::other(e.to_string());

@@ -1,52 +1,25 @@
-//! Header records as Parquet: a column builder for the schema and writer properties of
-//! `trace::columns` (shared with `ringcap convert` where the fields overlap), a file writer (`.partial`,
-//! renamed when complete) and a reader back into records (for `ringcap dedup`).
-//!
-//! Types follow `ringcap convert`: MACs `UInt64` (the 48-bit address as a big-endian number), IPv4 `UInt32`
-//! in host order (10.0.0.1 = 167772161), IPv6 `FixedSizeBinary(16)`, `ts` a UTC nanosecond timestamp.
-//! Columns that do not apply are null: IP fields for non-IP frames, `tcp_flags`/`tcp_header_len` unless TCP,
-//! `udp_len` unless UDP, `icmp_type`/`icmp_code` unless ICMP/ICMPv6 (whose record keeps them in the port
-//! fields), ports for ICMP and for other protocols without ports, `vlan` when untagged.
+//! Header records as Parquet: a file writer (`.partial`, renamed when complete) of the table the
+//! `columns` crate defines (schema, builder and writer properties, shared with `ringcap convert`
+//! where the fields overlap), and a reader back into records (for `ringcap dedup`): the inverse of
+//! `columns::RecordColumns::push`, null columns back to the record's zeros.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use arrow_array::builder::{FixedSizeBinaryBuilder, PrimitiveBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, RecordBatch};
+use arrow_array::{Array, ArrowPrimitiveType, RecordBatch};
+use columns::{col, mac_from_u64, record_schema, RecordColumns};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::ZstdLevel;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
-use trace::columns::{col, record_schema};
 use wire::record::Record;
 
 /// Rows per Arrow batch handed to the writer.
 pub const CHUNK_ROWS: usize = 65536;
-
-const IPPROTO_ICMP: u8 = 1;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
-const IPPROTO_ICMPV6: u8 = 58;
-
-#[inline]
-fn mac_u64(m: [u8; 6]) -> u64 {
-    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
-}
-
-#[inline]
-fn u64_mac(v: u64) -> [u8; 6] {
-    let b = v.to_be_bytes();
-    [b[2], b[3], b[4], b[5], b[6], b[7]]
-}
-
-fn is_icmp(r: &Record) -> bool {
-    r.protocol == IPPROTO_ICMP || r.protocol == IPPROTO_ICMPV6
-}
 
 /// A record with where it came from: one row of a records file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,169 +32,7 @@ pub struct StoredRecord {
     pub stream_id: u32,
 }
 
-/// Appends records column by column; [`Self::finish`] turns them into one `RecordBatch`.
-pub struct RecordColumns {
-    ts: PrimitiveBuilder<TimestampNanosecondType>,
-    wire_len: PrimitiveBuilder<UInt32Type>,
-    src_mac: PrimitiveBuilder<UInt64Type>,
-    dst_mac: PrimitiveBuilder<UInt64Type>,
-    ethertype: PrimitiveBuilder<UInt16Type>,
-    vlan: PrimitiveBuilder<UInt16Type>,
-    ip_version: PrimitiveBuilder<UInt8Type>,
-    src_ip4: PrimitiveBuilder<UInt32Type>,
-    dst_ip4: PrimitiveBuilder<UInt32Type>,
-    src_ip6: FixedSizeBinaryBuilder,
-    dst_ip6: FixedSizeBinaryBuilder,
-    ip_len: PrimitiveBuilder<UInt32Type>,
-    ip_header_len: PrimitiveBuilder<UInt8Type>,
-    protocol: PrimitiveBuilder<UInt8Type>,
-    src_port: PrimitiveBuilder<UInt16Type>,
-    dst_port: PrimitiveBuilder<UInt16Type>,
-    tcp_flags: PrimitiveBuilder<UInt16Type>,
-    tcp_header_len: PrimitiveBuilder<UInt8Type>,
-    udp_len: PrimitiveBuilder<UInt16Type>,
-    icmp_type: PrimitiveBuilder<UInt8Type>,
-    icmp_code: PrimitiveBuilder<UInt8Type>,
-    probe_id: PrimitiveBuilder<UInt64Type>,
-    stream_id: PrimitiveBuilder<UInt32Type>,
-    rows: usize,
-    capacity: usize,
-}
-
-impl RecordColumns {
-    /// Builders sized for `capacity` rows (they grow past it if needed).
-    pub fn with_capacity(capacity: usize) -> RecordColumns {
-        fn p<T: ArrowPrimitiveType>(n: usize) -> PrimitiveBuilder<T> {
-            PrimitiveBuilder::with_capacity(n)
-        }
-        let n = capacity;
-        RecordColumns {
-            ts: p::<TimestampNanosecondType>(n).with_timezone("UTC"),
-            wire_len: p(n),
-            src_mac: p(n),
-            dst_mac: p(n),
-            ethertype: p(n),
-            vlan: p(n),
-            ip_version: p(n),
-            src_ip4: p(n),
-            dst_ip4: p(n),
-            src_ip6: FixedSizeBinaryBuilder::with_capacity(n / 8, 16),
-            dst_ip6: FixedSizeBinaryBuilder::with_capacity(n / 8, 16),
-            ip_len: p(n),
-            ip_header_len: p(n),
-            protocol: p(n),
-            src_port: p(n),
-            dst_port: p(n),
-            tcp_flags: p(n),
-            tcp_header_len: p(n),
-            udp_len: p(n),
-            icmp_type: p(n),
-            icmp_code: p(n),
-            probe_id: p(n),
-            stream_id: p(n),
-            rows: 0,
-            capacity,
-        }
-    }
-
-    /// Rows appended since the last finish.
-    pub fn len(&self) -> usize {
-        self.rows
-    }
-
-    /// No rows appended since the last finish.
-    pub fn is_empty(&self) -> bool {
-        self.rows == 0
-    }
-
-    /// Appends one record.
-    pub fn push(&mut self, s: &StoredRecord) {
-        let r = &s.record;
-        self.rows += 1;
-        // Timestamps past 2262 do not fit i64 nanoseconds; clamped as `ringcap convert` does.
-        self.ts.append_value(r.ts_ns.min(i64::MAX as u64) as i64);
-        self.wire_len.append_value(r.wire_len);
-        self.src_mac.append_value(mac_u64(r.src_mac));
-        self.dst_mac.append_value(mac_u64(r.dst_mac));
-        self.ethertype.append_value(r.ethertype);
-        self.vlan.append_option((r.vlan != 0).then_some(r.vlan));
-        let ip = r.ip_version != 0;
-        self.ip_version.append_option(ip.then_some(r.ip_version));
-        if r.ip_version == 4 {
-            self.src_ip4.append_value(u32::from_be_bytes(r.src_ip4));
-            self.dst_ip4.append_value(u32::from_be_bytes(r.dst_ip4));
-        } else {
-            self.src_ip4.append_null();
-            self.dst_ip4.append_null();
-        }
-        if r.ip_version == 6 {
-            // 16 bytes into a 16-wide builder cannot fail.
-            let _ = self.src_ip6.append_value(r.src_ip6);
-            let _ = self.dst_ip6.append_value(r.dst_ip6);
-        } else {
-            self.src_ip6.append_null();
-            self.dst_ip6.append_null();
-        }
-        self.ip_len.append_option(ip.then_some(r.ip_len as u32));
-        self.ip_header_len
-            .append_option(ip.then_some(r.ip_header_len));
-        self.protocol.append_option(ip.then_some(r.protocol));
-        let icmp = ip && is_icmp(r);
-        let tcp = ip && r.protocol == IPPROTO_TCP;
-        let udp = ip && r.protocol == IPPROTO_UDP;
-        // Ports: TCP/UDP always; other protocols only when the probe filled them (keeps the row lossless).
-        let ports = !icmp && (tcp || udp || r.src_port != 0 || r.dst_port != 0);
-        self.src_port.append_option(ports.then_some(r.src_port));
-        self.dst_port.append_option(ports.then_some(r.dst_port));
-        self.tcp_flags
-            .append_option(tcp.then_some(r.tcp_flags as u16));
-        self.tcp_header_len
-            .append_option(tcp.then_some(r.l4_len.min(255) as u8));
-        self.udp_len.append_option(udp.then_some(r.l4_len));
-        self.icmp_type
-            .append_option(icmp.then_some(r.src_port as u8));
-        self.icmp_code
-            .append_option(icmp.then_some(r.dst_port as u8));
-        self.probe_id.append_value(s.probe_id);
-        self.stream_id.append_value(s.stream_id);
-    }
-
-    /// The rows so far as a batch; the builders start over, empty.
-    pub fn finish(&mut self) -> RecordBatch {
-        self.rows = 0;
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(self.ts.finish()),
-            Arc::new(self.wire_len.finish()),
-            Arc::new(self.src_mac.finish()),
-            Arc::new(self.dst_mac.finish()),
-            Arc::new(self.ethertype.finish()),
-            Arc::new(self.vlan.finish()),
-            Arc::new(self.ip_version.finish()),
-            Arc::new(self.src_ip4.finish()),
-            Arc::new(self.dst_ip4.finish()),
-            Arc::new(self.src_ip6.finish()),
-            Arc::new(self.dst_ip6.finish()),
-            Arc::new(self.ip_len.finish()),
-            Arc::new(self.ip_header_len.finish()),
-            Arc::new(self.protocol.finish()),
-            Arc::new(self.src_port.finish()),
-            Arc::new(self.dst_port.finish()),
-            Arc::new(self.tcp_flags.finish()),
-            Arc::new(self.tcp_header_len.finish()),
-            Arc::new(self.udp_len.finish()),
-            Arc::new(self.icmp_type.finish()),
-            Arc::new(self.icmp_code.finish()),
-            Arc::new(self.probe_id.finish()),
-            Arc::new(self.stream_id.finish()),
-        ];
-        // The builders produce exactly the schema's types and equal lengths.
-        let batch = RecordBatch::try_new(record_schema(), cols).expect("columns match the schema");
-        *self = RecordColumns::with_capacity(self.capacity);
-        batch
-    }
-}
-
-/// The tables' writer properties (`trace::columns::writer_properties`) at ZSTD level 3; `meta` goes
+/// The tables' writer properties (`columns::writer_properties`) at ZSTD level 3; `meta` goes
 /// into the footer (key, value).
 pub fn writer_properties(meta: &[(&str, String)]) -> WriterProperties {
     let mut kv = vec![
@@ -239,7 +50,7 @@ pub fn writer_properties(meta: &[(&str, String)]) -> WriterProperties {
             .map(|(k, v)| KeyValue::new(format!("ringcap.{k}"), v.clone())),
     );
     let level = ZstdLevel::try_new(3).expect("zstd level 3 exists");
-    trace::columns::writer_properties(level, kv).build()
+    columns::writer_properties(level, kv).build()
 }
 
 fn parquet_err(path: &Path, e: impl std::fmt::Display) -> io::Error {
@@ -294,7 +105,7 @@ impl RecordFileWriter {
 
     /// Appends one record.
     pub fn push(&mut self, r: &StoredRecord) -> io::Result<()> {
-        self.cols.push(r);
+        self.cols.push(&r.record, r.probe_id, r.stream_id);
         self.rows += 1;
         if self.cols.len() >= CHUNK_ROWS {
             self.flush_chunk()?;
@@ -439,8 +250,8 @@ fn append_rows(b: &RecordBatch, out: &mut Vec<StoredRecord>) -> Result<u64, Stri
         let mut r = Record {
             ts_ns: ts.value(i).max(0) as u64,
             wire_len: wire_len.value(i),
-            src_mac: u64_mac(src_mac.value(i)),
-            dst_mac: u64_mac(dst_mac.value(i)),
+            src_mac: mac_from_u64(src_mac.value(i)),
+            dst_mac: mac_from_u64(dst_mac.value(i)),
             ethertype: ethertype.value(i),
             vlan: opt(vlan, i).unwrap_or(0),
             ip_version: opt(ip_version, i).unwrap_or(0),
@@ -609,7 +420,7 @@ mod tests {
     fn columns_follow_convert_where_they_overlap() {
         let mut c = RecordColumns::with_capacity(8);
         for r in sample_records() {
-            c.push(&r);
+            c.push(&r.record, r.probe_id, r.stream_id);
         }
         let b = c.finish();
         let tcp = 0;

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
+use columns::{packet_schema, PacketColumns};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::ZstdLevel;
 use parquet::file::metadata::KeyValue;
@@ -23,7 +24,6 @@ use parquet::file::properties::WriterProperties;
 use serde::Serialize;
 use wire::{Headers, LinkType};
 
-use crate::columns::{self, packet_schema, PacketColumns};
 use crate::error::TraceError;
 use units::time::utc_hour;
 

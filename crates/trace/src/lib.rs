@@ -2,17 +2,14 @@
 //!
 //! [`convert()`] turns pcap/pcapng (plain, .gz, .zst, .lz4) into Parquet, one row per packet,
 //! Hive-partitioned by hour, in parallel; [`analyze::analyze`] computes rate timelines,
-//! burstiness, size distributions, traffic mix and a flow table from such a set. Column meanings
-//! and example SQL: docs/trace.md.
+//! burstiness, size distributions, traffic mix and a flow table from such a set. The table's
+//! schema and builder are the `columns` crate's; column meanings and example SQL: docs/trace.md.
 
 pub mod analyze;
-pub mod columns;
 mod convert;
 mod error;
-pub mod flow;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
-pub use columns::{packet_schema, record_schema};
 pub use convert::{
     convert, ConvertOptions, ConvertReport, InputReport, PartFile, Progress, Skipped,
 };

@@ -16,12 +16,12 @@ use std::time::Instant;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
+use columns::col;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::columns::col;
 use crate::error::TraceError;
 use rates::{Bin, Burstiness, Hour, Run, RunBuilder};
 use traffic::{FlowKey, Mix, Sizes, Traffic};
