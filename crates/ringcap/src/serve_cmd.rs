@@ -368,9 +368,7 @@ impl QueryService {
         // so within its bounds): refused with libpcap's words before any byte of the result.
         let plan = match survey.plan(&query) {
             Ok(p) => p,
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
-                return self.refuse(conn, 400, &[], &e.to_string())
-            }
+            Err(e) if e.is_refusal() => return self.refuse(conn, 400, &[], &e.to_string()),
             Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
         };
         let options = index::QueryOptions {

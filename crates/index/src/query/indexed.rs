@@ -1,3 +1,4 @@
+// Over 700 lines on purpose: frames and records read by index share one plan of pieces; apart, each half would need the other to read.
 //! Reading a file by its index: only the frames (compressed files) or records (plain files) the
 //! index names, plus the part it does not cover yet.
 

@@ -8,6 +8,7 @@
 //! `merge` (the workers started and their packets merged in time order), `worker` (one file read
 //! and filtered), `indexed` (reading only what the index names) and `pace` (`--max-read-rate`).
 
+mod error;
 mod filter;
 mod indexed;
 mod merge;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
+pub use error::QueryError;
 pub use merge::{plan, run, survey, Plan, Survey};
 
 use crate::expr::Query;
@@ -40,7 +42,7 @@ pub struct QueryOptions {
     pub use_index: bool,
     /// Read at most this many file bytes per second, all workers together (`--max-read-rate`).
     pub max_read_rate: Option<u64>,
-    /// Give up at this instant: [`run`] then fails with `ErrorKind::TimedOut` (a server's
+    /// Give up at this instant: [`run`] then fails with [`QueryError::TimedOut`] (a server's
     /// query-time limit).
     pub deadline: Option<std::time::Instant>,
     /// How the workers yield to a capture.
@@ -78,12 +80,13 @@ pub fn prepare_query(
     after: Option<&str>,
     before: Option<&str>,
     now_ns: u64,
-) -> Result<Query, String> {
-    let mut q = crate::parse_query(expr, now_ns)?;
-    if let Some(t) = after.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+) -> Result<Query, QueryError> {
+    let mut q = crate::parse_query(expr, now_ns).map_err(QueryError::Expression)?;
+    let time = |t: &str| crate::parse_time(t, now_ns).map_err(QueryError::Expression);
+    if let Some(t) = after.map(time).transpose()? {
         q.after_ns = Some(q.after_ns.map_or(t, |x| x.max(t)));
     }
-    if let Some(t) = before.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+    if let Some(t) = before.map(time).transpose()? {
         q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
     }
     Ok(q)
