@@ -256,8 +256,6 @@ struct Parser<'a> {
     recognise: bool,
     /// Words inside time terms, which MAX_TERMS does not count.
     time_words: usize,
-    /// Where an empty operand at the very end sits.
-    text_len: usize,
 }
 
 /// Parses `text` into its tree. An empty or blank text gives one empty Opaque operand. Errors
@@ -289,7 +287,6 @@ pub fn parse(text: &str) -> Result<Expr, String> {
         outer,
         recognise: true,
         time_words: 0,
-        text_len: text.len(),
     };
     let n = p.toks.len();
     let tree = p.expr(0, n, 0)?;
@@ -301,9 +298,10 @@ pub fn parse(text: &str) -> Result<Expr, String> {
 }
 
 impl Parser<'_> {
-    /// Byte offset where token `i` starts (the end of the text past the last token).
-    fn at(&self, i: usize) -> usize {
-        self.toks.get(i).map_or(self.text_len, |t| t.start)
+    /// Byte offset where token `i - 1` ends: an empty operand sits right after the operator (or `(`,
+    /// `not`) that wanted it, inside its parent's span.
+    fn after(&self, i: usize) -> usize {
+        i.checked_sub(1).map_or(0, |p| self.toks[p].end)
     }
 
     /// The operands of tokens `lo..hi`, split at `and`/`or` outside parentheses.
@@ -344,7 +342,7 @@ impl Parser<'_> {
     /// One operand: tokens `lo..hi` with no `and`/`or` outside parentheses.
     fn operand(&mut self, lo: usize, hi: usize, depth: usize) -> Result<Node, String> {
         let span = if lo == hi {
-            let at = self.at(lo);
+            let at = self.after(lo);
             Span { start: at, end: at }
         } else {
             Span {

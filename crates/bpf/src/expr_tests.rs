@@ -211,11 +211,15 @@ fn what_is_not_understood_is_opaque_with_its_text() {
     ] {
         assert_eq!(opaque(e), [e], "{e:?}");
     }
-    // An operator without an operand gives an empty one where the operand would start.
+    // An operator without an operand gives an empty one right after the operator.
     let e = "tcp and  ";
     let t = tree(e);
     assert_eq!(t.rest[0].1.kind, Kind::Opaque);
-    assert_eq!(t.rest[0].1.span, Span { start: 9, end: 9 });
+    assert_eq!(t.rest[0].1.span, Span { start: 7, end: 7 });
+    let Kind::Not(x) = one("! ") else {
+        panic!("`!` is a negation")
+    };
+    assert_eq!((x.kind, x.span), (Kind::Opaque, Span { start: 1, end: 1 }));
     assert_eq!(one(""), Kind::Opaque);
 }
 

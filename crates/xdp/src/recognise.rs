@@ -295,7 +295,12 @@ mod tests {
     fn numbers_libpcap_reads_as_octal_or_hex_are_refused() {
         // libpcap reads `053` as 43 and `/010` as /8: taking them as decimal would make the prefilter narrower
         // than the filter, so they are libpcap's alone.
-        for e in ["port 053", "net 10.0.0.0/010", "vlan 010 and udp", "port 0x35"] {
+        for e in [
+            "port 053",
+            "net 10.0.0.0/010",
+            "vlan 010 and udp",
+            "port 0x35",
+        ] {
             refused(e);
         }
     }
