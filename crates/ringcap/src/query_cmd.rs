@@ -100,7 +100,7 @@ impl QueryPriority {
 }
 
 #[derive(serde::Serialize)]
-struct Summary {
+struct Summary<'a> {
     packets: u64,
     files: usize,
     files_by_index: usize,
@@ -111,7 +111,7 @@ struct Summary {
     after_ns: Option<u64>,
     before_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    explain: Option<Vec<index::FileReport>>,
+    explain: Option<&'a [index::FileReport]>,
 }
 
 /// Words that begin a tcpdump expression (pcap-filter's primitives and qualifiers, and the time
@@ -316,7 +316,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         filter: q.filter.clone(),
         after_ns: q.after_ns,
         before_ns: q.before_ns,
-        explain: a.explain.then(|| reports.clone()),
+        explain: a.explain.then_some(&reports[..]),
     };
     if a.json.on {
         let text = serde_json::to_string_pretty(&summary).unwrap_or_default();

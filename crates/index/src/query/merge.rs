@@ -246,7 +246,7 @@ fn merge(
             .is_some_and(|d| std::time::Instant::now() >= d)
     };
     let jobs = opts.jobs.max(1);
-    let mut reports: Vec<Option<FileReport>> = vec![None; files.len()];
+    let mut reports: Vec<Option<FileReport>> = files.iter().map(|_| None).collect();
     let mut next = 0usize; // next file (in `order`) to start
     let mut streams: Vec<Stream> = Vec::new();
     let start = |k: usize| -> Stream {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
-pub use error::QueryError;
+pub use error::{FileError, QueryError};
 pub use merge::{plan, run, survey, Plan, Survey};
 
 use crate::expr::Query;
@@ -183,7 +183,7 @@ impl serde::Serialize for How {
 }
 
 /// What the query did with one file (`--explain`).
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize)]
 pub struct FileReport {
     pub path: PathBuf,
     pub how: How,
@@ -196,7 +196,16 @@ pub struct FileReport {
     /// Packets decoded and given to the filter.
     pub packets_tested: u64,
     pub packets_matched: u64,
-    pub error: Option<String>,
+    /// Why some or all of its packets are missing (None: read whole).
+    #[serde(serialize_with = "as_text")]
+    pub error: Option<FileError>,
+}
+
+fn as_text<S: serde::Serializer>(e: &Option<FileError>, s: S) -> Result<S::Ok, S::Error> {
+    match e {
+        Some(e) => s.collect_str(e),
+        None => s.serialize_none(),
+    }
 }
 
 impl FileReport {
@@ -205,8 +214,9 @@ impl FileReport {
         let path = self.path.display().to_string();
         // Most errors name the file already.
         self.error.as_ref().map(|e| {
+            let e = e.to_string();
             if e.contains(&path) {
-                e.clone()
+                e
             } else {
                 format!("{path}: {e}")
             }
@@ -296,7 +306,7 @@ mod tests {
                 })
                 .unwrap();
                 assert_eq!(reports[0].how, How::Index, "{how}: {expr}");
-                assert_eq!(reports[0].error, None, "{how}: {expr}");
+                assert!(reports[0].error.is_none(), "{how}: {expr}");
                 assert_eq!(got, want, "{how}: {expr}: {reports:?}");
             }
         }

@@ -5,9 +5,9 @@
 //! certificate or with one from another CA are refused in the handshake; bad expressions get
 //! 400 with libpcap's words; plain HTTP works on loopback only; a busy server says 503.
 
+mod answers;
 #[path = "../common/mod.rs"]
 mod common;
-mod answers;
 mod hostile;
 
 use std::path::{Path, PathBuf};
