@@ -218,6 +218,9 @@ fn prim(p: &Prim) -> Narrow {
         Prim::Proto(Proto::Sctp) => Narrow::Proto(132),
         // Every IP packet (and `ip6` would need the index to know the version).
         Prim::Proto(Proto::Ip | Proto::Ip6) => Narrow::All,
+        // The index files an IPv6 packet under the protocol after its extension headers, while
+        // libpcap's `ip6 proto 0` (or 44, 51, ...) tests the first next-header field.
+        Prim::IpProto { number, .. } if wire::ipv6::is_extension_header(number) => Narrow::All,
         Prim::IpProto { number, .. } => Narrow::Proto(number),
         // Direction is not indexed: `src host A` is a subset of `host A`.
         Prim::Host { addr, .. } => Narrow::Host(addr),

@@ -456,6 +456,33 @@ impl Gen {
             "PcapWriter: µs LE, snaplen 65535, every 5th record caplen 0",
         );
 
+        // TCP, UDP and SCTP cut after the source port (caplen ends 2 bytes into the transport
+        // header): libpcap's `port`/`portrange` still match the source port it has (the fuzz
+        // target query_vs_libpcap found the index leaving them out).
+        let ports = [53u16, 80, 443, 1000, 1005, 1010, 4000];
+        let mut w = PcapWriter::new(false, false, 262144, 1);
+        for (i, t) in ts.iter().enumerate() {
+            let proto = [6u8, 17, 132][i % 3];
+            let (sp, dp) = (ports[i % 7], ports[(i / 7) % 7]);
+            let mut f = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 8, 0];
+            f.extend_from_slice(&[0x45, 0, 0, 60, 0, 0, 0x40, 0, 64, proto, 0, 0]);
+            f.extend_from_slice(&[10, 0, 0, 1 + (i % 3) as u8, 10, 0, 0, 2]);
+            f.extend_from_slice(&sp.to_be_bytes());
+            f.extend_from_slice(&dp.to_be_bytes());
+            f.extend_from_slice(&[0; 22]);
+            let keep = if i % 2 == 0 { 36 } else { f.len() };
+            w.rec(secs(*t), usec(*t), &f[..keep], f.len() as u32);
+        }
+        self.write(
+            &d,
+            "ports-cut",
+            "transport header cut after the source port",
+            w.buf,
+            &both,
+            false,
+            "PcapWriter: µs LE, Ethernet IPv4 TCP/UDP/SCTP, every 2nd record cut 2 bytes into its transport header",
+        );
+
         // Records longer than the header's snaplen (128), others cut to it.
         let mut w = PcapWriter::new(false, false, 128, 1);
         for (i, (f, t)) in frames.iter().zip(&ts).enumerate() {

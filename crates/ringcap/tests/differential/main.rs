@@ -55,6 +55,8 @@ const EXPRS: &[&str] = &[
     "portrange 1000-1010",
     "ip proto 47",
     "proto 17",
+    "ip6 proto 0",
+    "ip6 proto 44",
     "ip",
     "ip6",
     "arp",
