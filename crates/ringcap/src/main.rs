@@ -1,6 +1,7 @@
 //! ringcap: the command-line front end. Parsing, wiring and printing only; the work lives in the crates.
 
 mod analyze_cmd;
+mod archive_cmd;
 mod anova_cmd;
 mod bench_cmd;
 mod capture_cmd;
@@ -123,6 +124,7 @@ fn run(cli: cli::Cli) -> Result<(), Fatal> {
         cli::Command::Index(a) => index_cmd::run(a),
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Serve(a) => serve_cmd::run(a),
+        cli::Command::Archive(a) => archive_cmd::run(a),
         cli::Command::Generate(w) => generate_cmd::run(w),
     }
 }
