@@ -39,10 +39,19 @@ pub fn date_hour_from_name(name: &str) -> Option<(String, String)> {
         let s = name.get(i + 1..i + 16)?;
         let ok = b[i] == b'-'
             && b.get(i + 16) == Some(&b'-')
-            && s.bytes()
-                .enumerate()
-                .all(|(j, c)| if j == 8 { c == b'T' } else { c.is_ascii_digit() });
-        ok.then(|| (format!("{}-{}-{}", &s[0..4], &s[4..6], &s[6..8]), s[9..11].to_string()))
+            && s.bytes().enumerate().all(|(j, c)| {
+                if j == 8 {
+                    c == b'T'
+                } else {
+                    c.is_ascii_digit()
+                }
+            });
+        ok.then(|| {
+            (
+                format!("{}-{}-{}", &s[0..4], &s[4..6], &s[6..8]),
+                s[9..11].to_string(),
+            )
+        })
     })
 }
 

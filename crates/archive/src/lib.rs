@@ -123,11 +123,7 @@ impl Archiver {
             .enable_all()
             .build()
             .map_err(|e| ArchiveError::Store(format!("async runtime: {e}")))?;
-        let endpoint_name = opts
-            .endpoint
-            .url
-            .clone()
-            .unwrap_or_else(|| "AWS S3".into());
+        let endpoint_name = opts.endpoint.url.clone().unwrap_or_else(|| "AWS S3".into());
         Ok(Archiver {
             opts,
             s3,

@@ -108,9 +108,8 @@ impl Credentials {
         let Some(path) = file.clone().filter(|f| f.exists()) else {
             return Err(missing());
         };
-        let ini = ini::Ini::load_from_file(&path).map_err(|e| {
-            ArchiveError::Usage(format!("cannot read {}: {e}", path.display()))
-        })?;
+        let ini = ini::Ini::load_from_file(&path)
+            .map_err(|e| ArchiveError::Usage(format!("cannot read {}: {e}", path.display())))?;
         let Some(sec) = ini.section(Some(profile.as_str())) else {
             return Err(missing());
         };

@@ -301,7 +301,10 @@ impl Uploader<'_> {
                 }
                 let _ = fs::remove_file(journal_path);
                 let (md5s, sha) = hash_parts(path, bytes, self.part_size)?;
-                if let Some(v) = self.present(key, bytes, &multipart_etag(&md5s), &sha).await? {
+                if let Some(v) = self
+                    .present(key, bytes, &multipart_etag(&md5s), &sha)
+                    .await?
+                {
                     return Ok(v);
                 }
                 let upload_id = self

@@ -102,10 +102,11 @@ pub fn run(a: ArchiveArgs) -> Result<(), Fatal> {
         dir: a.store.clone(),
         dest,
         endpoint: archive::Endpoint {
-            url: a
-                .endpoint
-                .clone()
-                .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok().filter(|u| !u.is_empty())),
+            url: a.endpoint.clone().or_else(|| {
+                std::env::var("AWS_ENDPOINT_URL")
+                    .ok()
+                    .filter(|u| !u.is_empty())
+            }),
             path_style: (a.path_style || a.virtual_host).then_some(a.path_style),
             region: a.region.clone(),
             profile: a.profile.clone(),

@@ -1,8 +1,8 @@
 //! ringcap: the command-line front end. Parsing, wiring and printing only; the work lives in the crates.
 
 mod analyze_cmd;
-mod archive_cmd;
 mod anova_cmd;
+mod archive_cmd;
 mod bench_cmd;
 mod capture_cmd;
 mod capture_stats;

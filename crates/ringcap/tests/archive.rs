@@ -78,7 +78,15 @@ impl S3 {
             log: dir.join("s3proxy.log"),
         };
         s.restart();
-        let put = s.curl(&["-X", "PUT", &s.url(BUCKET), "-o", "/dev/null", "-w", "%{http_code}"]);
+        let put = s.curl(&[
+            "-X",
+            "PUT",
+            &s.url(BUCKET),
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ]);
         assert_eq!(String::from_utf8_lossy(&put.stdout), "200", "create bucket");
         Some(s)
     }
@@ -150,7 +158,13 @@ impl S3 {
     /// SHA-256 of the object at `key` as curl downloads it; None if it is not there.
     fn sha256(&self, key: &str, tmp: &Path) -> Option<String> {
         let out = tmp.join("readback");
-        let o = self.curl(&[&self.url(&format!("{BUCKET}/{key}")), "-o", out.to_str().unwrap(), "-w", "%{http_code}"]);
+        let o = self.curl(&[
+            &self.url(&format!("{BUCKET}/{key}")),
+            "-o",
+            out.to_str().unwrap(),
+            "-w",
+            "%{http_code}",
+        ]);
         (String::from_utf8_lossy(&o.stdout) == "200").then(|| sha256_file(&out))
     }
 }
@@ -201,7 +215,8 @@ fn write_pcap(path: &Path, n: usize, len: usize, t0: u32, seed: u64) {
         }
         let ts = t0 + (i / 1000) as u32;
         w.write_all(&ts.to_le_bytes()).unwrap();
-        w.write_all(&((i % 1000) as u32 * 1000).to_le_bytes()).unwrap();
+        w.write_all(&((i % 1000) as u32 * 1000).to_le_bytes())
+            .unwrap();
         w.write_all(&(len as u32).to_le_bytes()).unwrap();
         w.write_all(&(len as u32).to_le_bytes()).unwrap();
         w.write_all(&f).unwrap();
@@ -212,10 +227,16 @@ fn write_pcap(path: &Path, n: usize, len: usize, t0: u32, seed: u64) {
 /// `ringcap archive STORE --to s3://pcap/site --sensor s1 …` with the test's credentials (and a
 /// HOME of its own: no ~/.aws of the machine).
 fn archive(s3: &S3, store: &Path, home: &Path, extra: &[&str]) -> Command {
+    // `--to` given in `extra` replaces the test's destination.
+    let to = match extra.iter().position(|a| *a == "--to") {
+        Some(_) => None,
+        None => Some("s3://pcap/site"),
+    };
     let mut c = Command::new(ringcap());
     c.arg("archive")
         .arg(store)
-        .args(["--to", "s3://pcap/site", "--sensor", "s1", "--endpoint", &s3.endpoint(), "--json"])
+        .args(to.map(|t| ["--to", t]).into_iter().flatten())
+        .args(["--sensor", "s1", "--endpoint", &s3.endpoint(), "--json"])
         .args(extra)
         .env("HOME", home)
         .env("AWS_ACCESS_KEY_ID", KEY_ID)
@@ -246,19 +267,48 @@ fn summary(o: &Output) -> serde_json::Value {
 fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
     fs::create_dir_all(store).unwrap();
     let names = [
-        ("cap-20261201T235930-000001.pcap", 1_796_169_570, "date=2026-12-01/hour=23"),
-        ("cap-20261202T000010-000002.pcap", 1_796_169_610, "date=2026-12-02/hour=00"),
-        ("cap-20261202T010000-000003.pcap", 1_796_173_200, "date=2026-12-02/hour=01"),
+        (
+            "cap-20261201T235930-000001.pcap",
+            1_796_169_570,
+            "date=2026-12-01/hour=23",
+        ),
+        (
+            "cap-20261202T000010-000002.pcap",
+            1_796_169_610,
+            "date=2026-12-02/hour=00",
+        ),
+        (
+            "cap-20261202T010000-000003.pcap",
+            1_796_173_200,
+            "date=2026-12-02/hour=01",
+        ),
         // 2026-12-02 02:13:20 UTC.
-        ("tcpdump-trace.pcap", 1_796_177_600, "date=2026-12-02/hour=02"),
+        (
+            "tcpdump-trace.pcap",
+            1_796_177_600,
+            "date=2026-12-02/hour=02",
+        ),
     ];
     for (i, (n, t0, _)) in names.iter().enumerate() {
         write_pcap(&store.join(n), 2000, 400, *t0, i as u64 + 7);
     }
-    let o = Command::new(ringcap()).arg("index").arg(store).arg("-q").output().unwrap();
-    assert!(o.status.success(), "index: {}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(ringcap())
+        .arg("index")
+        .arg(store)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "index: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // A capture still being written: never archived.
-    fs::write(store.join(".cap-20261202T020000-000004.pcap.partial"), b"half").unwrap();
+    fs::write(
+        store.join(".cap-20261202T020000-000004.pcap.partial"),
+        b"half",
+    )
+    .unwrap();
     let mut want = Vec::new();
     for (n, _, part) in names {
         for suffix in ["", ".idx", ".flows.parquet"] {
@@ -273,11 +323,19 @@ fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
 #[test]
 fn archive_puts_each_file_under_its_key_byte_identical_and_a_second_run_uploads_nothing() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(s3) = S3::start(tmp.path()) else { return };
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
     let store = tmp.path().join("store");
     let want = small_store(&store);
-    let o = archive(&s3, &store, tmp.path(), &["--once"]).output().unwrap();
-    assert!(o.status.success(), "archive: {}", String::from_utf8_lossy(&o.stderr));
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "archive: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(summary(&o)["uploaded"], want.len());
     let keys = s3.keys("site/");
     let expected: BTreeSet<String> = want.iter().map(|w| w.1.clone()).collect();
@@ -293,15 +351,25 @@ fn archive_puts_each_file_under_its_key_byte_identical_and_a_second_run_uploads_
     // The manifest lists each, verified.
     let m = fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl")).unwrap();
     assert_eq!(m.lines().count(), want.len());
-    let again = archive(&s3, &store, tmp.path(), &["--once"]).output().unwrap();
+    let again = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
     assert!(again.status.success());
     let s = summary(&again);
-    assert_eq!((s["uploaded"].as_u64(), s["current"].as_u64()), (Some(0), Some(want.len() as u64)));
+    assert_eq!(
+        (s["uploaded"].as_u64(), s["current"].as_u64()),
+        (Some(0), Some(want.len() as u64))
+    );
     // A lost manifest: the objects are found already there (checksums equal), nothing is sent.
     fs::remove_file(store.join(".ringcap-archive/manifest.jsonl")).unwrap();
-    let third = archive(&s3, &store, tmp.path(), &["--once"]).output().unwrap();
+    let third = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
     let s = summary(&third);
-    assert_eq!((s["uploaded"].as_u64(), s["present"].as_u64()), (Some(0), Some(want.len() as u64)));
+    assert_eq!(
+        (s["uploaded"].as_u64(), s["present"].as_u64()),
+        (Some(0), Some(want.len() as u64))
+    );
 }
 
 /// Waits until the journal of the multipart upload of `name` lists at least `parts` parts.
@@ -317,7 +385,10 @@ fn wait_parts(store: &Path, name: &str, parts: usize, within: Duration) {
         if n >= parts {
             return;
         }
-        assert!(t0.elapsed() < within, "no {parts} parts of {name} within {within:?}");
+        assert!(
+            t0.elapsed() < within,
+            "no {parts} parts of {name} within {within:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -327,39 +398,83 @@ fn big_store(store: &Path) -> (PathBuf, String) {
     let name = "cap-20261203T120000-000001.pcap";
     // ~200 MB: 140 000 frames of 1 500 bytes.
     write_pcap(&store.join(name), 140_000, 1500, 1_796_299_200, 3);
-    (store.join(name), format!("site/sensor=s1/date=2026-12-03/hour=12/{name}"))
+    (
+        store.join(name),
+        format!("site/sensor=s1/date=2026-12-03/hour=12/{name}"),
+    )
 }
 
 #[test]
 fn archive_killed_mid_upload_resumes_and_no_half_object_has_a_final_name() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(s3) = S3::start(tmp.path()) else { return };
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
     let store = tmp.path().join("store");
     let (big, key) = big_store(&store);
     let name = big.file_name().unwrap().to_str().unwrap().to_string();
-    let mut child = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB", "--max-upload-rate", "25MB/s"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &[
+            "--once",
+            "--part-size",
+            "8MiB",
+            "--max-upload-rate",
+            "25MB/s",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     wait_parts(&store, &name, 3, Duration::from_secs(120));
     // SAFETY: kill(2) on our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     let _ = child.wait();
-    assert_eq!(s3.sha256(&key, tmp.path()), None, "a half upload is visible under its final name");
-    assert!(!fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl")).unwrap_or_default().contains(&name));
-    let o = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB"]).output().unwrap();
-    assert!(o.status.success(), "rerun: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        s3.sha256(&key, tmp.path()),
+        None,
+        "a half upload is visible under its final name"
+    );
+    assert!(
+        !fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl"))
+            .unwrap_or_default()
+            .contains(&name)
+    );
+    let o = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "rerun: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let lines = json_lines(&o);
-    assert!(lines.iter().any(|v| v["status"] == "resumed" && v["key"] == key.as_str()), "{lines:?}");
-    assert_eq!(s3.sha256(&key, tmp.path()).as_deref(), Some(sha256_file(&big).as_str()));
-    assert!(fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl")).unwrap().contains(&name));
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["status"] == "resumed" && v["key"] == key.as_str()),
+        "{lines:?}"
+    );
+    assert_eq!(
+        s3.sha256(&key, tmp.path()).as_deref(),
+        Some(sha256_file(&big).as_str())
+    );
+    assert!(
+        fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl"))
+            .unwrap()
+            .contains(&name)
+    );
 }
 
 #[test]
 fn wrong_credentials_missing_bucket_and_no_server_are_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(mut s3) = S3::start(tmp.path()) else { return };
+    let Some(mut s3) = S3::start(tmp.path()) else {
+        return;
+    };
     let store = tmp.path().join("store");
     small_store(&store);
     let o = archive(&s3, &store, tmp.path(), &["--once"])
@@ -369,14 +484,24 @@ fn wrong_credentials_missing_bucket_and_no_server_are_clear_errors() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("credentials"), "{err}");
-    assert!(!err.contains("not-the-secret") && !err.contains(SECRET), "a secret in the log: {err}");
-    let o = archive(&s3, &store, tmp.path(), &["--once"])
-        .args(["--to", "s3://no-such-bucket/x"])
-        .output()
-        .unwrap();
+    assert!(
+        !err.contains("not-the-secret") && !err.contains(SECRET),
+        "a secret in the log: {err}"
+    );
+    let o = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &["--once", "--to", "s3://no-such-bucket/x"],
+    )
+    .output()
+    .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(err.contains("no-such-bucket") && err.contains("does not exist"), "{err}");
+    assert!(
+        err.contains("no-such-bucket") && err.contains("does not exist"),
+        "{err}"
+    );
     // No credentials anywhere: a usage error naming where they are looked for.
     let o = archive(&s3, &store, tmp.path(), &["--once"])
         .env_remove("AWS_ACCESS_KEY_ID")
@@ -385,7 +510,10 @@ fn wrong_credentials_missing_bucket_and_no_server_are_clear_errors() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("AWS_ACCESS_KEY_ID") && err.contains(".aws/credentials"), "{err}");
+    assert!(
+        err.contains("AWS_ACCESS_KEY_ID") && err.contains(".aws/credentials"),
+        "{err}"
+    );
     // A profile of ~/.aws/credentials works like the environment.
     fs::create_dir_all(tmp.path().join(".aws")).unwrap();
     fs::write(
@@ -401,7 +529,9 @@ fn wrong_credentials_missing_bucket_and_no_server_are_clear_errors() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     s3.kill();
     fs::remove_file(store.join(".ringcap-archive/manifest.jsonl")).unwrap();
-    let o = archive(&s3, &store, tmp.path(), &["--once"]).output().unwrap();
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(err.contains("cannot reach"), "{err}");
@@ -410,25 +540,51 @@ fn wrong_credentials_missing_bucket_and_no_server_are_clear_errors() {
 #[test]
 fn object_store_killed_mid_run_is_an_error_and_the_rerun_completes() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(mut s3) = S3::start(tmp.path()) else { return };
+    let Some(mut s3) = S3::start(tmp.path()) else {
+        return;
+    };
     let store = tmp.path().join("store");
     let want = small_store(&store);
     let (big, big_key) = big_store(&store);
     let name = big.file_name().unwrap().to_str().unwrap().to_string();
-    let child = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB", "--max-upload-rate", "25MB/s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &[
+            "--once",
+            "--part-size",
+            "8MiB",
+            "--max-upload-rate",
+            "25MB/s",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     wait_parts(&store, &name, 2, Duration::from_secs(120));
     s3.kill();
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(matches!(o.status.code(), Some(1) | Some(4)), "exit {:?}: {err}", o.status.code());
-    assert!(err.contains("cannot reach") || err.contains("run again"), "{err}");
+    assert!(
+        matches!(o.status.code(), Some(1) | Some(4)),
+        "exit {:?}: {err}",
+        o.status.code()
+    );
+    assert!(
+        err.contains("cannot reach") || err.contains("run again"),
+        "{err}"
+    );
     s3.restart();
-    let o = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB"]).output().unwrap();
-    assert!(o.status.success(), "rerun: {}", String::from_utf8_lossy(&o.stderr));
+    let o = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "rerun: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     for (local, key) in want.iter().chain([(big.clone(), big_key)].iter()) {
         assert_eq!(
             s3.sha256(key, tmp.path()).as_deref(),

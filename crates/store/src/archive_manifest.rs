@@ -172,7 +172,11 @@ mod tests {
         fs::write(crate::index_path(&cap), b"idx").unwrap();
         assert!(!a.capture_done(&cap));
         // Same name, other size: not this content.
-        let b = Archived::new(vec![entry("c-20261201T100000-000001.pcap", 9, mtime_ns(&m))]);
+        let b = Archived::new(vec![entry(
+            "c-20261201T100000-000001.pcap",
+            9,
+            mtime_ns(&m),
+        )]);
         assert!(!b.has(&cap));
     }
 }

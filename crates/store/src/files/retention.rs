@@ -33,7 +33,12 @@ impl ArchiveGate {
             .map(|m| (m.len(), archive_manifest::mtime_ns(&m)));
         if stamp != self.seen[d].0 {
             // Unreadable counts as empty: nothing is taken for archived that is not listed.
-            let entries = stamp.map(|_| archive_manifest::load(dir).ok().flatten().unwrap_or_default());
+            let entries = stamp.map(|_| {
+                archive_manifest::load(dir)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default()
+            });
             self.seen[d] = (stamp, entries.map(Archived::new));
         }
         self.seen[d].1.as_ref()
@@ -226,7 +231,9 @@ impl Retention {
             _ => "this capture's newest files alone exceed it".to_string(),
         };
         let state = match self.archive.archived(d, &self.dirs[d]) {
-            Some(_) => format!("{state}, or its older files wait for `ringcap archive` to verify them"),
+            Some(_) => {
+                format!("{state}, or its older files wait for `ringcap archive` to verify them")
+            }
             None => state,
         };
         tell(
@@ -341,7 +348,15 @@ mod tests {
             let path = dir.path().join(n);
             fs::write(&path, vec![0u8; 100]).unwrap();
             let key = (i as u64 + 1, n.clone());
-            done.insert(key.clone(), DoneFile { key, path, dir: 0, bytes: 100 });
+            done.insert(
+                key.clone(),
+                DoneFile {
+                    key,
+                    path,
+                    dir: 0,
+                    bytes: 100,
+                },
+            );
         }
         // Only file 2 is archived (file 1 is older but not verified).
         let m = fs::metadata(dir.path().join(&names[1])).unwrap();
@@ -376,7 +391,11 @@ mod tests {
         let exists = |i: usize| dir.path().join(&names[i]).exists();
         assert!(!exists(1), "the archived file is deleted");
         assert!(exists(0) && exists(2) && exists(3), "unarchived files wait");
-        assert!(said.lock().unwrap().iter().any(|m| m.contains("ringcap archive")));
+        assert!(said
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m.contains("ringcap archive")));
         // The disk fills: the oldest unarchived file goes, by name.
         assert!(r.on_disk_full(0));
         assert!(!exists(0));
