@@ -19,8 +19,11 @@ use crate::stats::WriterCounters;
 #[derive(Default)]
 struct ArchiveGate {
     /// Per directory: the manifest's (size, mtime) when read, and what it says.
-    seen: Vec<(Option<(u64, u64)>, Option<Archived>)>,
+    seen: Vec<(Option<Stamp>, Option<Archived>)>,
 }
+
+/// A manifest's (size, mtime in ns): read it again when this changes.
+type Stamp = (u64, u64);
 
 impl ArchiveGate {
     /// What directory `dir` (number `d`) has archived; None when archiving is off there.
