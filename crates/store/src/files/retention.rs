@@ -121,9 +121,9 @@ pub(crate) struct Retention {
     /// The budget is exceeded but only protected files are left (said once until it holds again).
     stuck: bool,
     archive: ArchiveGate,
-    /// When `enforce` last found nothing it may delete: looking again (a stat per file with
-    /// archiving on) waits a second, not every write.
-    blocked_at: Option<std::time::Instant>,
+    /// When the budget last found only files waiting for the archive: looking again (stats of
+    /// every file) waits a second or a new file, not every write.
+    archive_wait: Option<std::time::Instant>,
     counters: Arc<WriterCounters>,
     events: Option<EventFn>,
 }
@@ -149,7 +149,7 @@ impl Retention {
             rules,
             stuck: false,
             archive: ArchiveGate::default(),
-            blocked_at: None,
+            archive_wait: None,
             counters,
             events,
         }
@@ -157,6 +157,7 @@ impl Retention {
 
     /// A file was completed and renamed into place.
     pub fn add(&mut self, f: DoneFile) {
+        self.archive_wait = None;
         self.done_bytes[f.dir] += f.bytes;
         self.done.insert(f.key.clone(), f);
     }
@@ -173,16 +174,14 @@ impl Retention {
     /// `keep_newest - 1` complete ones, and no more than needed.
     pub fn enforce(&mut self, d: usize, open_bytes: u64) {
         let rules = self.rules.get();
-        if self.stuck
-            && self
-                .blocked_at
-                .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1))
+        if self
+            .archive_wait
+            .is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1))
         {
             return;
         }
         while self.over(d, open_bytes, rules.budget) {
             if !self.delete_oldest(Some(d), rules.keep_newest.max(1) - 1, false) {
-                self.blocked_at = Some(std::time::Instant::now());
                 self.cannot_hold(d);
                 return;
             }
@@ -282,7 +281,11 @@ impl Retention {
                 );
                 c.0.clone()
             }
-            _ => return false,
+            (None, Some(_)) => {
+                self.archive_wait = Some(std::time::Instant::now());
+                return false;
+            }
+            (None, None) => return false,
         };
         let f = self.done.remove(&key).expect("listed");
         match fs::remove_file(&f.path) {
