@@ -18,7 +18,7 @@ APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common net
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-xdp bench-xdp-filter soak fmt clippy clean
+.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
 
 all: build
 
@@ -119,6 +119,10 @@ bench-records: build
 # The time machine (issue 11): a >= 20 GB store, queries cold and warm against tcpdump -r; STORE_GB=1 RUNS=1 for a smoke test.
 bench-query: build
 	RINGCAP=$(BIN) scripts/bench-query.sh
+
+# A change measured in one run (issue 34): RINGCAP_BEFORE=an older binary; index, query and convert, interleaved.
+bench-before-after: build
+	RINGCAP=$(BIN) scripts/bench-before-after.sh
 
 # AF_XDP capture and generator against ring, tcpdump and trafgen, with the XDP drop rate as the ceiling (issue 15).
 bench-xdp: build

@@ -2,13 +2,15 @@
 //! ([`compile_filter`], attached with SO_ATTACH_FILTER by `capture`) and for the packets of a
 //! capture file ([`compile_for_file`], as `tcpdump -r` compiles them), run in user space by
 //! [`run_filter`]. One crate for the filter language so that `capture`, `index` and `xdp` agree on
-//! it without pulling in each other.
+//! it without pulling in each other. [`expr`] parses the language once into a tree, for the
+//! index's narrowing and the XDP prefilter; libpcap stays the judge of every expression.
 //!
 //! The kernel runs a live program on every packet before it reaches the socket; a packet the
 //! program rejects is never copied into the ring. The kernel counts only accepted packets
 //! (PACKET_STATISTICS), so **the number of packets a filter rejected is not known** to a packet
 //! socket; the caller can estimate it from interface counters when it is the only capturer.
 
+pub mod expr;
 mod file;
 
 pub use file::{compile_for_file, tcpdump_file_header, SavefileLink};

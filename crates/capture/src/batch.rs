@@ -230,7 +230,7 @@ impl Drop for Batch<'_> {
     }
 }
 
-/// Anything that yields batches of packets: the ring, the copy source, a source in memory (tests), later AF_XDP.
+/// Anything that yields batches of packets: the ring, AF_XDP sockets, the copy source, a source in memory (tests).
 pub trait BatchSource: Send {
     /// Wait up to `timeout` for packets; `Ok(None)` when none arrived.
     fn next_batch(&mut self, timeout: Duration) -> Result<Option<Batch<'_>>, CaptureError>;

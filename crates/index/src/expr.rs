@@ -1,12 +1,13 @@
 //! Parsing of `ringcap query` expressions: a libpcap (pcap-filter) expression,
 //! optionally with stenographer-style time terms `after T` / `before T`.
 //!
-//! libpcap decides the final answer for every candidate packet, so the
-//! [`Narrow`] tree built here only has to be a *superset* of what the filter
-//! accepts. Whenever the expression is not understood, it is [`Narrow::All`].
+//! The expression is parsed once, by [`bpf::expr`]; this module lowers its tree. libpcap decides
+//! the final answer for every candidate packet, so the [`Narrow`] tree built here only has to be
+//! a *superset* of what the filter accepts. Whatever the tree leaves Opaque is [`Narrow::All`].
 
 use std::net::IpAddr;
 
+use bpf::expr::{Expr, Kind, Node, Op, Prim, Time};
 use units::time::parse_time;
 
 /// A parsed `ringcap query` expression.
@@ -57,140 +58,35 @@ impl Narrow {
     /// `And(All, x) = x`, `Or(All, _) = All`, and `And(x, x)` / `Or(x, x)` = `x`.
     pub fn simplify(self) -> Narrow {
         match self {
-            Narrow::And(a, b) => match (a.simplify(), b.simplify()) {
-                (Narrow::All, x) | (x, Narrow::All) => x,
-                (x, y) if x == y => x,
-                (x, y) => Narrow::And(Box::new(x), Box::new(y)),
-            },
-            Narrow::Or(a, b) => match (a.simplify(), b.simplify()) {
-                (Narrow::All, _) | (_, Narrow::All) => Narrow::All,
-                (x, y) if x == y => x,
-                (x, y) => Narrow::Or(Box::new(x), Box::new(y)),
-            },
+            Narrow::And(a, b) => and(a.simplify(), b.simplify()),
+            Narrow::Or(a, b) => or(a.simplify(), b.simplify()),
             other => other,
         }
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Word,
-    Op, // `=`, `[`, `&`, `!=`, ...: only appears inside primitives
-    LParen,
-    RParen,
-    Not,
-    And,
-    Or,
+/// `a and b`, simplified (both already are): building it this way never needs a recursive pass
+/// over a long chain.
+fn and(a: Narrow, b: Narrow) -> Narrow {
+    match (a, b) {
+        (Narrow::All, x) | (x, Narrow::All) => x,
+        (x, y) if x == y => x,
+        (x, y) => Narrow::And(Box::new(x), Box::new(y)),
+    }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Tok<'a> {
-    kind: Kind,
-    text: &'a str,
-    start: usize,
-    end: usize,
-}
-
-const OP_CHARS: &str = "=<>!&|[]";
-
-/// Splits into tokens with byte spans. Keywords are lower case, as in libpcap.
-fn tokenize(s: &str) -> Vec<Tok<'_>> {
-    let b = s.as_bytes();
-    let mut toks = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i] as char;
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        let two = s.get(i..i + 2).unwrap_or("");
-        let (kind, len) = match (c, two) {
-            (_, "&&") => (Kind::And, 2),
-            (_, "||") => (Kind::Or, 2),
-            (_, "!=") | (_, "==") | (_, "<=") | (_, ">=") | (_, "<<") | (_, ">>") => (Kind::Op, 2),
-            ('!', _) => (Kind::Not, 1),
-            ('(', _) => (Kind::LParen, 1),
-            (')', _) => (Kind::RParen, 1),
-            _ if OP_CHARS.contains(c) => (Kind::Op, 1),
-            _ => {
-                let n = s[i..]
-                    .find(|ch: char| {
-                        ch.is_ascii_whitespace() || "()".contains(ch) || OP_CHARS.contains(ch)
-                    })
-                    .unwrap_or(s.len() - i);
-                let kind = match &s[i..i + n] {
-                    "and" => Kind::And,
-                    "or" => Kind::Or,
-                    "not" => Kind::Not,
-                    _ => Kind::Word,
-                };
-                (kind, n)
-            }
-        };
-        toks.push(Tok {
-            kind,
-            text: &s[i..i + len],
-            start: i,
-            end: i + len,
-        });
-        i += len;
+/// `a or b`, simplified (both already are).
+fn or(a: Narrow, b: Narrow) -> Narrow {
+    match (a, b) {
+        (Narrow::All, _) | (_, Narrow::All) => Narrow::All,
+        (x, y) if x == y => x,
+        (x, y) => Narrow::Or(Box::new(x), Box::new(y)),
     }
-    // `src or dst host A` / `dst and src ...`: that `or`/`and` is a qualifier,
-    // not a logical operator, so make it part of the primitive.
-    for i in 1..toks.len().saturating_sub(1) {
-        let (p, n) = (toks[i - 1].text, toks[i + 1].text);
-        let joined = matches!((p, n), ("src", "dst") | ("dst", "src"));
-        if matches!(toks[i].kind, Kind::And | Kind::Or) && joined && toks[i - 1].kind == Kind::Word
-        {
-            toks[i].kind = Kind::Word;
-        }
-    }
-    toks
 }
 
 const WHERE_TIME: &str = "time terms may only be joined with `and` at the end \
     (`host 10.0.0.1 and after 10m ago`) or at the start (`after 10m ago and host 10.0.0.1`), \
     not inside parentheses, after `not`, or next to `or`";
-
-/// A time term found in the token list: `after|before VALUE [ago]`.
-struct TimeTerm {
-    at: usize,
-    len: usize,
-}
-
-/// Finds `after`/`before` keywords where a primitive could start (so a host
-/// literally named `after` in `host after` is left alone).
-fn find_time_terms(toks: &[Tok]) -> Result<Vec<TimeTerm>, String> {
-    let mut terms = Vec::new();
-    for (i, t) in toks.iter().enumerate() {
-        let prev = if i == 0 { None } else { Some(toks[i - 1].kind) };
-        let at_start = matches!(
-            prev,
-            None | Some(Kind::And | Kind::Or | Kind::Not | Kind::LParen)
-        );
-        if t.kind != Kind::Word || !matches!(t.text, "after" | "before") || !at_start {
-            continue;
-        }
-        match toks.get(i + 1) {
-            Some(v) if v.kind == Kind::Word => {}
-            _ => {
-                return Err(format!(
-                    "`{}` needs a time value, e.g. `{0} 10m ago` or `{0} 2026-11-23T14:02:00Z`",
-                    t.text
-                ));
-            }
-        }
-        let ago = toks
-            .get(i + 2)
-            .is_some_and(|a| a.kind == Kind::Word && a.text == "ago");
-        terms.push(TimeTerm {
-            at: i,
-            len: if ago { 3 } else { 2 },
-        });
-    }
-    Ok(terms)
-}
 
 /// Parses a query: extracts the time terms, keeps the rest as the libpcap
 /// filter text and builds a (simplified) narrowing tree for it.
@@ -202,21 +98,20 @@ fn find_time_terms(toks: &[Tok]) -> Result<Vec<TimeTerm>, String> {
 /// has no top-level `or`). With several terms, the latest `after` and the
 /// earliest `before` win.
 pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
-    let toks = tokenize(expr);
-    let terms = find_time_terms(&toks)?;
-    let term_at = |i: usize| terms.iter().find(|t| t.at == i);
-    let (mut lo, mut hi) = (0, toks.len());
+    let tree = bpf::expr::parse(expr)?;
+    let ops: Vec<(Option<Op>, &Node)> = tree.operands().collect();
+    let time = |i: usize| match &ops[i].1.kind {
+        Kind::Time(t) => Some(t),
+        _ => None,
+    };
+    let (mut lo, mut hi) = (0, ops.len());
     let mut taken = Vec::new();
     // Strip from the end: `... and TERM`, or a term that is all that is left.
-    while let Some(t) = terms
-        .iter()
-        .rev()
-        .find(|t| t.at >= lo && t.at + t.len == hi)
-    {
-        if t.at == lo {
+    while let Some(t) = (hi > lo).then(|| time(hi - 1)).flatten() {
+        if hi - 1 == lo {
             hi = lo;
-        } else if toks[t.at - 1].kind == Kind::And {
-            hi = t.at - 1;
+        } else if ops[hi - 1].0 == Some(Op::And) {
+            hi -= 1;
         } else {
             break;
         }
@@ -224,22 +119,22 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
     }
     // Strip from the start: `TERM and ...`.
     let mut from_start = false;
-    while let Some(t) = term_at(lo).filter(|t| t.at + t.len < hi) {
-        if toks[t.at + t.len].kind != Kind::And {
+    while let Some(t) = time(lo).filter(|_| lo + 1 < hi) {
+        if ops[lo + 1].0 != Some(Op::And) {
             break;
         }
-        lo = t.at + t.len + 1;
+        lo += 1;
         from_start = true;
         taken.push(t);
-        if lo == hi {
+        if hi - lo == 1 && ops[lo].1.span.start == ops[lo].1.span.end {
             return Err("`and` after a time term needs an expression after it".to_string());
         }
     }
-    let rest = &toks[lo..hi];
-    if let Some(t) = terms.iter().find(|t| t.at >= lo && t.at < hi) {
-        return Err(format!("misplaced `{}`: {}", toks[t.at].text, WHERE_TIME));
+    let rest = &ops[lo..hi];
+    if let Some(t) = rest.iter().find_map(|(_, n)| first_time(n)) {
+        return Err(format!("misplaced `{}`: {WHERE_TIME}", keyword(t)));
     }
-    if from_start && has_top_level_or(rest) {
+    if from_start && rest.iter().any(|(op, _)| *op == Some(Op::Or)) {
         return Err(
             "a time term at the start only applies to the first `or` branch \
             (libpcap reads `after T and a or b` as `(after T and a) or b`); \
@@ -249,38 +144,27 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
     }
     let (mut after_ns, mut before_ns) = (None::<u64>, None::<u64>);
     for t in taken {
-        let value = &expr[toks[t.at + 1].start..toks[t.at + t.len - 1].end];
+        let value = t.value.of(expr);
         let ns = parse_time(value, now_ns)
-            .map_err(|e| format!("bad time in `{} {}`: {}", toks[t.at].text, value, e))?;
-        if toks[t.at].text == "after" {
+            .map_err(|e| format!("bad time in `{} {value}`: {e}", keyword(t)))?;
+        if t.after {
             after_ns = Some(after_ns.map_or(ns, |a| a.max(ns)));
         } else {
             before_ns = Some(before_ns.map_or(ns, |b| b.min(ns)));
         }
     }
     let filter = match (rest.first(), rest.last()) {
-        (Some(a), Some(b)) => expr[a.start..b.end].trim().to_string(),
+        (Some(a), Some(b)) => expr[a.1.span.start..b.1.span.end].trim().to_string(),
         _ => String::new(),
     };
-    // `vlan`/`mpls`/... make later primitives look inside the encapsulation,
-    // so only the first such keyword can describe the outer VLAN tag.
-    let encaps = ["vlan", "mpls", "pppoes", "geneve", "vxlan"];
-    let outer = rest
+    let narrow = rest
         .iter()
-        .find(|t| t.kind == Kind::Word && encaps.contains(&t.text))
-        .map_or(0, |t| t.start);
-    // The narrowing is a superset: an expression too deep or too long to narrow (a hostile one,
-    // 16 KiB of `!` or `(`) narrows nothing, and libpcap alone decides; the parser never recurses
-    // past MAX_DEPTH nor builds more than MAX_TERMS primitives.
-    let primitives = rest.iter().filter(|t| matches!(t.kind, Kind::Word)).count();
-    let narrow = if primitives > MAX_TERMS {
-        Narrow::All
-    } else {
-        match parse_or_and(rest, 0, outer, 0) {
-            Some((n, end)) if end == rest.len() => n.simplify(),
-            _ => Narrow::All,
-        }
-    };
+        .map(|(op, n)| (op, narrow(n)))
+        .reduce(|(_, l), (op, r)| match op {
+            Some(Op::Or) => (op, or(l, r)),
+            _ => (op, and(l, r)),
+        })
+        .map_or(Narrow::All, |(_, n)| n);
     Ok(Query {
         filter,
         after_ns,
@@ -289,165 +173,81 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
     })
 }
 
-fn has_top_level_or(toks: &[Tok]) -> bool {
-    let mut depth = 0i32;
-    toks.iter().any(|t| {
-        match t.kind {
-            Kind::LParen => depth += 1,
-            Kind::RParen => depth -= 1,
-            _ => {}
-        }
-        depth == 0 && t.kind == Kind::Or
+fn keyword(t: &Time) -> &'static str {
+    if t.after {
+        "after"
+    } else {
+        "before"
+    }
+}
+
+/// The first time term in `n`, in text order.
+fn first_time(n: &Node) -> Option<&Time> {
+    match &n.kind {
+        Kind::Time(t) => Some(t),
+        Kind::Not(x) => first_time(x),
+        Kind::Group(e) => e.operands().find_map(|(_, x)| first_time(x)),
+        Kind::Prim(_) | Kind::Opaque => None,
+    }
+}
+
+fn narrow_expr(e: &Expr) -> Narrow {
+    e.rest.iter().fold(narrow(&e.first), |l, (op, r)| match op {
+        Op::And => and(l, narrow(r)),
+        Op::Or => or(l, narrow(r)),
     })
 }
 
-/// Nesting (`(`, `not`) the narrowing follows; deeper gives no narrowing.
-const MAX_DEPTH: usize = 64;
-/// Words in an expression the narrowing looks at; more gives no narrowing (a narrowing tree of
-/// thousands of terms would cost more than it saves, and `port 1 or ... or port 1345` is a
-/// scan anyway).
-const MAX_TERMS: usize = 256;
-
-/// `and` and `or` have equal precedence and associate left to right (libpcap).
-/// `outer` is the byte offset of the only `vlan` that may narrow; `depth` the nesting so far.
-fn parse_or_and(toks: &[Tok], pos: usize, outer: usize, depth: usize) -> Option<(Narrow, usize)> {
-    if depth > MAX_DEPTH {
-        return None;
-    }
-    let (mut left, mut pos) = parse_unary(toks, pos, outer, depth)?;
-    while let Some(op) = toks
-        .get(pos)
-        .map(|t| t.kind)
-        .filter(|k| matches!(k, Kind::And | Kind::Or))
-    {
-        let (right, next) = parse_unary(toks, pos + 1, outer, depth)?;
-        let (l, r) = (Box::new(left), Box::new(right));
-        left = if op == Kind::And {
-            Narrow::And(l, r)
-        } else {
-            Narrow::Or(l, r)
-        };
-        pos = next;
-    }
-    Some((left, pos))
-}
-
-fn parse_unary(toks: &[Tok], pos: usize, outer: usize, depth: usize) -> Option<(Narrow, usize)> {
-    if depth > MAX_DEPTH {
-        return None;
-    }
-    match toks.get(pos)?.kind {
-        // The index cannot narrow a negation, but the operand must still parse.
-        Kind::Not => parse_unary(toks, pos + 1, outer, depth + 1).map(|(_, p)| (Narrow::All, p)),
-        Kind::LParen => match parse_or_and(toks, pos + 1, outer, depth + 1)? {
-            (n, p) if toks.get(p)?.kind == Kind::RParen => Some((n, p + 1)),
-            _ => None,
-        },
-        Kind::Word | Kind::Op => {
-            let n = toks[pos..]
-                .iter()
-                .take_while(|t| matches!(t.kind, Kind::Word | Kind::Op))
-                .count();
-            Some((primitive(&toks[pos..pos + n], outer), pos + n))
-        }
-        _ => None,
+/// A superset of the packets `n` accepts.
+fn narrow(n: &Node) -> Narrow {
+    match &n.kind {
+        Kind::Group(e) => narrow_expr(e),
+        // The index cannot narrow a negation.
+        Kind::Not(_) | Kind::Time(_) | Kind::Opaque => Narrow::All,
+        Kind::Prim(p) => prim(p),
     }
 }
 
-/// Recognises one primitive; anything unknown or arithmetic gives `All`.
-fn primitive(toks: &[Tok], outer: usize) -> Narrow {
-    if toks.iter().any(|t| t.kind != Kind::Word) {
-        return Narrow::All; // relational/arithmetic expression
-    }
-    let mut w: Vec<&str> = toks.iter().map(|t| t.text).collect();
-    match w[..] {
-        ["tcp"] => return Narrow::Proto(6),
-        ["udp"] => return Narrow::Proto(17),
-        ["icmp"] => return Narrow::Proto(1),
-        ["icmp6"] => return Narrow::Proto(58),
-        ["sctp"] => return Narrow::Proto(132),
-        ["ip" | "ip6", "proto", n] | ["proto", n] => {
-            return num(n, 255).map_or(Narrow::All, |n| Narrow::Proto(n as u8));
-        }
-        ["vlan", n] if toks[0].start == outer => {
-            return num(n, 4095).map_or(Narrow::All, |n| Narrow::Vlan(n as u16));
-        }
-        _ => {}
-    }
-    // `host`/`net` accept only ip/ip6 (`arp host` is not about IP headers);
-    // ports also accept tcp/udp/sctp.
-    let pqual = w
-        .first()
-        .copied()
-        .filter(|p| ["ip", "ip6", "tcp", "udp", "sctp"].contains(p));
-    if pqual.is_some() {
-        w.remove(0);
-    }
-    let ip_only = matches!(pqual, None | Some("ip" | "ip6"));
-    let rest = match w[..] {
-        ["src" | "dst", "or" | "and", "src" | "dst", ref r @ ..] => r,
-        ["src" | "dst", ref r @ ..] => r,
-        ref r => r,
-    };
-    match *rest {
-        ["host", a] if ip_only => a.parse().map_or(Narrow::All, Narrow::Host),
-        ["net", n] if ip_only => parse_net(n),
-        ["net", n, "mask", m] if ip_only => parse_net_mask(n, m),
-        ["port", p] => num(p, 65535).map_or(Narrow::All, |p| Narrow::Port(p as u16)),
-        ["portrange", r] => match r
-            .split_once('-')
-            .map(|(a, b)| (num(a, 65535), num(b, 65535)))
-        {
-            Some((Some(a), Some(b))) => Narrow::PortRange(a.min(b) as u16, a.max(b) as u16),
-            _ => Narrow::All,
-        },
-        _ => Narrow::All,
+fn prim(p: &Prim) -> Narrow {
+    use bpf::expr::Proto;
+    match *p {
+        Prim::Proto(Proto::Tcp) => Narrow::Proto(6),
+        Prim::Proto(Proto::Udp) => Narrow::Proto(17),
+        Prim::Proto(Proto::Icmp) => Narrow::Proto(1),
+        Prim::Proto(Proto::Icmp6) => Narrow::Proto(58),
+        Prim::Proto(Proto::Sctp) => Narrow::Proto(132),
+        // Every IP packet (and `ip6` would need the index to know the version).
+        Prim::Proto(Proto::Ip | Proto::Ip6) => Narrow::All,
+        Prim::IpProto { number, .. } => Narrow::Proto(number),
+        // Direction is not indexed: `src host A` is a subset of `host A`.
+        Prim::Host { addr, .. } => Narrow::Host(addr),
+        Prim::Net { addr, prefix, .. } => net(addr, u32::from(prefix)),
+        // A non-contiguous mask is widened to its leading ones, which is still a superset.
+        Prim::NetMask { addr, mask, .. } => net(IpAddr::V4(addr), u32::from(mask).leading_ones()),
+        Prim::Port { port, .. } => Narrow::Port(port),
+        Prim::PortRange { lo, hi, .. } => Narrow::PortRange(lo, hi),
+        // Only the outer tag is indexed; `vlan` alone is any tag.
+        Prim::Vlan {
+            id: Some(id),
+            outer: true,
+        } => Narrow::Vlan(id),
+        Prim::Vlan { .. } => Narrow::All,
     }
 }
 
-/// Plain decimal number up to `max`; hex/octal spellings give None (-> All).
-fn num(s: &str, max: u32) -> Option<u32> {
-    let plain =
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
-    s.parse().ok().filter(|&n| plain && n <= max)
-}
-
+/// `addr/prefix` with the host bits cleared (the tree keeps the prefix within the family).
 fn net(addr: IpAddr, prefix: u32) -> Narrow {
     let addr = match addr {
-        IpAddr::V4(a) if prefix <= 32 => {
+        IpAddr::V4(a) => {
             IpAddr::V4((u32::from(a) & u32::MAX.checked_shl(32 - prefix).unwrap_or(0)).into())
         }
-        IpAddr::V6(a) if prefix <= 128 => {
+        IpAddr::V6(a) => {
             IpAddr::V6((u128::from(a) & u128::MAX.checked_shl(128 - prefix).unwrap_or(0)).into())
         }
-        _ => return Narrow::All,
     };
     Narrow::Net {
         addr,
         prefix: prefix as u8,
-    }
-}
-
-/// `N/len` or a full address (a /32 or /128); abbreviated `10.1` gives All.
-fn parse_net(s: &str) -> Narrow {
-    let (a, len) = s.split_once('/').unwrap_or((s, ""));
-    match (a.parse::<IpAddr>(), len) {
-        (Ok(ip @ IpAddr::V4(_)), "") => net(ip, 32),
-        (Ok(ip), "") => net(ip, 128),
-        (Ok(ip), l) => num(l, 128).map_or(Narrow::All, |l| net(ip, l)),
-        _ => Narrow::All,
-    }
-}
-
-/// `N mask M` (IPv4 only). A non-contiguous mask is widened to its leading
-/// ones, which is still a superset.
-fn parse_net_mask(n: &str, m: &str) -> Narrow {
-    match (
-        n.parse::<std::net::Ipv4Addr>(),
-        m.parse::<std::net::Ipv4Addr>(),
-    ) {
-        (Ok(a), Ok(m)) => net(IpAddr::V4(a), u32::from(m).leading_ones()),
-        _ => Narrow::All,
     }
 }
 
@@ -549,6 +349,13 @@ mod tests {
             ),
             // The second `vlan` is the inner tag of a QinQ packet.
             ("vlan 100 and vlan 200", Vlan(100)),
+            // `||` is `or`, in the direction qualifier too.
+            ("src || dst port 7 and sctp", and(Port(7), Proto(132))),
+            // A relation libpcap alone decides does not hide its `and` neighbours.
+            (
+                "(udp[0] & 1) = 1 and tcp or host 10.0.0.1",
+                or(Proto(6), host("10.0.0.1")),
+            ),
         ];
         for (e, want) in cases {
             assert_eq!(n(e), want, "{e}");

@@ -100,7 +100,7 @@ impl QueryPriority {
 }
 
 #[derive(serde::Serialize)]
-struct Summary {
+struct Summary<'a> {
     packets: u64,
     files: usize,
     files_by_index: usize,
@@ -111,7 +111,7 @@ struct Summary {
     after_ns: Option<u64>,
     before_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    explain: Option<Vec<index::FileReport>>,
+    explain: Option<&'a [index::FileReport]>,
 }
 
 /// Words that begin a tcpdump expression (pcap-filter's primitives and qualifiers, and the time
@@ -212,6 +212,17 @@ fn split_words(
     (stores, words[n..].join(" "))
 }
 
+/// A query's failure as an exit code: a bad expression is a usage error (2), libpcap refusing the
+/// filter for a file's link type is exit 1 as with `tcpdump -r`, and so is a failed run.
+fn query_failed(e: index::QueryError) -> Fatal {
+    use index::QueryError::*;
+    match e {
+        Expression(_) => Fatal::usage(anyhow::anyhow!(e)),
+        Sink(_) => Fatal::runtime(anyhow::anyhow!("writing the result: {e}")),
+        Filter(_) | TimedOut => Fatal::runtime(anyhow::anyhow!(e)),
+    }
+}
+
 pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     let (stores, expr) = split_words(&a.words, &a.expression, |w| Path::new(w).exists());
     if stores.is_empty() {
@@ -226,7 +237,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         a.before.as_deref(),
         sys::now_ns(),
     )
-    .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
+    .map_err(query_failed)?;
     // Files being written are read too, up to their last whole packet.
     let files = crate::index_cmd::capture_files(&stores, true)?;
     if files.is_empty() {
@@ -236,7 +247,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     }
     // The filter compiled for each file's link: what libpcap refuses for one of them is refused
     // here, before any packet, as `tcpdump -r` refuses it (exit 1, libpcap's words).
-    let plan = index::query::plan(&files, &q).map_err(|e| Fatal::runtime(anyhow::anyhow!(e)))?;
+    let plan = index::query::plan(&files, &q).map_err(query_failed)?;
     if let Some(w) = a
         .write
         .as_deref()
@@ -289,7 +300,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
             bar.matched.store(packets, Relaxed);
             Ok(packets < limit)
         })
-        .map_err(|e| Fatal::runtime(anyhow::anyhow!("writing the result: {e}")))?
+        .map_err(query_failed)?
     };
     bar.finish();
     out.finish()?;
@@ -305,7 +316,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         filter: q.filter.clone(),
         after_ns: q.after_ns,
         before_ns: q.before_ns,
-        explain: a.explain.then(|| reports.clone()),
+        explain: a.explain.then_some(&reports[..]),
     };
     if a.json.on {
         let text = serde_json::to_string_pretty(&summary).unwrap_or_default();

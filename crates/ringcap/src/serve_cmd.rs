@@ -324,7 +324,7 @@ impl QueryService {
         };
         let expr = text.trim();
         let shown = shown(expr);
-        let Some(_running) = self.queries.try_take() else {
+        let Some(running) = self.queries.try_take() else {
             let why = format!(
                 "{} queries are running already (--max-queries): try again later",
                 self.queries.max()
@@ -333,25 +333,15 @@ impl QueryService {
         };
         let started = Instant::now();
         let deadline = self.timeout.map(|t| started + t);
-        // Listed per query: the capture keeps adding files and retention deletes them.
-        let files = match index::capture_files(&self.stores, true) {
-            Ok(f) => f,
-            Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
-        };
-        // Each file's link, so that the check compiles the filter as the query will.
-        let survey = index::query::survey(&files);
-        // Checked in a child that can be killed, inside the place and the time limit; only a
-        // query that passed is parsed and compiled in this process.
-        let verdict = serve_check::check(expr, &survey.links(), self.allow_names, deadline, |w| {
-            conn.peer_closed(w)
-        });
-        match verdict {
-            Verdict::Passed => {}
-            Verdict::Refused(why) => return self.refuse(conn, 400, &[], &why),
-            // Not the server's fault and no use retrying (so not 5xx), yet no syntax error.
-            Verdict::TooCostly(why) => return self.refuse(conn, 422, &[], &why),
-            Verdict::Failed(why) => return self.refuse(conn, 500, &[], &why),
-            Verdict::ClientGone => {
+        let (files, plan) = match self.prepare(expr, conn, deadline) {
+            Ok(prepared) => prepared,
+            // The place is given back before the answer is sent: a client that has read its
+            // refusal can ask again at once and find it free.
+            Err(Unanswered::Refused(status, why)) => {
+                drop(running);
+                return self.refuse(conn, status, &[], &why);
+            }
+            Err(Unanswered::ClientGone) => {
                 let took = started.elapsed().as_secs_f64();
                 self.log(
                     conn.peer(),
@@ -359,19 +349,6 @@ impl QueryService {
                 );
                 return Ok(());
             }
-        }
-        let query = match index::parse_query(expr, sys::now_ns()) {
-            Ok(q) => q,
-            Err(e) => return self.refuse(conn, 400, &[], &e),
-        };
-        // The filter compiled for each file's link, as tcpdump -r compiles it (the check passed,
-        // so within its bounds): refused with libpcap's words before any byte of the result.
-        let plan = match survey.plan(&query) {
-            Ok(p) => p,
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
-                return self.refuse(conn, 400, &[], &e.to_string())
-            }
-            Err(e) => return self.refuse(conn, 500, &[], &e.to_string()),
         };
         let options = index::QueryOptions {
             deadline,
@@ -416,6 +393,9 @@ impl QueryService {
             Ok(true)
         });
         let took = started.elapsed().as_secs_f64() * 1e3;
+        // The query's work is done; what is left is the last bytes. Given back first, so a
+        // client that has seen its answer end can ask again at once.
+        drop(running);
         let failure = match result {
             Ok(reports) => unread_files(&reports),
             Err(e) => Some(e.to_string()),
@@ -454,6 +434,53 @@ impl QueryService {
             ),
         }
         Ok(())
+    }
+}
+
+/// Why a query got no answer of packets.
+enum Unanswered {
+    /// Refused with this HTTP status and reason.
+    Refused(u16, String),
+    /// The client hung up while its filter was being checked.
+    ClientGone,
+}
+
+impl QueryService {
+    /// The files to read and the query's plan, with the filter checked in a bounded child
+    /// first; run while the query holds its place.
+    fn prepare(
+        &self,
+        expr: &str,
+        conn: &httpd::Conn,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<PathBuf>, index::query::Plan), Unanswered> {
+        use Unanswered::Refused;
+        // Listed per query: the capture keeps adding files and retention deletes them.
+        let files =
+            index::capture_files(&self.stores, true).map_err(|e| Refused(500, e.to_string()))?;
+        // Each file's link, so that the check compiles the filter as the query will.
+        let survey = index::query::survey(&files);
+        // Checked in a child that can be killed, inside the place and the time limit; only a
+        // query that passed is parsed and compiled in this process.
+        let verdict = serve_check::check(expr, &survey.links(), self.allow_names, deadline, |w| {
+            conn.peer_closed(w)
+        });
+        match verdict {
+            Verdict::Passed => {}
+            Verdict::Refused(why) => return Err(Refused(400, why)),
+            // Not the server's fault and no use retrying (so not 5xx), yet no syntax error.
+            Verdict::TooCostly(why) => return Err(Refused(422, why)),
+            Verdict::Failed(why) => return Err(Refused(500, why)),
+            Verdict::ClientGone => return Err(Unanswered::ClientGone),
+        }
+        let query = index::parse_query(expr, sys::now_ns()).map_err(|e| Refused(400, e))?;
+        // The filter compiled for each file's link, as tcpdump -r compiles it (the check passed,
+        // so within its bounds): refused with libpcap's words before any byte of the result.
+        let plan = survey.plan(&query).map_err(|e| {
+            let status = if e.is_refusal() { 400 } else { 500 };
+            Refused(status, e.to_string())
+        })?;
+        Ok((files, plan))
     }
 }
 

@@ -1,6 +1,6 @@
 //! The capture session: what `ringcap capture` does, as a library.
 //!
-//! Sources ([`capture::BatchSource`]: the ring, the copy source, packets in memory, later AF_XDP) each run on
+//! Sources ([`capture::BatchSource`]: the ring, AF_XDP sockets, the copy source, packets in memory) each run on
 //! their own thread (pinned when asked) and hand every batch to each [`Sink`]'s per-thread [`Lane`]; a
 //! [`Stop`] (SIGINT/SIGTERM, `--duration`, `-c`, a failed sink) ends the threads after they drained what the
 //! kernel had already delivered; [`Session::run`] returns one [`Report`]. Counters stay with their owners: the

@@ -6,7 +6,8 @@
 //! gets, so the capture keeps exactly what tcpdump keeps. Hence every doubt resolves towards "might match":
 //! the program tests untagged (or, after a leading `vlan`, singly tagged) IPv4 only, and sends IPv6, ARP, RARP,
 //! short frames and odd headers to the socket. [`Prefilter::recognise`] (recognise.rs) builds one from the
-//! expressions it fully understands and gives up (no prefilter) on anything else.
+//! expression's parse tree ([`bpf::expr`]) when it fully understands every node, and gives up (no prefilter) on
+//! anything else.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -183,7 +184,7 @@ unsafe impl aya::Pod for PrefilterMap {}
 
 impl Prefilter {
     /// The map value the program reads. Rules and tests beyond the program's room are never built by the
-    /// recogniser; should one get here, it is an error rather than a silently narrower filter.
+    /// lowering; should one get here, it is an error rather than a silently narrower filter.
     pub fn map_value(&self) -> Result<PrefilterMap, String> {
         if self.rules.len() > PREFILTER_RULES {
             return Err(format!(

@@ -1,64 +1,17 @@
-//! From a tcpdump expression to a [`Prefilter`], for the subset the XDP program can test: `and`/`or` (libpcap's
-//! equal precedence, left to right) and parentheses over `tcp`, `udp`, `sctp`, `icmp`, `ip`, `[src|dst] host A`,
-//! `[src|dst] net A/len`, `[tcp|udp|sctp] [src|dst] port P` with IPv4 literals and port numbers, and a
-//! leading `vlan [N] and ...`. Anything else (negation, byte tests, `len`, names to resolve, IPv6 addresses,
-//! omitted keywords as in `host A or B`, `vlan` elsewhere) gives no prefilter: everything goes to user space.
+//! From a tcpdump expression's tree ([`bpf::expr`]) to a [`Prefilter`], for the subset the XDP program can
+//! test: `and`/`or` (libpcap's equal precedence, left to right) and parentheses over `tcp`, `udp`, `sctp`,
+//! `icmp`, `ip`, `[ip] [src|dst] host A`, `[ip] [src|dst] net A/len`, `[tcp|udp|sctp] [src|dst] port P` with
+//! IPv4 literals and port numbers, and a leading `vlan [N] and ...`. Anything else (negation, Opaque terms such
+//! as byte tests, `len`, names to resolve or omitted keywords as in `host A or B`, IPv6, `src and dst`, `vlan`
+//! elsewhere) gives no prefilter: everything goes to user space.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
+
+use bpf::expr::{Dir, Expr, Kind, Node, Op, Prim, Proto};
 
 use crate::prefilter::*;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Token<'a> {
-    Open,
-    Close,
-    And,
-    Or,
-    /// `not`/`!`: outside the subset, kept only to refuse it.
-    Not,
-    Word(&'a str),
-}
-
-fn tokens(expr: &str) -> Vec<Token<'_>> {
-    let mut v = Vec::new();
-    let b = expr.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c == b'(' || c == b')' {
-            v.push(if c == b'(' { Token::Open } else { Token::Close });
-            i += 1;
-        } else if expr[i..].starts_with("&&") || expr[i..].starts_with("||") {
-            v.push(if c == b'&' { Token::And } else { Token::Or });
-            i += 2;
-        } else if c == b'!' {
-            v.push(Token::Not);
-            i += 1;
-        } else {
-            let start = i;
-            while i < b.len() && !b[i].is_ascii_whitespace() && !b"()!&|".contains(&b[i]) {
-                i += 1;
-            }
-            if i == start {
-                // A lone '&' or '|': not ours.
-                v.push(Token::Not);
-                i += 1;
-                continue;
-            }
-            v.push(match &expr[start..i] {
-                "and" => Token::And,
-                "or" => Token::Or,
-                "not" => Token::Not,
-                w => Token::Word(w),
-            });
-        }
-    }
-    v
-}
-
-/// Conjunctions, OR'ed (disjunctive normal form), while parsing.
+/// Conjunctions, OR'ed (disjunctive normal form), while lowering.
 type Dnf = Vec<Rule>;
 
 /// Intermediate products may grow past the program's room before impossible rules fall out.
@@ -83,161 +36,84 @@ fn or(mut a: Dnf, b: Dnf) -> Option<Dnf> {
     (a.len() <= MAX_WORKING_RULES).then_some(a)
 }
 
-struct Parser<'a> {
-    toks: Vec<Token<'a>>,
-    pos: usize,
+/// `first op x op y ...`, left to right (the operator before the first is ignored).
+fn dnf<'a>(mut operands: impl Iterator<Item = (Option<Op>, &'a Node)>) -> Option<Dnf> {
+    let mut acc = term(operands.next()?.1)?;
+    for (op, n) in operands {
+        acc = match op? {
+            Op::And => and(acc, term(n)?)?,
+            Op::Or => or(acc, term(n)?)?,
+        };
+    }
+    Some(acc)
 }
 
-impl<'a> Parser<'a> {
-    fn peek(&self) -> Option<Token<'a>> {
-        self.toks.get(self.pos).copied()
+fn term(n: &Node) -> Option<Dnf> {
+    match &n.kind {
+        Kind::Group(e) => dnf(e.operands()),
+        Kind::Prim(p) => primitive(p).map(|r| vec![r]),
+        Kind::Not(_) | Kind::Time(_) | Kind::Opaque => None,
     }
+}
 
-    fn next(&mut self) -> Option<Token<'a>> {
-        let t = self.peek();
-        self.pos += 1;
-        t
+fn direction(d: Dir) -> Option<Direction> {
+    match d {
+        Dir::Src => Some(Direction::Src),
+        Dir::Dst => Some(Direction::Dst),
+        Dir::Either => Some(Direction::Either),
+        Dir::Both => None,
     }
+}
 
-    fn peek_word(&self, w: &str) -> bool {
-        self.peek() == Some(Token::Word(w))
-    }
-
-    /// `term (op term)*`, left to right; also says whether an `or` joined terms at this level.
-    fn expr(&mut self) -> Option<(Dnf, bool)> {
-        let mut acc = self.term()?;
-        let mut saw_or = false;
-        loop {
-            match self.peek() {
-                Some(Token::And) => {
-                    self.pos += 1;
-                    acc = and(acc, self.term()?)?;
-                }
-                Some(Token::Or) => {
-                    self.pos += 1;
-                    saw_or = true;
-                    acc = or(acc, self.term()?)?;
-                }
-                None | Some(Token::Close) => return Some((acc, saw_or)),
-                _ => return None,
-            }
-        }
-    }
-
-    fn term(&mut self) -> Option<Dnf> {
-        match self.next()? {
-            Token::Open => {
-                let (d, _) = self.expr()?;
-                (self.next()? == Token::Close).then_some(d)
-            }
-            Token::Word(w) => self.primitive(w).map(|r| vec![r]),
-            _ => None,
-        }
-    }
-
-    fn primitive(&mut self, w: &str) -> Option<Rule> {
-        let bare = |protos| Rule {
-            protos,
-            addrs: vec![],
-            ports: vec![],
+fn primitive(p: &Prim) -> Option<Rule> {
+    let rule = |protos, addrs, ports| Rule {
+        protos,
+        addrs,
+        ports,
+    };
+    // libpcap's host/net also match ARP and RARP, which the program always hands over.
+    let addr = |net, prefix_len, dir| {
+        let test = AddrTest {
+            net,
+            prefix_len,
+            dir: direction(dir)?,
         };
-        match w {
-            "tcp" | "udp" | "sctp" => {
-                let protos = match w {
-                    "tcp" => CLASS_TCP,
-                    "udp" => CLASS_UDP,
-                    _ => CLASS_SCTP,
-                };
-                if self.qualifier_follows() {
-                    let r = self.qualified()?;
-                    // Under a transport protocol only `port` is ours.
-                    (!r.ports.is_empty()).then_some(Rule { protos, ..r })
-                } else {
-                    Some(bare(protos))
-                }
-            }
-            "icmp" => Some(bare(CLASS_ICMP)),
-            "ip" => {
-                if self.qualifier_follows() {
-                    let r = self.qualified()?;
-                    (!r.addrs.is_empty()).then_some(r)
-                } else {
-                    Some(bare(CLASS_IP))
-                }
-            }
-            "src" | "dst" | "host" | "net" | "port" => {
-                self.pos -= 1;
-                self.qualified()
-            }
-            _ => None,
+        Some(rule(CLASS_IP, vec![test], vec![]))
+    };
+    match *p {
+        Prim::Proto(Proto::Tcp) => Some(rule(CLASS_TCP, vec![], vec![])),
+        Prim::Proto(Proto::Udp) => Some(rule(CLASS_UDP, vec![], vec![])),
+        Prim::Proto(Proto::Sctp) => Some(rule(CLASS_SCTP, vec![], vec![])),
+        Prim::Proto(Proto::Icmp) => Some(rule(CLASS_ICMP, vec![], vec![])),
+        Prim::Proto(Proto::Ip) => Some(rule(CLASS_IP, vec![], vec![])),
+        Prim::Host {
+            qual: None | Some(Proto::Ip),
+            dir,
+            addr: IpAddr::V4(a),
+        } => addr(a, 32, dir),
+        Prim::Net {
+            qual: None | Some(Proto::Ip),
+            dir,
+            addr: IpAddr::V4(a),
+            prefix,
+        } => addr(a, prefix, dir),
+        Prim::Port { qual, dir, port } => {
+            let protos = match qual {
+                None => CLASS_PORTS,
+                Some(Proto::Tcp) => CLASS_TCP,
+                Some(Proto::Udp) => CLASS_UDP,
+                Some(Proto::Sctp) => CLASS_SCTP,
+                Some(_) => return None,
+            };
+            let test = PortTest {
+                port,
+                dir: direction(dir)?,
+            };
+            Some(rule(protos, vec![], vec![test]))
         }
-    }
-
-    fn qualifier_follows(&self) -> bool {
-        ["src", "dst", "host", "net", "port"]
-            .iter()
-            .any(|w| self.peek_word(w))
-    }
-
-    /// `[src|dst|src or dst] (host A | net A[/len] | port P)`.
-    fn qualified(&mut self) -> Option<Rule> {
-        let mut dir = Direction::Either;
-        for (w, d, other) in [
-            ("src", Direction::Src, "dst"),
-            ("dst", Direction::Dst, "src"),
-        ] {
-            if self.peek_word(w) {
-                self.pos += 1;
-                dir = d;
-                if self.peek() == Some(Token::Or)
-                    && self.toks.get(self.pos + 1) == Some(&Token::Word(other))
-                {
-                    self.pos += 2;
-                    dir = Direction::Either;
-                }
-                break;
-            }
-        }
-        let Some(Token::Word(kind)) = self.next() else {
-            return None;
-        };
-        let Some(Token::Word(value)) = self.next() else {
-            return None;
-        };
-        let addr = |net: Ipv4Addr, prefix_len| Rule {
-            // libpcap's host/net also match ARP and RARP, which the program always hands over.
-            protos: CLASS_IP,
-            addrs: vec![AddrTest {
-                net,
-                prefix_len,
-                dir,
-            }],
-            ports: vec![],
-        };
-        match kind {
-            "host" => Some(addr(value.parse().ok()?, 32)),
-            "net" => {
-                let (a, len) = match value.split_once('/') {
-                    Some((a, len)) if len.bytes().all(|c| c.is_ascii_digit()) => {
-                        (a, len.parse::<u8>().ok()?)
-                    }
-                    Some(_) => return None,
-                    None => (value, 32),
-                };
-                // Short forms (`net 10`, `net 10.1/16`) and `mask` are libpcap's own arithmetic: not ours.
-                (len <= 32 && !self.peek_word("mask")).then_some(())?;
-                Some(addr(a.parse().ok()?, len))
-            }
-            "port" if value.bytes().all(|c| c.is_ascii_digit()) => Some(Rule {
-                protos: CLASS_PORTS,
-                addrs: vec![],
-                ports: vec![PortTest {
-                    port: value.parse().ok()?,
-                    dir,
-                }],
-            }),
-            _ => None,
-        }
+        // IPv6 (the program hands every IPv6 frame over), `net ... mask` (libpcap's own arithmetic),
+        // `proto N`, ranges, `vlan` not leading.
+        _ => None,
     }
 }
 
@@ -245,48 +121,36 @@ impl Prefilter {
     /// The prefilter for `expr`, or `None` when the expression is empty or outside the subset. The caller
     /// must have compiled `expr` with libpcap first (a syntax error is libpcap's to report).
     pub fn recognise(expr: &str) -> Option<Prefilter> {
-        let mut p = Parser {
-            toks: tokens(expr),
-            pos: 0,
-        };
-        if p.toks.is_empty() {
-            return None;
-        }
+        Prefilter::lower(&bpf::expr::parse(expr).ok()?)
+    }
+
+    /// The prefilter for a parsed expression, or `None` outside the subset.
+    pub fn lower(tree: &Expr) -> Option<Prefilter> {
+        let mut operands = tree.operands();
         let mut vlan = VlanTest::Untagged;
-        if p.peek_word("vlan") {
-            p.pos += 1;
-            vlan = VlanTest::AnyTag;
-            if let Some(Token::Word(n)) = p.peek() {
-                if !n.bytes().all(|c| c.is_ascii_digit()) {
-                    return None;
-                }
-                let id: u16 = n.parse().ok()?;
-                if id > 4095 {
-                    return None;
-                }
-                vlan = VlanTest::Id(id);
-                p.pos += 1;
+        if let Kind::Prim(Prim::Vlan { id, .. }) = tree.first.kind {
+            operands.next();
+            vlan = id.map_or(VlanTest::AnyTag, VlanTest::Id);
+            if tree.rest.is_empty() {
+                let any = Rule {
+                    protos: CLASS_IP | CLASS_NOT_IP,
+                    addrs: vec![],
+                    ports: vec![],
+                };
+                return Some(Prefilter {
+                    vlan,
+                    rules: vec![any],
+                });
             }
-            match p.next() {
-                None => {
-                    return Some(Prefilter {
-                        vlan,
-                        rules: vec![Rule {
-                            protos: CLASS_IP | CLASS_NOT_IP,
-                            addrs: vec![],
-                            ports: vec![],
-                        }],
-                    })
-                }
-                // `vlan and A or B` is `(vlan and A) or B` with B read past the tag too: not ours.
-                Some(Token::And) => {}
-                _ => return None,
+            // `vlan and A or B` is `(vlan and A) or B` with B read past the tag too: not ours.
+            if tree.rest.iter().any(|(op, _)| *op == Op::Or) {
+                return None;
             }
         }
-        let (dnf, saw_or) = p.expr()?;
-        if p.pos != p.toks.len() || (vlan != VlanTest::Untagged && saw_or) {
-            return None;
-        }
+        Prefilter::from_dnf(vlan, dnf(operands)?)
+    }
+
+    fn from_dnf(vlan: VlanTest, dnf: Dnf) -> Option<Prefilter> {
         let mut rules: Vec<Rule> = Vec::new();
         for mut r in dnf {
             if r.protos == 0 {
@@ -422,6 +286,20 @@ mod tests {
             "tcp[tcpflags] & tcp-syn != 0",
             "010.0.0.1",
             "host 010.0.0.1",
+        ] {
+            refused(e);
+        }
+    }
+
+    #[test]
+    fn numbers_libpcap_reads_as_octal_or_hex_are_refused() {
+        // libpcap reads `053` as 43 and `/010` as /8: taking them as decimal would make the prefilter narrower
+        // than the filter, so they are libpcap's alone.
+        for e in [
+            "port 053",
+            "net 10.0.0.0/010",
+            "vlan 010 and udp",
+            "port 0x35",
         ] {
             refused(e);
         }

@@ -10,11 +10,14 @@ use std::sync::{Arc, Mutex};
 use libc::sock_filter;
 use store::FileLink;
 
+/// A compiled program, shared by the workers reading files of its link.
+type Program = Arc<Vec<sock_filter>>;
+
 /// One program per (link type, byte order); the snaplen only sets what an accepting program
 /// returns, which a query does not use.
 pub(crate) struct Filters {
     expr: String,
-    programs: Mutex<HashMap<(u32, bool), Arc<Vec<sock_filter>>>>,
+    programs: Mutex<HashMap<(u32, bool), Program>>,
 }
 
 impl Filters {
@@ -27,7 +30,7 @@ impl Filters {
 
     /// The program for packets of this link (None: the expression is empty, every packet
     /// matches); Err with libpcap's message when it refuses the expression for this link.
-    pub(crate) fn for_link(&self, link: FileLink) -> Result<Option<Arc<Vec<sock_filter>>>, String> {
+    pub(crate) fn for_link(&self, link: FileLink) -> Result<Option<Program>, String> {
         if self.expr.is_empty() {
             return Ok(None);
         }

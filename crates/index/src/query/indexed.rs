@@ -1,3 +1,4 @@
+// Over 700 lines on purpose: frames and records read by index share one plan of pieces; apart, each half would need the other to read.
 //! Reading a file by its index: only the frames (compressed files) or records (plain files) the
 //! index names, plus the part it does not cover yet.
 
@@ -11,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::pace::{Paced, ReadPace};
 use super::worker::{read_stream, scan_file, Out};
-use super::{FileReport, How, Job, ScanWhy};
+use super::{FileError, FileReport, How, Job, ScanWhy};
 use crate::file::{Compression, Frame, IndexError, IndexFile, WHOLE_FRAME_MAX};
 
 /// Candidate records closer than this are read with one read.
@@ -108,13 +109,14 @@ struct Skipped {
 
 impl Skipped {
     /// What the report says, if anything was skipped.
-    fn describe(&self) -> Option<String> {
-        let (off, why) = self.first.as_ref()?;
-        Some(format!(
-            "{} damaged frame(s) skipped ({} bytes; the first at file offset {off}: {why}): their \
-             packets are missing, the other frames were read",
-            self.frames, self.bytes
-        ))
+    fn describe(&self) -> Option<FileError> {
+        let (offset, why) = self.first.clone()?;
+        Some(FileError::FramesSkipped {
+            frames: self.frames,
+            bytes: self.bytes,
+            offset,
+            why,
+        })
     }
 }
 
@@ -307,7 +309,7 @@ pub(super) fn by_index(
     job: &Job,
     out: &mut Out<'_>,
     r: &mut FileReport,
-) -> Result<(), String> {
+) -> Result<(), FileError> {
     let h = ix.header;
     let compressed = h.compression != Compression::None;
     if !compressed && !h.complete {
@@ -343,14 +345,17 @@ pub(super) fn by_index(
     r.how = How::Index;
     r.frames_total = u64::from(h.frames);
     r.candidates = candidates;
-    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
     if compressed {
         // The records of every wanted frame, as one stream.
         let pieces = record_pieces(&frames, &wanted);
         r.frames_read = pieces.len() as u64;
         r.bytes_read = pieces.iter().map(|p| p.len).sum();
-        let body =
-            Frames::new(&file, job, pieces, h.compression, true).map_err(|e| e.to_string())?;
+        let body = Frames::new(&file, job, pieces, h.compression, true).map_err(io)?;
         let skipped = body.skipped();
         read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
         let skipped = skipped.lock().unwrap_or_else(|e| e.into_inner());
@@ -367,8 +372,8 @@ pub(super) fn by_index(
             let from = frames[first].rec_start;
             let to = ends[k - 1].unwrap_or(h.covered);
             r.bytes_read += to - from;
-            let mut f = file.try_clone().map_err(|e| e.to_string())?;
-            f.seek(SeekFrom::Start(from)).map_err(|e| e.to_string())?;
+            let mut f = file.try_clone().map_err(io)?;
+            f.seek(SeekFrom::Start(from)).map_err(io)?;
             let paced = Paced {
                 inner: f.take(to - from),
                 pace: job.pace.clone(),
@@ -391,8 +396,7 @@ pub(super) fn by_index(
             skip: (prelude.len() as u64).saturating_sub(raw_start),
             take: None,
         }];
-        let body =
-            Frames::new(&file, job, tail, h.compression, false).map_err(|e| e.to_string())?;
+        let body = Frames::new(&file, job, tail, h.compression, false).map_err(io)?;
         read_stream(prelude, Box::new(body), path, out, r, RUN_BUFFER)?;
     }
     Ok(())
@@ -606,8 +610,12 @@ fn plain_records(
     pace: &Option<Arc<ReadPace>>,
     out: &mut Out<'_>,
     r: &mut FileReport,
-) -> Result<(), String> {
-    let layout = store::container::RecordLayout::of(prelude)?;
+) -> Result<(), FileError> {
+    let layout = store::container::RecordLayout::of(prelude).map_err(FileError::IndexMismatch)?;
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut i = 0;
     let mut buf = Vec::new();
     while i < offs.len() {
@@ -618,17 +626,18 @@ fn plain_records(
             last = offs[i];
             i += 1;
         }
-        let head = read_exact_at(file, last, layout.header_len())?;
+        let mut head = vec![0; layout.header_len()];
+        file.read_exact_at(&mut head, last).map_err(io)?;
         let end = last
-            + layout.record_len(&head).map_err(|e| {
-                format!("{e}: the index does not match the file; run `ringcap index`")
-            })?;
+            + layout
+                .record_len(&head)
+                .map_err(|e| FileError::IndexMismatch(format!("the record at {last}: {e}")))?;
         buf.resize((end - first) as usize, 0);
-        file.read_exact_at(&mut buf, first)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.read_exact_at(&mut buf, first).map_err(io)?;
         r.bytes_read += end - first;
         if let Some(p) = pace {
-            p.take(end - first).map_err(|e| e.to_string())?;
+            // The pace refuses only past the query's deadline.
+            p.take(end - first).map_err(|_| FileError::TimedOut)?;
         }
         let cap = prelude.len() + buf.len() + 64;
         read_stream(
@@ -641,13 +650,6 @@ fn plain_records(
         )?;
     }
     Ok(())
-}
-
-fn read_exact_at(file: &File, off: u64, n: usize) -> Result<Vec<u8>, String> {
-    let mut b = vec![0; n];
-    file.read_exact_at(&mut b, off)
-        .map_err(|e| format!("reading a record at {off}: {e}"))?;
-    Ok(b)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::filter::Filters;
 use super::pace::ReadPace;
 use super::worker::query_file;
-use super::{timed_out, Batch, FileReport, Hit, Job, QueryOptions, BATCH_PACKETS};
+use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, BATCH_PACKETS};
 use crate::expr::Query;
 use store::{FileLink, StreamHeader};
 
@@ -122,9 +122,9 @@ impl Survey {
         seen
     }
 
-    /// Compiles the query's filter for the files' links. Err (InvalidInput, with libpcap's
-    /// words) when it does not compile for one of them.
-    pub fn plan(self, query: &Query) -> io::Result<Plan> {
+    /// Compiles the query's filter for the files' links. [`QueryError::Filter`], with libpcap's
+    /// words, when it does not compile for one of them.
+    pub fn plan(self, query: &Query) -> Result<Plan, QueryError> {
         let filters = Arc::new(Filters::new(&query.filter));
         let mut order: Vec<(u64, usize)> = self
             .firsts
@@ -133,7 +133,7 @@ impl Survey {
             .map(|(i, &t)| (t, i))
             .collect();
         order.sort();
-        let refused = |e| io::Error::new(io::ErrorKind::InvalidInput, e);
+        let refused = QueryError::Filter;
         for link in self.links() {
             filters.for_link(link).map_err(refused)?;
         }
@@ -159,7 +159,7 @@ impl Survey {
 }
 
 /// Surveys `files` and compiles the query's filter for their links (see [`Survey::plan`]).
-pub fn plan(files: &[PathBuf], query: &Query) -> io::Result<Plan> {
+pub fn plan(files: &[PathBuf], query: &Query) -> Result<Plan, QueryError> {
     survey(files).plan(query)
 }
 
@@ -200,7 +200,7 @@ pub fn run(
     query: &Query,
     opts: &QueryOptions,
     emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
-) -> io::Result<Vec<FileReport>> {
+) -> Result<Vec<FileReport>, QueryError> {
     plan(files, query)?.run(opts, emit)
 }
 
@@ -212,7 +212,7 @@ impl Plan {
         &self,
         opts: &QueryOptions,
         emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
-    ) -> io::Result<Vec<FileReport>> {
+    ) -> Result<Vec<FileReport>, QueryError> {
         merge(self, opts, emit)
     }
 }
@@ -221,7 +221,7 @@ fn merge(
     plan: &Plan,
     opts: &QueryOptions,
     mut emit: impl FnMut(&Hit<'_>) -> io::Result<bool>,
-) -> io::Result<Vec<FileReport>> {
+) -> Result<Vec<FileReport>, QueryError> {
     let (files, query, order) = (&plan.files, &plan.query, &plan.order);
     let stop = Arc::new(AtomicBool::new(false));
     let pace = opts.max_read_rate.map(|rate| {
@@ -246,7 +246,7 @@ fn merge(
             .is_some_and(|d| std::time::Instant::now() >= d)
     };
     let jobs = opts.jobs.max(1);
-    let mut reports: Vec<Option<FileReport>> = vec![None; files.len()];
+    let mut reports: Vec<Option<FileReport>> = files.iter().map(|_| None).collect();
     let mut next = 0usize; // next file (in `order`) to start
     let mut streams: Vec<Stream> = Vec::new();
     let start = |k: usize| -> Stream {
@@ -273,7 +273,7 @@ fn merge(
     // `live`: streams being merged; `ahead`: started, not merged yet (read in parallel).
     let mut ahead: std::collections::VecDeque<(u64, Stream)> = Default::default();
     let mut stopped = false;
-    let mut failed: Option<io::Error> = None;
+    let mut failed: Option<QueryError> = None;
     // Packets merged since the workers were last counted.
     let mut since_check = 0u32;
     loop {
@@ -348,7 +348,7 @@ fn merge(
             break;
         }
         if past_deadline() {
-            failed = Some(timed_out());
+            failed = Some(QueryError::TimedOut);
             break;
         }
         since_check += 1;
@@ -367,7 +367,7 @@ fn merge(
             Ok(false) => stopped = true,
             // The reader went away: stop the workers before saying so.
             Err(e) => {
-                failed = Some(e);
+                failed = Some(QueryError::Sink(e));
                 break;
             }
         }
@@ -382,7 +382,7 @@ fn merge(
     }
     if failed.is_none() && past_deadline() && reports.iter().flatten().any(|r| r.error.is_some()) {
         // A worker gave up at the deadline (its file's report says so).
-        failed = Some(timed_out());
+        failed = Some(QueryError::TimedOut);
     }
     if let Some(e) = failed {
         return Err(e);

@@ -8,6 +8,7 @@
 //! `merge` (the workers started and their packets merged in time order), `worker` (one file read
 //! and filtered), `indexed` (reading only what the index names) and `pace` (`--max-read-rate`).
 
+mod error;
 mod filter;
 mod indexed;
 mod merge;
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
+pub use error::{FileError, QueryError};
 pub use merge::{plan, run, survey, Plan, Survey};
 
 use crate::expr::Query;
@@ -40,7 +42,7 @@ pub struct QueryOptions {
     pub use_index: bool,
     /// Read at most this many file bytes per second, all workers together (`--max-read-rate`).
     pub max_read_rate: Option<u64>,
-    /// Give up at this instant: [`run`] then fails with `ErrorKind::TimedOut` (a server's
+    /// Give up at this instant: [`run`] then fails with [`QueryError::TimedOut`] (a server's
     /// query-time limit).
     pub deadline: Option<std::time::Instant>,
     /// How the workers yield to a capture.
@@ -78,12 +80,13 @@ pub fn prepare_query(
     after: Option<&str>,
     before: Option<&str>,
     now_ns: u64,
-) -> Result<Query, String> {
-    let mut q = crate::parse_query(expr, now_ns)?;
-    if let Some(t) = after.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+) -> Result<Query, QueryError> {
+    let mut q = crate::parse_query(expr, now_ns).map_err(QueryError::Expression)?;
+    let time = |t: &str| crate::parse_time(t, now_ns).map_err(QueryError::Expression);
+    if let Some(t) = after.map(time).transpose()? {
         q.after_ns = Some(q.after_ns.map_or(t, |x| x.max(t)));
     }
-    if let Some(t) = before.map(|t| crate::parse_time(t, now_ns)).transpose()? {
+    if let Some(t) = before.map(time).transpose()? {
         q.before_ns = Some(q.before_ns.map_or(t, |x| x.min(t)));
     }
     Ok(q)
@@ -180,7 +183,7 @@ impl serde::Serialize for How {
 }
 
 /// What the query did with one file (`--explain`).
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize)]
 pub struct FileReport {
     pub path: PathBuf,
     pub how: How,
@@ -193,7 +196,16 @@ pub struct FileReport {
     /// Packets decoded and given to the filter.
     pub packets_tested: u64,
     pub packets_matched: u64,
-    pub error: Option<String>,
+    /// Why some or all of its packets are missing (None: read whole).
+    #[serde(serialize_with = "as_text")]
+    pub error: Option<FileError>,
+}
+
+fn as_text<S: serde::Serializer>(e: &Option<FileError>, s: S) -> Result<S::Ok, S::Error> {
+    match e {
+        Some(e) => s.collect_str(e),
+        None => s.serialize_none(),
+    }
 }
 
 impl FileReport {
@@ -202,8 +214,9 @@ impl FileReport {
         let path = self.path.display().to_string();
         // Most errors name the file already.
         self.error.as_ref().map(|e| {
+            let e = e.to_string();
             if e.contains(&path) {
-                e.clone()
+                e
             } else {
                 format!("{path}: {e}")
             }
@@ -293,7 +306,7 @@ mod tests {
                 })
                 .unwrap();
                 assert_eq!(reports[0].how, How::Index, "{how}: {expr}");
-                assert_eq!(reports[0].error, None, "{how}: {expr}");
+                assert!(reports[0].error.is_none(), "{how}: {expr}");
                 assert_eq!(got, want, "{how}: {expr}: {reports:?}");
             }
         }

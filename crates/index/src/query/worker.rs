@@ -12,7 +12,7 @@ use libc::sock_filter;
 
 use super::indexed::by_index;
 use super::pace::{Paced, ReadPace};
-use super::{Batch, BatchMeta, FileReport, How, Job, ScanWhy};
+use super::{Batch, BatchMeta, FileError, FileReport, How, Job, ScanWhy};
 use crate::file::IndexFile;
 
 /// A worker looks at the stop flag and the deadline after this many packets tested, so a
@@ -58,7 +58,7 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         Some(Ok(None)) => FileFilter::All,
         Some(Ok(Some(p))) => FileFilter::Program(p),
         Some(Err(e)) => {
-            r.error = Some(e);
+            r.error = Some(FileError::Filter(e));
             return r;
         }
     };
@@ -115,9 +115,9 @@ pub(super) struct Out<'a> {
 
 impl Out<'_> {
     /// The reader's link decides the filter when the survey did not.
-    fn learn_link(&mut self, reader: &store::CaptureReader) -> Result<(), String> {
+    fn learn_link(&mut self, reader: &store::CaptureReader) -> Result<(), FileError> {
         if let (FileFilter::Pending, Some(link)) = (&self.filter, reader.link()) {
-            self.filter = match self.job.filters.for_link(link)? {
+            self.filter = match self.job.filters.for_link(link).map_err(FileError::Filter)? {
                 None => FileFilter::All,
                 Some(p) => FileFilter::Program(p),
             };
@@ -125,7 +125,7 @@ impl Out<'_> {
         Ok(())
     }
 
-    fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), String> {
+    fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), FileError> {
         r.packets_tested += 1;
         if r.packets_tested.is_multiple_of(STOP_CHECK_PACKETS) {
             self.check_stop()?;
@@ -136,9 +136,7 @@ impl Out<'_> {
         let accept = match &self.filter {
             FileFilter::All => true,
             FileFilter::Program(insns) => bpf::run_filter(insns, p.data, p.wire_len) != 0,
-            FileFilter::Pending => {
-                return Err("the file's link type is not known before its packets".into())
-            }
+            FileFilter::Pending => return Err(FileError::LinkUnknown),
         };
         if !accept {
             return Ok(());
@@ -161,27 +159,27 @@ impl Out<'_> {
     }
 
     /// Err once the query was stopped or ran past its deadline.
-    fn check_stop(&self) -> Result<(), String> {
+    fn check_stop(&self) -> Result<(), FileError> {
         if self.job.stop.load(Relaxed) {
-            return Err("stopped".into());
+            return Err(FileError::Stopped);
         }
         if self
             .job
             .deadline
             .is_some_and(|d| std::time::Instant::now() >= d)
         {
-            return Err("the query ran past its time limit".into());
+            return Err(FileError::TimedOut);
         }
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), FileError> {
         self.check_stop()?;
         if self.batch.meta.is_empty() {
             return Ok(());
         }
         let b = std::mem::take(&mut self.batch);
-        self.tx.send(b).map_err(|_| "stopped".to_string())
+        self.tx.send(b).map_err(|_| FileError::Stopped)
     }
 }
 
@@ -193,40 +191,34 @@ pub(super) fn read_stream(
     out: &mut Out<'_>,
     r: &mut FileReport,
     capacity: usize,
-) -> Result<(), String> {
+) -> Result<(), FileError> {
     let stream = Cursor::new(prelude.to_vec()).chain(body);
-    let mut reader = store::CaptureReader::strict_from_reader(Box::new(stream), label, capacity)
-        .map_err(|e| e.to_string())?;
+    let mut reader = store::CaptureReader::strict_from_reader(Box::new(stream), label, capacity)?;
     out.learn_link(&reader)?;
     while let Some(p) = reader.next_packet() {
-        let p = p.map_err(|e| e.to_string())?;
+        let p = p?;
         out.offer(r, &p)?;
     }
-    note_damage(&reader, r);
+    note_damage(&reader, r, false);
     Ok(())
 }
 
 /// Puts what the reader found damaged in the report (its packets are missing from the result;
 /// what it could read, before and after, was returned).
-fn note_damage(reader: &store::CaptureReader, r: &mut FileReport) {
+fn note_damage(reader: &store::CaptureReader, r: &mut FileReport, compressed: bool) {
     let Some(first) = reader.issues().iter().find(|i| i.corrupt) else {
         return;
     };
     if r.error.is_some() {
         return;
     }
-    let skipped = match first.skipped {
-        0 => String::new(),
-        n => format!(", {n} bytes skipped"),
-    };
-    let more = match reader.issues_total() {
-        0 | 1 => String::new(),
-        n => format!(" ({n} problems in all)"),
-    };
-    r.error = Some(format!(
-        "damaged {} bytes into its packet data ({}{skipped}){more}: what lay there is missing",
-        first.offset, first.reason
-    ));
+    r.error = Some(FileError::Damaged {
+        offset: first.offset,
+        reason: first.reason.clone(),
+        skipped: first.skipped,
+        problems: reader.issues_total(),
+        compressed,
+    });
 }
 
 /// The whole file, as `tcpdump -r` would read it.
@@ -235,35 +227,30 @@ pub(super) fn scan_file(
     pace: &Option<Arc<ReadPace>>,
     out: &mut Out<'_>,
     r: &mut FileReport,
-) -> Result<(), String> {
+) -> Result<(), FileError> {
     r.bytes_read = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = File::open(path).map_err(|source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let paced = Paced {
         inner: file,
         pace: pace.clone(),
     };
     // Read as tcpdump reads it: the first damage ends the file (what follows is not returned).
-    let mut reader = store::CaptureReader::strict_from_reader(Box::new(paced), path, 1 << 20)
-        .map_err(|e| e.to_string())?;
+    let mut reader = store::CaptureReader::strict_from_reader(Box::new(paced), path, 1 << 20)?;
     out.learn_link(&reader)?;
     while let Some(p) = reader.next_packet() {
-        let p = p.map_err(|e| e.to_string())?;
-        out.offer(r, &p)?;
+        out.offer(r, &p?)?;
     }
     // A file being written ends inside a record or a frame: that is its edge, not damage.
     if store::container::finished_name(path).is_none() {
-        note_damage(&reader, r);
+        // The scan stops at a frame that does not decode; the index can step over it.
         let compressed = matches!(
             reader.compression(),
             store::Compression::Zstd | store::Compression::Lz4
         );
-        if let (Some(e), true) = (r.error.as_mut(), compressed) {
-            // The scan stops at a frame that does not decode; the index can step over it.
-            e.push_str(
-                "; `ringcap index` on the file leaves frames that do not decode out and indexes \
-                 the rest (if its frames are cut at packets, as ringcap's are), so queries read on",
-            );
-        }
+        note_damage(&reader, r, compressed);
     }
     Ok(())
 }
