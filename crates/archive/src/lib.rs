@@ -6,6 +6,7 @@
 //! at the first failure: everything verified so far is kept, and the next pass resumes.
 
 mod error;
+mod expire;
 mod layout;
 mod target;
 mod upload;
@@ -19,6 +20,7 @@ use object_store::ObjectStore;
 use store::archive_manifest::{self as manifest, ManifestEntry};
 
 pub use error::ArchiveError;
+pub use expire::{ExpireReport, Retention};
 pub use layout::{date_hour_from_name, is_capture_name, Item};
 pub use target::{Credentials, Dest, Endpoint};
 pub use upload::How;
@@ -38,6 +40,8 @@ pub struct Options {
     /// Bytes per second on average, or unlimited.
     pub max_rate: Option<u64>,
     pub part_size: u64,
+    /// What the archive keeps of this sensor (age, bytes).
+    pub retention: Retention,
 }
 
 /// Something a user may want to see while a pass runs.
@@ -156,6 +160,22 @@ impl Archiver {
                     &self.opts.dest.bucket,
                 )
             })
+    }
+
+    /// Deletes this sensor's archived captures the retention does not keep (none if it is off).
+    /// The local manifest still names them, so they are not uploaded again.
+    pub fn expire(&self) -> Result<ExpireReport, ArchiveError> {
+        if self.opts.retention.is_off() {
+            return Ok(ExpireReport::default());
+        }
+        self.rt.block_on(expire::expire(
+            &self.s3,
+            &self.sensor_key(),
+            self.opts.retention,
+            &self.opts.dest.url(),
+            &self.endpoint_name,
+            &self.opts.dest.bucket,
+        ))
     }
 
     /// Whether a capture is writing into the store now.

@@ -23,6 +23,9 @@ files the manifest lists (see docs/archive.md).
 Credentials as AWS tools take them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN),
 else profile --profile / AWS_PROFILE / default of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE).
 Region: --region, AWS_REGION, AWS_DEFAULT_REGION, ~/.aws/config, us-east-1.
+With --archive-max-age and/or --archive-budget, each pass then deletes this sensor's oldest archived
+captures (capture first, then its index and flow table) that the limits do not keep; objects outside
+the sensor=/date=/hour= layout are never touched.
 Exit status: 0 all archived, 1 an upload or a local file failed (run again to resume), 2 bad usage
 or no credentials, 3 the object store refused (credentials, bucket, permissions), 4 the object
 store could not be reached.
@@ -74,6 +77,14 @@ pub struct ArchiveArgs {
     #[arg(long = "part-size", value_name = "SIZE", default_value = "16MiB",
           value_parser = crate::cli::parse_size_arg)]
     pub part_size: u64,
+    /// Archive retention by age: after each pass, delete this sensor's archived captures (with their
+    /// index and flow table) once the whole hour of their key is older than this, e.g. 30d, 12w.
+    #[arg(long = "archive-max-age", value_name = "DURATION", value_parser = units::time::parse_duration)]
+    pub archive_max_age: Option<Duration>,
+    /// Archive retention by bytes: after each pass, delete this sensor's oldest archived captures
+    /// (with their companions) until its objects take at most SIZE, e.g. 2TB.
+    #[arg(long = "archive-budget", value_name = "SIZE", value_parser = crate::cli::parse_size_arg)]
+    pub archive_budget: Option<u64>,
     #[command(flatten)]
     pub json: crate::cli::Json,
     #[command(flatten)]
@@ -115,6 +126,10 @@ pub fn run(a: ArchiveArgs) -> Result<(), Fatal> {
         sensor: a.sensor.clone(),
         max_rate: a.max_upload_rate,
         part_size: a.part_size,
+        retention: archive::Retention {
+            max_age: a.archive_max_age,
+            budget: a.archive_budget,
+        },
     };
     let mut arch = archive::Archiver::new(opts).map_err(fatal)?;
     // Never cost a capture a packet: SCHED_IDLE while one writes here (as query), else nice 10.
@@ -205,6 +220,21 @@ fn one_pass(arch: &mut archive::Archiver, a: &ArchiveArgs) -> Result<(), Fatal> 
             units::seconds(secs),
             r.present,
             r.current
+        );
+    }
+    // After the pass: what was just verified counts toward the budget too.
+    let e = arch.expire().map_err(fatal)?;
+    if a.json.on && e.deleted_objects > 0 {
+        let mut v = serde_json::to_value(&e).unwrap_or_default();
+        v["retention"] = true.into();
+        println!("{v}");
+    } else if !a.quiet.on && e.deleted_objects > 0 {
+        eprintln!(
+            "archive retention deleted {} captures ({} objects, {}); the sensor keeps {}",
+            e.deleted_captures,
+            e.deleted_objects,
+            units::bytes(e.deleted_bytes),
+            units::bytes(e.kept_bytes)
         );
     }
     Ok(())
