@@ -2,6 +2,7 @@
 
 mod analyze_cmd;
 mod anova_cmd;
+mod archive_cmd;
 mod bench_cmd;
 mod capture_cmd;
 mod capture_stats;
@@ -123,6 +124,7 @@ fn run(cli: cli::Cli) -> Result<(), Fatal> {
         cli::Command::Index(a) => index_cmd::run(a),
         cli::Command::Query(a) => query_cmd::run(a),
         cli::Command::Serve(a) => serve_cmd::run(a),
+        cli::Command::Archive(a) => archive_cmd::run(a),
         cli::Command::Generate(w) => generate_cmd::run(w),
     }
 }

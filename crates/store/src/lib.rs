@@ -5,6 +5,7 @@
 //! wall-clock interval, on request), a compressor pool with a backlog-driven level ladder, several
 //! output directories, retention and recovery from full disks.
 
+pub mod archive_manifest;
 mod compress;
 pub mod container;
 mod error;

@@ -15,7 +15,8 @@ pub use flags::{Cpus, FileFormat, Jobs, Json, Quiet, ResultFormat, Snaplen, User
 per-packet copy, allocation or system call, writes pcap/pcapng from large aligned buffers, generates \
 reproducible traffic from realistic packet-size distributions, and measures capture systems.\n\n\
 `ringcap -i IF [-w FILE] [EXPR]` is short for `ringcap capture -i IF ...` (tcpdump's flags).",
-    after_help = "Exit codes: 0 success, 1 runtime error (I/O, capture), 2 usage or configuration error.\n\
+    after_help = "Exit codes: 0 success, 1 runtime error (I/O, capture), 2 usage or configuration error\n\
+(archive also: 3 refused by the object store, 4 object store unreachable).\n\
 Run `ringcap <command> --help` for the flags of each command."
 )]
 pub struct Cli {
@@ -61,6 +62,9 @@ pub enum Command {
     Query(crate::query_cmd::QueryArgs),
     /// Answer queries from other machines over HTTPS with client certificates (stenographer's POST /query).
     Serve(crate::serve_cmd::ServeArgs),
+    /// Copy a store's completed files with their index and flow table to S3-compatible object storage,
+    /// verified, resumable, throttled and at idle priority.
+    Archive(crate::archive_cmd::ArchiveArgs),
     /// Write man pages or shell completions generated from these definitions (used by `make install`).
     #[command(hide = true, subcommand)]
     Generate(crate::generate_cmd::GenerateWhat),

@@ -1,0 +1,273 @@
+//! archive: copies a store's completed capture files, with their index and flow table, to
+//! S3-compatible object storage, and knows what is there (the manifest, see
+//! `store::archive_manifest`). One pass lists the store, skips what the manifest lists as verified
+//! with the same size and mtime, uploads the rest oldest first (multipart for large files,
+//! resumable after a kill), verifies each copy and only then adds it to the manifest. A pass stops
+//! at the first failure: everything verified so far is kept, and the next pass resumes.
+
+mod error;
+mod expire;
+mod layout;
+mod target;
+mod upload;
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use object_store::aws::AmazonS3;
+use object_store::path::Path as Key;
+use object_store::ObjectStore;
+use store::archive_manifest::{self as manifest, ManifestEntry};
+
+pub use error::ArchiveError;
+pub use expire::{ExpireReport, Retention};
+pub use layout::{date_hour_from_name, is_capture_name, Item};
+pub use target::{Credentials, Dest, Endpoint};
+pub use upload::How;
+
+/// Default part size of multipart uploads, and the size above which a file is sent in parts.
+pub const DEFAULT_PART_SIZE: u64 = 16 << 20;
+/// S3's smallest part (but the last).
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+
+/// What to archive where.
+pub struct Options {
+    /// The store directory.
+    pub dir: PathBuf,
+    pub dest: Dest,
+    pub endpoint: Endpoint,
+    pub sensor: String,
+    /// Bytes per second on average, or unlimited.
+    pub max_rate: Option<u64>,
+    pub part_size: u64,
+    /// What the archive keeps of this sensor (age, bytes).
+    pub retention: Retention,
+}
+
+/// Something a user may want to see while a pass runs.
+pub enum Event<'a> {
+    /// The pass found `objects` new files of `bytes` in total to archive.
+    Planned { objects: usize, bytes: u64 },
+    /// `n` more bytes were sent (or found already sent, for a resumed upload).
+    Sent(u64),
+    /// A file is archived and verified.
+    Archived {
+        item: &'a Item,
+        key: &'a str,
+        bytes: u64,
+        how: How,
+        method: &'a str,
+    },
+}
+
+/// What one pass did.
+#[derive(Default, Debug, Clone, serde::Serialize)]
+pub struct PassReport {
+    pub uploaded: usize,
+    pub uploaded_bytes: u64,
+    /// Found already in the archive with our checksum (not sent again).
+    pub present: usize,
+    /// Listed in the manifest already.
+    pub current: usize,
+}
+
+/// A connected archive for one store directory; holds the store's archive lock.
+pub struct Archiver {
+    opts: Options,
+    s3: AmazonS3,
+    rt: tokio::runtime::Runtime,
+    endpoint_name: String,
+    _lock: std::fs::File,
+}
+
+/// Takes `DIR/.ringcap-archive/lock` so two archivers never interleave manifest writes.
+fn lock(dir: &Path) -> Result<std::fs::File, ArchiveError> {
+    let d = dir.join(manifest::ARCHIVE_DIR);
+    std::fs::create_dir_all(&d).map_err(|e| ArchiveError::io(&d, e))?;
+    let p = d.join("lock");
+    let f = std::fs::File::create(&p).map_err(|e| ArchiveError::io(&p, e))?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(ArchiveError::Usage(format!(
+            "another `ringcap archive` is running on {} (it holds {})",
+            dir.display(),
+            p.display()
+        )));
+    }
+    Ok(f)
+}
+
+impl Archiver {
+    /// Checks the store directory, takes its lock, finds credentials and builds the client (no
+    /// request yet: see [`Archiver::check`]).
+    pub fn new(opts: Options) -> Result<Archiver, ArchiveError> {
+        if !opts.dir.is_dir() {
+            return Err(ArchiveError::Usage(format!(
+                "{}: not a directory (give the store directory capture -w writes into)",
+                opts.dir.display()
+            )));
+        }
+        if opts.sensor.is_empty() || opts.sensor.contains(['/', '=']) {
+            return Err(ArchiveError::Usage(format!(
+                "--sensor `{}`: a name without '/' or '='",
+                opts.sensor
+            )));
+        }
+        if opts.part_size < MIN_PART_SIZE {
+            return Err(ArchiveError::Usage(format!(
+                "part size {} is below S3's minimum of 5 MiB",
+                opts.part_size
+            )));
+        }
+        let lock = lock(&opts.dir)?;
+        let creds = Credentials::find(opts.endpoint.profile.as_deref())?;
+        log::debug!("credentials from {}", creds.source);
+        let s3 = target::client(&opts.dest, &opts.endpoint, &creds)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ArchiveError::Store(format!("async runtime: {e}")))?;
+        let endpoint_name = opts.endpoint.url.clone().unwrap_or_else(|| "AWS S3".into());
+        Ok(Archiver {
+            opts,
+            s3,
+            rt,
+            endpoint_name,
+            _lock: lock,
+        })
+    }
+
+    /// `PREFIX/sensor=NAME` as a key.
+    fn sensor_key(&self) -> String {
+        match self.opts.dest.prefix.as_str() {
+            "" => format!("sensor={}", self.opts.sensor),
+            p => format!("{p}/sensor={}", self.opts.sensor),
+        }
+    }
+
+    /// One listing of the sensor's prefix: proves the endpoint answers, the bucket exists and the
+    /// credentials are accepted, before any upload.
+    pub fn check(&self) -> Result<(), ArchiveError> {
+        let prefix = Key::from(self.sensor_key().as_str());
+        self.rt
+            .block_on(self.s3.list_with_delimiter(Some(&prefix)))
+            .map(|_| ())
+            .map_err(|e| {
+                error::classify(
+                    e,
+                    &format!("listing {}", self.opts.dest.url()),
+                    &self.endpoint_name,
+                    &self.opts.dest.bucket,
+                )
+            })
+    }
+
+    /// Deletes this sensor's archived captures the retention does not keep (none if it is off).
+    /// The local manifest still names them, so they are not uploaded again.
+    pub fn expire(&self) -> Result<ExpireReport, ArchiveError> {
+        if self.opts.retention.is_off() {
+            return Ok(ExpireReport::default());
+        }
+        self.rt.block_on(expire::expire(
+            &self.s3,
+            &self.sensor_key(),
+            self.opts.retention,
+            &self.opts.dest.url(),
+            &self.endpoint_name,
+            &self.opts.dest.bucket,
+        ))
+    }
+
+    /// Whether a capture is writing into the store now.
+    pub fn capture_running(&self) -> bool {
+        layout::capture_running(&self.opts.dir)
+    }
+
+    /// Archives what is new in the store; see the crate's doc.
+    pub fn pass(&mut self, ev: &mut dyn FnMut(Event)) -> Result<PassReport, ArchiveError> {
+        let dir = self.opts.dir.clone();
+        let mut entries = manifest::load(&dir)
+            .map_err(|e| ArchiveError::io(&manifest::manifest_path(&dir), e))?
+            .unwrap_or_default();
+        let dest = self.opts.dest.url();
+        let mut report = PassReport::default();
+        let mut todo = Vec::new();
+        for item in layout::list(&dir, &self.opts.sensor)? {
+            let Ok(m) = std::fs::metadata(&item.path) else {
+                continue; // deleted since the listing
+            };
+            let mtime = manifest::mtime_ns(&m);
+            let current = entries.iter().any(|e| {
+                e.file == item.name && e.dest == dest && e.bytes == m.len() && e.mtime_ns == mtime
+            });
+            if current {
+                report.current += 1;
+            } else {
+                todo.push((item, m.len(), mtime));
+            }
+        }
+        ev(Event::Planned {
+            objects: todo.len(),
+            bytes: todo.iter().map(|t| t.1).sum(),
+        });
+        let mut pace = upload::Pace::new(self.opts.max_rate);
+        let journals = dir.join(manifest::ARCHIVE_DIR).join("uploads");
+        for (item, bytes, mtime_ns) in &todo {
+            let key_text = match self.opts.dest.prefix.as_str() {
+                "" => item.rel_key.clone(),
+                p => format!("{p}/{}", item.rel_key),
+            };
+            let key = Key::parse(&key_text)
+                .map_err(|e| ArchiveError::Usage(format!("object key `{key_text}`: {e}")))?;
+            let mut sent = |n| ev(Event::Sent(n));
+            let mut up = upload::Uploader {
+                s3: &self.s3,
+                endpoint: &self.endpoint_name,
+                bucket: &self.opts.dest.bucket,
+                part_size: self.opts.part_size,
+                pace: &mut pace,
+                journals: journals.clone(),
+                sent: &mut sent,
+            };
+            let v = self
+                .rt
+                .block_on(up.put_file(&item.path, &key, *bytes, *mtime_ns))?;
+            // Verified: only now does the manifest name it.
+            entries.retain(|e| !(e.file == item.name && e.dest == dest));
+            entries.push(ManifestEntry {
+                file: item.name.clone(),
+                dest: dest.clone(),
+                key: key_text.clone(),
+                bytes: *bytes,
+                mtime_ns: *mtime_ns,
+                sha256: v.sha256.clone(),
+                etag: v.etag.clone(),
+                verified: v.method.to_string(),
+                at_ns: now_ns(),
+            });
+            manifest::save(&dir, &entries)
+                .map_err(|e| ArchiveError::io(&manifest::manifest_path(&dir), e))?;
+            match v.how {
+                How::Present => report.present += 1,
+                How::Uploaded { .. } => {
+                    report.uploaded += 1;
+                    report.uploaded_bytes += bytes;
+                }
+            }
+            ev(Event::Archived {
+                item,
+                key: &key_text,
+                bytes: *bytes,
+                how: v.how,
+                method: v.method,
+            });
+        }
+        Ok(report)
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
