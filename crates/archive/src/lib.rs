@@ -7,6 +7,7 @@
 
 mod error;
 mod layout;
+mod remote;
 mod target;
 mod upload;
 
@@ -20,6 +21,7 @@ use store::archive_manifest::{self as manifest, ManifestEntry};
 
 pub use error::ArchiveError;
 pub use layout::{date_hour_from_name, is_capture_name, Item};
+pub use remote::{prune, FetchReport, Listing, Reader};
 pub use target::{Credentials, Dest, Endpoint};
 pub use upload::How;
 

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+// The testbed capture and tcpdump's expectation of the time-machine tests.
+#[allow(dead_code)]
+mod common;
+
 const KEY_ID: &str = "ringcap-test-key";
 const SECRET: &str = "ringcap-test-secret-0123456789";
 const BUCKET: &str = "pcap";
@@ -592,4 +596,224 @@ fn object_store_killed_mid_run_is_an_error_and_the_rerun_completes() {
             "{key}"
         );
     }
+}
+
+/// `ringcap query s3://pcap/PREFIX ARGS` against the test's s3proxy.
+fn remote_query(s3: &S3, home: &Path, prefix: &str, expr: &str, args: &[&str]) -> Output {
+    let mut c = Command::new(ringcap());
+    c.arg("query").arg(format!("s3://{BUCKET}/{prefix}"));
+    if !expr.is_empty() {
+        c.arg(expr);
+    }
+    c.args(args)
+        .args(["--endpoint", &s3.endpoint()])
+        .env("HOME", home)
+        .env("AWS_ACCESS_KEY_ID", KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_ENDPOINT_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A time as `--after`/`--before` take it (Unix seconds, to the nanosecond).
+fn at(ns: u64) -> String {
+    format!("@{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// The JSON summary a `--json` query printed on stdout.
+fn query_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "query --json: {e}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+/// Checks `ringcap query s3://pcap/PREFIX` against tcpdump over the local `files` for each
+/// (expression, window); returns the packets compared.
+fn compare_with_tcpdump(
+    s3: &S3,
+    tmp: &Path,
+    prefix: &str,
+    files: &[PathBuf],
+    cases: &[(String, Option<(u64, u64)>)],
+) -> usize {
+    use common::stores::{decode, expected, sh};
+    let out = tmp.join("remote.pcap");
+    let mut total = 0;
+    for (expr, window) in cases {
+        let mut args = vec!["-w".to_string(), out.display().to_string(), "-q".into()];
+        if let Some((a, b)) = window {
+            args.extend(["--after".into(), at(*a), "--before".into(), at(*b)]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = remote_query(s3, tmp, prefix, expr, &args);
+        assert!(
+            o.status.success(),
+            "query s3 `{expr}` {window:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let got = decode(&sh(&format!(
+            "tcpdump -r '{}' -nn --nano -tt -xx 2>/dev/null",
+            out.display()
+        )));
+        let (a, b) = window.unwrap_or((0, u64::MAX));
+        let want = expected(files, expr, a, b);
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "`{expr}` {window:?}: packets from the archive vs tcpdump -r"
+        );
+        assert!(
+            got == want,
+            "`{expr}` {window:?}: the archive's packets differ from tcpdump's"
+        );
+        total += got.len();
+    }
+    total
+}
+
+/// A flow of the traffic, as an expression for one connection: the addresses and ports of the
+/// packet tcpdump printed as `line` (`TIME IP A.B.C.D.P > E.F.G.H.Q: UDP…`).
+fn connection_of(line: &str) -> String {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == ">").expect("an IP line");
+    let split = |s: &str| {
+        let s = s.trim_end_matches(':');
+        let (h, p) = s.rsplit_once('.').unwrap();
+        (h.to_string(), p.to_string())
+    };
+    let ((sa, sp), (da, dp)) = (split(w[i - 1]), split(w[i + 1]));
+    format!("udp and src host {sa} and src port {sp} and dst host {da} and dst port {dp}")
+}
+
+/// `ringcap query s3://…` over the archive of a store a ringcap capture wrote (zstd, rotated,
+/// indexed) gives what `tcpdump -r` gives over the same local files, packet for packet and byte
+/// for byte (tcpdump -xx of both), for one host, one connection, a port, `ip`, a time window and
+/// the empty expression; so does the archive of a file tcpdump wrote (indexed by `ringcap
+/// index`). A one-connection query fetches at most twice the bytes the same query reads locally
+/// (the frames it names and the index bytes it reads, from the local `--explain --json`).
+#[test]
+fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
+    use common::stores::{capture_store, expected, need, sh, store_files};
+    need("tcpdump");
+    need("zstd");
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    fs::create_dir_all(&store).unwrap();
+    capture_store(&common::testbed(), &store, &["--compress", "zstd"]);
+    // The live indexer runs last in line: what it left is indexed here.
+    let o = Command::new(ringcap())
+        .args(["index", "-q"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let files = store_files(&store);
+    assert!(files.len() >= 3, "{files:?}");
+    let o = archive(&s3, &store, tmp.path(), &["--once"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let all = expected(&files, "", 0, u64::MAX);
+    assert!(all.len() > 1000, "{} packets captured", all.len());
+    let conn = connection_of(all[all.len() / 2].1.lines().next().unwrap());
+    let (t1, t2) = (all[all.len() / 3].0, all[2 * all.len() / 3].0);
+    let cases: Vec<(String, Option<(u64, u64)>)> = vec![
+        (String::new(), None),
+        ("host 10.0.0.7".into(), None),
+        (conn.clone(), None),
+        ("udp port 53".into(), None),
+        ("ip".into(), None),
+        ("udp".into(), Some((t1, t2))),
+        (String::new(), Some((t1, t2))),
+    ];
+    let n = compare_with_tcpdump(&s3, tmp.path(), "site", &files, &cases);
+    assert!(n > all.len(), "{n} packets compared");
+
+    // The bytes of one connection: local reads (frames named by the index, index chunks) against
+    // what the archive query fetched.
+    let local = Command::new(ringcap())
+        .arg("query")
+        .arg(&store)
+        .arg(&conn)
+        .args(["-w", "/dev/null", "--explain", "--json"])
+        .output()
+        .unwrap();
+    let local = query_json(&local);
+    let reports = local["explain"].as_array().expect("explain");
+    let frames: u64 = reports.iter().map(|r| r["bytes_read"].as_u64().unwrap()).sum();
+    let index: u64 = reports
+        .iter()
+        .map(|r| r["index_bytes_read"].as_u64().unwrap())
+        .sum();
+    assert!(
+        reports.iter().all(|r| r["how"] == "index"),
+        "local: {reports:?}"
+    );
+    let remote = remote_query(
+        &s3,
+        tmp.path(),
+        "site",
+        &conn,
+        &["-w", "/dev/null", "--explain", "--json"],
+    );
+    assert!(remote.status.success(), "{}", String::from_utf8_lossy(&remote.stderr));
+    let remote = query_json(&remote);
+    let fetched = remote["archive"]["bytes_fetched"].as_u64().unwrap();
+    let requests = remote["archive"]["requests"].as_u64().unwrap();
+    let rreports = remote["explain"].as_array().expect("explain");
+    assert!(
+        rreports.iter().all(|r| r["how"] == "index"),
+        "remote: {rreports:?}"
+    );
+    assert_eq!(remote["packets"], local["packets"]);
+    eprintln!(
+        "one connection ({conn}): {} packets, {} files; local reads {frames} B of frames + \
+         {index} B of index; the archive query fetched {fetched} B in {requests} requests",
+        local["packets"],
+        reports.len()
+    );
+    assert!(
+        fetched <= 2 * (frames + index),
+        "fetched {fetched} B for {frames} B of frames and {index} B of index"
+    );
+
+    // A file tcpdump wrote, indexed by `ringcap index`, archived under another sensor.
+    let other = tmp.path().join("other");
+    fs::create_dir_all(&other).unwrap();
+    let trace = other.join("trace.pcap");
+    sh(&format!(
+        "zstd -dc '{}' | tcpdump -r - -w '{}' 2>/dev/null",
+        files[0].display(),
+        trace.display()
+    ));
+    let o = Command::new(ringcap())
+        .args(["index", "-q"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = archive(
+        &s3,
+        &other,
+        tmp.path(),
+        &["--once", "--to", "s3://pcap/tcpdump"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cases: Vec<(String, Option<(u64, u64)>)> = vec![
+        (String::new(), None),
+        ("host 10.0.0.7".into(), None),
+        (conn, None),
+    ];
+    compare_with_tcpdump(&s3, tmp.path(), "tcpdump", &[trace], &cases);
 }

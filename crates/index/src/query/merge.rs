@@ -2,7 +2,7 @@
 //! time order across files.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use std::time::Duration;
 use super::filter::Filters;
 use super::pace::ReadPace;
 use super::worker::query_file;
-use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, BATCH_PACKETS};
+use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, Target, BATCH_PACKETS};
 use crate::expr::Query;
+use crate::ranges::RangeFile;
 use store::{FileLink, StreamHeader};
 
 /// Batches buffered per file between a worker and the merge.
@@ -76,7 +77,7 @@ impl Stream {
 /// compiled for every link among them (so that an expression libpcap refuses for one of them is
 /// refused before any packet, as `tcpdump -r` refuses it), and the header a result should have.
 pub struct Plan {
-    files: Vec<PathBuf>,
+    files: Vec<Target>,
     query: Query,
     /// (first packet's time, file) in the order the merge takes them.
     order: Vec<(u64, usize)>,
@@ -91,16 +92,25 @@ pub struct Plan {
 /// Each file's first packet's time and link, read as tcpdump reads the file: what a plan needs,
 /// and what a caller may check a filter against before compiling it (serve's bounded check).
 pub struct Survey {
-    files: Vec<PathBuf>,
+    files: Vec<Target>,
     firsts: Vec<u64>,
     links: Vec<Option<FileLink>>,
 }
 
 /// Surveys `files` (one small read at the start of each).
 pub fn survey(files: &[PathBuf]) -> Survey {
-    let (firsts, links) = files.iter().map(|f| survey_file(f)).unzip();
+    surveyed(files.iter().cloned().map(Target::Path).collect())
+}
+
+/// Surveys capture files read by ranges (an archive's objects): one small range of each.
+pub fn survey_ranges(files: Vec<RangeFile>) -> Survey {
+    surveyed(files.into_iter().map(|f| Target::Ranges(Arc::new(f))).collect())
+}
+
+fn surveyed(files: Vec<Target>) -> Survey {
+    let (firsts, links) = files.iter().map(survey_file).unzip();
     Survey {
-        files: files.to_vec(),
+        files,
         firsts,
         links,
     }
@@ -252,14 +262,14 @@ fn merge(
     let start = |k: usize| -> Stream {
         let i = order[k].1;
         let (tx, rx) = sync_channel(BATCHES_AHEAD);
-        let path = files[i].clone();
+        let target = files[i].clone();
         let j = job(i);
         let priority = opts.priority;
         let handle = std::thread::Builder::new()
             .name("ringcap-query".into())
             .spawn(move || {
                 priority.apply();
-                query_file(&path, &j, &tx)
+                query_file(&target, &j, &tx)
             })
             .expect("spawn a query worker");
         Stream {
@@ -392,7 +402,7 @@ fn merge(
         .zip(reports)
         .map(|(f, r)| {
             r.unwrap_or_else(|| FileReport {
-                path: f.clone(),
+                path: f.label().to_path_buf(),
                 how: super::How::NotRead,
                 ..Default::default()
             })
@@ -402,11 +412,23 @@ fn merge(
 
 /// A file's first packet's time and its link, read as tcpdump reads it (from its first packet;
 /// 0 and None if it cannot be read: its worker says why).
-fn survey_file(path: &Path) -> (u64, Option<FileLink>) {
-    let Ok(file) = std::fs::File::open(path) else {
-        return (0, None);
+fn survey_file(t: &Target) -> (u64, Option<FileLink>) {
+    let body: Box<dyn std::io::Read + Send> = match t {
+        Target::Path(path) => match std::fs::File::open(path) {
+            Ok(f) => Box::new(f),
+            Err(_) => return (0, None),
+        },
+        Target::Ranges(f) => match f
+            .data
+            .len()
+            .and_then(|len| crate::ranges::stream_of(f.data.clone(), 0..len))
+        {
+            Ok(s) => s,
+            Err(_) => return (0, None),
+        },
     };
-    let Ok(mut r) = store::CaptureReader::strict_from_reader(Box::new(file), path, 64 << 10) else {
+    let path = t.label();
+    let Ok(mut r) = store::CaptureReader::strict_from_reader(body, path, 64 << 10) else {
         return (0, None);
     };
     let link = r.link();
