@@ -12,7 +12,9 @@ use std::time::Duration;
 use super::filter::Filters;
 use super::pace::ReadPace;
 use super::worker::query_file;
-use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, Target, BATCH_PACKETS};
+use super::{
+    Batch, FileReport, Hit, Job, QueryError, QueryOptions, Remote, Target, BATCH_PACKETS,
+};
 use crate::expr::Query;
 use crate::ranges::RangeFile;
 use store::{FileLink, StreamHeader};
@@ -104,7 +106,13 @@ pub fn survey(files: &[PathBuf]) -> Survey {
 
 /// Surveys capture files read by ranges (an archive's objects): one small range of each.
 pub fn survey_ranges(files: Vec<RangeFile>) -> Survey {
-    surveyed(files.into_iter().map(|f| Target::Ranges(Arc::new(f))).collect())
+    let remote = |file| {
+        Target::Ranges(Arc::new(Remote {
+            file,
+            index: Default::default(),
+        }))
+    };
+    surveyed(files.into_iter().map(remote).collect())
 }
 
 fn surveyed(files: Vec<Target>) -> Survey {
@@ -418,14 +426,19 @@ fn survey_file(t: &Target) -> (u64, Option<FileLink>) {
             Ok(f) => Box::new(f),
             Err(_) => return (0, None),
         },
-        Target::Ranges(f) => match f
-            .data
-            .len()
-            .and_then(|len| crate::ranges::stream_of(f.data.clone(), 0..len))
-        {
-            Ok(s) => s,
-            Err(_) => return (0, None),
-        },
+        Target::Ranges(r) => {
+            if let Some(found) = survey_by_index(t, r) {
+                return found;
+            }
+            let data = &r.file.data;
+            match data
+                .len()
+                .and_then(|len| crate::ranges::stream_of(data.clone(), 0..len))
+            {
+                Ok(s) => s,
+                Err(_) => return (0, None),
+            }
+        }
     };
     let path = t.label();
     let Ok(mut r) = store::CaptureReader::strict_from_reader(body, path, 64 << 10) else {
@@ -434,4 +447,40 @@ fn survey_file(t: &Target) -> (u64, Option<FileLink>) {
     let link = r.link();
     let first = r.next_packet().and_then(|p| p.ok()).map(|p| p.ts_ns);
     (first.unwrap_or(0), link)
+}
+
+/// A remote file's first time and link from its index, kept for its worker: what it needs of
+/// the index anyway, instead of a range of the capture file. The time is the first frame's
+/// earliest packet: never later than the first packet, so the merge takes the file in no later
+/// than a survey of the file would. None (survey the file itself) without a usable index, or
+/// when the first frame did not decode or the file reads only whole.
+fn survey_by_index(t: &Target, r: &Remote) -> Option<(u64, Option<FileLink>)> {
+    let ix = t.index().ok()?;
+    let h = ix.header;
+    if h.read_whole || h.packets == 0 {
+        return None;
+    }
+    let frames = ix.frames().ok()?;
+    let first = frames.iter().find(|f| f.packets > 0 || f.is_damaged())?;
+    if first.is_damaged() {
+        return None;
+    }
+    let prelude = ix.prelude().ok()?.to_vec();
+    let mut reader = store::CaptureReader::strict_from_reader(
+        Box::new(std::io::Cursor::new(prelude)),
+        t.label(),
+        64 << 10,
+    )
+    .ok()?;
+    let link = match reader.link() {
+        Some(l) => l,
+        // A pcapng prelude describes its interfaces after the section header.
+        None => {
+            let _ = reader.next_packet();
+            reader.link()?
+        }
+    };
+    let at = first.first_ts;
+    *r.index.lock().unwrap_or_else(|e| e.into_inner()) = Some(ix);
+    Some((at, Some(link)))
 }

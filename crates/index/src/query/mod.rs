@@ -232,7 +232,14 @@ impl FileReport {
 #[derive(Clone)]
 enum Target {
     Path(PathBuf),
-    Ranges(Arc<RangeFile>),
+    Ranges(Arc<Remote>),
+}
+
+/// A capture file read by ranges, and its index once the survey opened it (the worker takes it:
+/// its header, table and first chunks are not fetched twice).
+struct Remote {
+    file: RangeFile,
+    index: std::sync::Mutex<Option<IndexFile>>,
 }
 
 impl Target {
@@ -240,7 +247,7 @@ impl Target {
     fn label(&self) -> &Path {
         match self {
             Target::Path(p) => p,
-            Target::Ranges(f) => &f.name,
+            Target::Ranges(f) => &f.file.name,
         }
     }
 
@@ -248,7 +255,7 @@ impl Target {
     fn open(&self) -> io::Result<Arc<dyn ReadAt>> {
         match self {
             Target::Path(p) => Ok(Arc::new(std::fs::File::open(p)?)),
-            Target::Ranges(f) => Ok(f.data.clone()),
+            Target::Ranges(f) => Ok(f.file.data.clone()),
         }
     }
 
@@ -256,7 +263,12 @@ impl Target {
     fn index(&self) -> Result<IndexFile, IndexError> {
         match self {
             Target::Path(p) => IndexFile::open(&crate::live::index_path(p), p),
-            Target::Ranges(f) => {
+            Target::Ranges(r) => {
+                let opened = r.index.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(ix) = opened {
+                    return Ok(ix);
+                }
+                let f = &r.file;
                 let name = f.name.display().to_string();
                 let index_name = format!("{name}.idx");
                 match &f.index {

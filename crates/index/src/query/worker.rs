@@ -251,10 +251,10 @@ pub(super) fn scan_file(
             })
         }
         Target::Ranges(f) => {
-            let len = f.data.len().map_err(io)?;
+            let len = f.file.data.len().map_err(io)?;
             r.bytes_read = len;
             Box::new(Paced {
-                inner: crate::ranges::stream_of(f.data.clone(), 0..len).map_err(io)?,
+                inner: crate::ranges::stream_of(f.file.data.clone(), 0..len).map_err(io)?,
                 pace: pace.clone(),
             })
         }
