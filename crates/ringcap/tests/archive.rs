@@ -678,18 +678,48 @@ fn compare_with_tcpdump(
     total
 }
 
-/// A flow of the traffic, as an expression for one connection: the addresses and ports of the
-/// packet tcpdump printed as `line` (`TIME IP A.B.C.D.P > E.F.G.H.Q: UDP…`).
-fn connection_of(line: &str) -> String {
-    let w: Vec<&str> = line.split_whitespace().collect();
-    let i = w.iter().position(|x| *x == ">").expect("an IP line");
-    let split = |s: &str| {
-        let s = s.trim_end_matches(':');
-        let (h, p) = s.rsplit_once('.').unwrap();
-        (h.to_string(), p.to_string())
-    };
-    let ((sa, sp), (da, dp)) = (split(w[i - 1]), split(w[i + 1]));
-    format!("udp and src host {sa} and src port {sp} and dst host {da} and dst port {dp}")
+/// The one connection of [`capture_with_a_connection`], among the mix's many hosts and ports.
+const CONNECTION: &str =
+    "udp and src host 10.0.0.99 and src port 4000 and dst host 10.1.0.99 and dst port 5000";
+
+/// A zstd store captured with rotation (1 MB files) on the testbed: the time-machine tests' mix
+/// (many hosts and ports, some VLAN-tagged) and, at the same time, 1500 packets of one connection
+/// spread among them.
+fn capture_with_a_connection(tb: &testbed::Testbed, dir: &Path) {
+    use common::stores::send_mix;
+    let base = dir.join("cap");
+    let args = [
+        "capture",
+        "-i",
+        &tb.rx_if,
+        "-w",
+        base.to_str().unwrap(),
+        "-C",
+        "1MB",
+        "--compress",
+        "zstd",
+    ];
+    let cap = common::spawn_capture(tb, &args);
+    let mut flow = tb
+        .command(testbed::Side::Tx, ringcap().to_str().unwrap())
+        .args(["gen", "-i", &tb.tx_if, "-n", "1500", "--pps", "10000", "-q"])
+        .args(["--src-ip", "10.0.0.99", "--dst-ip", "10.1.0.99"])
+        .args(["--src-port", "4000", "--dst-port", "5000", "--payload", "half"])
+        .spawn()
+        .unwrap();
+    send_mix(tb, 6000, 1, None);
+    send_mix(tb, 2000, 2, Some(100));
+    assert!(
+        common::finish(&mut flow).status.success(),
+        "gen of the connection"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let out = common::stop(cap, libc::SIGINT);
+    assert!(
+        out.status.success(),
+        "capture: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `ringcap query s3://…` over the archive of a store a ringcap capture wrote (zstd, rotated,
@@ -700,7 +730,7 @@ fn connection_of(line: &str) -> String {
 /// (the frames it names and the index bytes it reads, from the local `--explain --json`).
 #[test]
 fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
-    use common::stores::{capture_store, expected, need, sh, store_files};
+    use common::stores::{expected, need, sh, store_files};
     need("tcpdump");
     need("zstd");
     let tmp = tempfile::tempdir().unwrap();
@@ -709,7 +739,7 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
     };
     let store = tmp.path().join("store");
     fs::create_dir_all(&store).unwrap();
-    capture_store(&common::testbed(), &store, &["--compress", "zstd"]);
+    capture_with_a_connection(&common::testbed(), &store);
     // The live indexer runs last in line: what it left is indexed here.
     let o = Command::new(ringcap())
         .args(["index", "-q"])
@@ -724,7 +754,8 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
 
     let all = expected(&files, "", 0, u64::MAX);
     assert!(all.len() > 1000, "{} packets captured", all.len());
-    let conn = connection_of(all[all.len() / 2].1.lines().next().unwrap());
+    let conn = CONNECTION.to_string();
+    assert_eq!(expected(&files, &conn, 0, u64::MAX).len(), 1500);
     let (t1, t2) = (all[all.len() / 3].0, all[2 * all.len() / 3].0);
     let cases: Vec<(String, Option<(u64, u64)>)> = vec![
         (String::new(), None),
@@ -775,9 +806,10 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
         "remote: {rreports:?}"
     );
     assert_eq!(remote["packets"], local["packets"]);
+    let stored: u64 = files.iter().map(|f| fs::metadata(f).unwrap().len()).sum();
     eprintln!(
-        "one connection ({conn}): {} packets, {} files; local reads {frames} B of frames + \
-         {index} B of index; the archive query fetched {fetched} B in {requests} requests",
+        "one connection ({conn}): {} packets, {} files of {stored} B; local reads {frames} B of \
+         frames + {index} B of index; the archive query fetched {fetched} B in {requests} requests",
         local["packets"],
         reports.len()
     );
@@ -790,17 +822,23 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
     let other = tmp.path().join("other");
     fs::create_dir_all(&other).unwrap();
     let trace = other.join("trace.pcap");
-    sh(&format!(
-        "zstd -dc '{}' | tcpdump -r - -w '{}' 2>/dev/null",
-        files[0].display(),
-        trace.display()
-    ));
+    let written = |from: &Path, to: &Path| {
+        sh(&format!(
+            "zstd -dc '{}' | tcpdump -r - -w '{}' 2>/dev/null",
+            from.display(),
+            to.display()
+        ))
+    };
+    written(&files[0], &trace);
     let o = Command::new(ringcap())
         .args(["index", "-q"])
         .arg(&other)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // And one without an index: read whole.
+    let unindexed = other.join("trace2.pcap");
+    written(&files[1], &unindexed);
     let o = archive(
         &s3,
         &other,
@@ -813,7 +851,21 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
     let cases: Vec<(String, Option<(u64, u64)>)> = vec![
         (String::new(), None),
         ("host 10.0.0.7".into(), None),
-        (conn, None),
+        (conn.clone(), None),
     ];
-    compare_with_tcpdump(&s3, tmp.path(), "tcpdump", &[trace], &cases);
+    compare_with_tcpdump(&s3, tmp.path(), "tcpdump", &[trace, unindexed], &cases);
+    let o = remote_query(
+        &s3,
+        tmp.path(),
+        "tcpdump",
+        &conn,
+        &["-w", "/dev/null", "--explain", "--json"],
+    );
+    let hows: Vec<String> = query_json(&o)["explain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["how"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(hows, ["index", "scan (no index)"]);
 }
