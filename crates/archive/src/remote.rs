@@ -353,7 +353,11 @@ impl index::ReadAt for Object {
             return Ok(());
         }
         // Readers go forward: what ends before this read is done with.
-        while st.got.front().is_some_and(|(at, b)| at + b.len() as u64 <= off) {
+        while st
+            .got
+            .front()
+            .is_some_and(|(at, b)| at + b.len() as u64 <= off)
+        {
             st.got.pop_front();
         }
         while st.plan.front().is_some_and(|r| r.end <= off) {
@@ -363,7 +367,11 @@ impl index::ReadAt for Object {
             copy(buf, *at, b);
             return Ok(());
         }
-        if st.plan.front().is_some_and(|r| r.start <= off && end <= r.end) {
+        if st
+            .plan
+            .front()
+            .is_some_and(|r| r.start <= off && end <= r.end)
+        {
             // The announced ranges from here, up to AHEAD bytes, in flight together.
             let mut batch = Vec::new();
             let mut bytes = 0;
@@ -386,7 +394,10 @@ impl index::ReadAt for Object {
             return Ok(());
         }
         // Not announced: exactly what is asked.
-        let b = self.fetch(vec![off..end])?.pop().unwrap_or_default();
+        let b = self
+            .fetch(std::iter::once(off..end).collect())?
+            .pop()
+            .unwrap_or_default();
         if b.len() != buf.len() {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
@@ -444,11 +455,7 @@ mod tests {
         assert_eq!(keep, [false, true, true, false, true]);
         assert_eq!(
             series_of(names[1]),
-            Some((
-                "cap.pcap.zst".to_string(),
-                t("2026-12-01T10:10:00Z"),
-                2
-            ))
+            Some(("cap.pcap.zst".to_string(), t("2026-12-01T10:10:00Z"), 2))
         );
         assert_eq!(prune(&names, None, None), [true; 5]);
     }

@@ -28,13 +28,18 @@ The result equals `tcpdump -r` of the same files with the same expression, packe
 time order across files. Time picks files and frames first, the index narrows host/net/port/
 proto/vlan terms to candidate packets, and libpcap's compiled filter decides each candidate.
 Files without a current index are scanned (run `ringcap index` to index them).
+STORE may be an archive, s3://BUCKET/PREFIX (written by `ringcap archive`; PREFIX may end in
+sensor=NAME): files are left out by the times in their names, then read by HTTP range requests,
+only the index chunks and frames needed; --endpoint and the credentials as `ringcap archive` takes
+them. --explain and --json say the requests made and the bytes fetched.
 With -w, a query that takes more than half a second shows its progress on stderr (a terminal
 only; not with -q or --json): files done, bytes read, packets matched.
 
 Examples:
   ringcap query /data 'host 10.1.2.3 and after 2026-11-23T14:00:00Z and before 2026-11-23T14:05:00Z'
   ringcap query /data 'tcp port 443 and after 10m ago' -w - | wireshark -k -i -
-  ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap")]
+  ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap
+  ringcap query s3://pcap/site 'host 10.1.2.3' --after 2026-11-23T14:00:00Z --endpoint http://minio:9000 -w out.pcap")]
 pub struct QueryArgs {
     /// Stores (files or directories), then the expression words.
     #[arg(value_name = "STORE... EXPR", required = true, num_args = 1..)]

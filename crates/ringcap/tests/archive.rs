@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 // The testbed capture and tcpdump's expectation of the time-machine tests.
-#[allow(dead_code)]
 mod common;
 
 const KEY_ID: &str = "ringcap-test-key";
@@ -704,7 +703,14 @@ fn capture_with_a_connection(tb: &testbed::Testbed, dir: &Path) {
         .command(testbed::Side::Tx, ringcap().to_str().unwrap())
         .args(["gen", "-i", &tb.tx_if, "-n", "1500", "--pps", "10000", "-q"])
         .args(["--src-ip", "10.0.0.99", "--dst-ip", "10.1.0.99"])
-        .args(["--src-port", "4000", "--dst-port", "5000", "--payload", "half"])
+        .args([
+            "--src-port",
+            "4000",
+            "--dst-port",
+            "5000",
+            "--payload",
+            "half",
+        ])
         .spawn()
         .unwrap();
     send_mix(tb, 6000, 1, None);
@@ -749,7 +755,9 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let files = store_files(&store);
     assert!(files.len() >= 3, "{files:?}");
-    let o = archive(&s3, &store, tmp.path(), &["--once"]).output().unwrap();
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     let all = expected(&files, "", 0, u64::MAX);
@@ -780,7 +788,10 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
         .unwrap();
     let local = query_json(&local);
     let reports = local["explain"].as_array().expect("explain");
-    let frames: u64 = reports.iter().map(|r| r["bytes_read"].as_u64().unwrap()).sum();
+    let frames: u64 = reports
+        .iter()
+        .map(|r| r["bytes_read"].as_u64().unwrap())
+        .sum();
     let index: u64 = reports
         .iter()
         .map(|r| r["index_bytes_read"].as_u64().unwrap())
@@ -796,7 +807,11 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
         &conn,
         &["-w", "/dev/null", "--explain", "--json"],
     );
-    assert!(remote.status.success(), "{}", String::from_utf8_lossy(&remote.stderr));
+    assert!(
+        remote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&remote.stderr)
+    );
     let remote = query_json(&remote);
     let fetched = remote["archive"]["bytes_fetched"].as_u64().unwrap();
     let requests = remote["archive"]["requests"].as_u64().unwrap();

@@ -400,7 +400,9 @@ impl IndexFile {
         capture: &dyn crate::ReadAt,
         capture_name: &str,
     ) -> Result<IndexFile, IndexError> {
-        let len = index.len().map_err(|e| IndexError::Io(name.to_string(), e))?;
+        let len = index
+            .len()
+            .map_err(|e| IndexError::Io(name.to_string(), e))?;
         let ix = IndexFile::check(Stored::Ranges(index, len), name)?;
         let io_err = |e| IndexError::Io(capture_name.to_string(), e);
         let size = capture.len().map_err(io_err)?;
@@ -541,10 +543,8 @@ impl IndexFile {
             .stored
             .read(at.start, (at.end - at.start) as usize)
             .map_err(|e| IndexError::Io(self.name.clone(), e))?;
-        self.read.fetch_add(
-            packed.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.read
+            .fetch_add(packed.len() as u64, std::sync::atomic::Ordering::Relaxed);
         // Damaged bytes fail zstd's content checksum (or give another length).
         let raw = decompress_chunk(&packed, want).map_err(|_| self.corrupt())?;
         if raw.len() != want {

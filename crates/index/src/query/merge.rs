@@ -12,9 +12,7 @@ use std::time::Duration;
 use super::filter::Filters;
 use super::pace::ReadPace;
 use super::worker::query_file;
-use super::{
-    Batch, FileReport, Hit, Job, QueryError, QueryOptions, Remote, Target, BATCH_PACKETS,
-};
+use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, Remote, Target, BATCH_PACKETS};
 use crate::expr::Query;
 use crate::ranges::RangeFile;
 use store::{FileLink, StreamHeader};
