@@ -376,7 +376,8 @@ fn archive_source(a: &QueryArgs, url: &str, q: &index::Query) -> Result<Source, 
     let reader =
         archive::Reader::new(dest, &a.archive.endpoint(), a.max_requests).map_err(fatal)?;
     let listing = reader.list(q.after_ns, q.before_ns).map_err(fatal)?;
-    if listing.listed == 0 {
+    // Partitions left out by the window are not "no files".
+    if listing.listed == 0 && listing.pruned_partitions == 0 {
         return Err(Fatal::usage(anyhow::anyhow!(
             "no capture files in the archive {url}"
         )));

@@ -833,6 +833,35 @@ fn query_of_the_archive_equals_tcpdump_and_fetches_what_the_index_names() {
         "fetched {fetched} B for {frames} B of frames and {index} B of index"
     );
 
+    // Windows outside the capture: files (and partitions) are left out by their names before any
+    // index is opened; only the series' last file is opened for a window after it (it may run
+    // on), and gives nothing.
+    let hour = 3_600_000_000_000;
+    let (first, last) = (all[0].0, all[all.len() - 1].0);
+    for (flag, t, opened) in [("--before", first - hour, 0), ("--after", last + hour, 1)] {
+        let o = remote_query(
+            &s3,
+            tmp.path(),
+            "site",
+            "",
+            &[flag, &at(t), "-w", "/dev/null", "--explain", "--json"],
+        );
+        assert!(
+            o.status.success(),
+            "{flag}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = query_json(&o);
+        let x = &v["archive"];
+        assert_eq!(v["packets"], 0, "{flag}");
+        let listed = x["files_listed"].as_u64().unwrap();
+        let pruned = x["files_pruned"].as_u64().unwrap();
+        assert_eq!(listed - pruned, opened, "{flag}: {x}");
+        if opened == 0 {
+            assert_eq!(x["requests"], 0, "{flag}: {x}");
+        }
+    }
+
     // A file tcpdump wrote, indexed by `ringcap index`, archived under another sensor.
     let other = tmp.path().join("other");
     fs::create_dir_all(&other).unwrap();
