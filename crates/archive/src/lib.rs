@@ -8,6 +8,7 @@
 mod error;
 mod expire;
 mod layout;
+mod remote;
 mod target;
 mod upload;
 
@@ -22,6 +23,7 @@ use store::archive_manifest::{self as manifest, ManifestEntry};
 pub use error::ArchiveError;
 pub use expire::{ExpireReport, Retention};
 pub use layout::{date_hour_from_name, is_capture_name, Item};
+pub use remote::{prune, FetchReport, Listing, Reader};
 pub use target::{Credentials, Dest, Endpoint};
 pub use upload::How;
 

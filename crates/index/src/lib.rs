@@ -12,6 +12,7 @@ pub mod key;
 pub mod live;
 pub mod priority;
 pub mod query;
+pub mod ranges;
 pub mod scan;
 #[cfg(test)]
 mod testdata;
@@ -26,6 +27,7 @@ pub use query::{
     prepare_query, FileError, FileReport, Hit, How, Priority, Progress, QueryError, QueryOptions,
     ScanWhy,
 };
+pub use ranges::{RangeFile, ReadAt};
 pub use scan::{index_file, Indexed};
 /// Times as `after`/`before` take them (`units::time`); here for the query code.
 pub use units::time::parse_time;

@@ -42,25 +42,8 @@ pub struct ArchiveArgs {
     /// This sensor's name in the keys (sensor=NAME).
     #[arg(long = "sensor", value_name = "NAME")]
     pub sensor: String,
-    /// An S3-compatible server's URL (http://HOST:PORT or https://HOST:PORT; AWS_ENDPOINT_URL if
-    /// not given); without it, AWS S3 of the region.
-    #[arg(long = "endpoint", value_name = "URL")]
-    pub endpoint: Option<String>,
-    /// Path-style addressing (https://HOST/BUCKET/KEY): the default with --endpoint.
-    #[arg(long = "path-style", conflicts_with = "virtual_host")]
-    pub path_style: bool,
-    /// Virtual-host addressing (https://BUCKET.HOST/KEY): the default for AWS.
-    #[arg(long = "virtual-host")]
-    pub virtual_host: bool,
-    /// Region (default: AWS_REGION, AWS_DEFAULT_REGION, ~/.aws/config, us-east-1).
-    #[arg(long = "region", value_name = "R")]
-    pub region: Option<String>,
-    /// Profile of ~/.aws/credentials (default: AWS_PROFILE, else the environment's keys, else default).
-    #[arg(long = "profile", value_name = "NAME")]
-    pub profile: Option<String>,
-    /// Extra CA certificates (PEM) for an https endpoint with a private CA.
-    #[arg(long = "ca-cert", value_name = "FILE")]
-    pub ca_cert: Option<PathBuf>,
+    #[command(flatten)]
+    pub endpoint: EndpointArgs,
     /// Archive what is there and exit (the default).
     #[arg(long = "once", conflicts_with = "watch")]
     pub once: bool,
@@ -91,6 +74,46 @@ pub struct ArchiveArgs {
     pub quiet: crate::cli::Quiet,
 }
 
+/// How to reach the object store: `ringcap archive`'s flags, and `ringcap query s3://…`'s.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EndpointArgs {
+    /// An S3-compatible server's URL (http://HOST:PORT or https://HOST:PORT; AWS_ENDPOINT_URL if
+    /// not given); without it, AWS S3 of the region.
+    #[arg(long = "endpoint", value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// Path-style addressing (https://HOST/BUCKET/KEY): the default with --endpoint.
+    #[arg(long = "path-style", conflicts_with = "virtual_host")]
+    pub path_style: bool,
+    /// Virtual-host addressing (https://BUCKET.HOST/KEY): the default for AWS.
+    #[arg(long = "virtual-host")]
+    pub virtual_host: bool,
+    /// Region (default: AWS_REGION, AWS_DEFAULT_REGION, ~/.aws/config, us-east-1).
+    #[arg(long = "region", value_name = "R")]
+    pub region: Option<String>,
+    /// Profile of ~/.aws/credentials (default: AWS_PROFILE, else the environment's keys, else default).
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Extra CA certificates (PEM) for an https endpoint with a private CA.
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+impl EndpointArgs {
+    pub fn endpoint(&self) -> archive::Endpoint {
+        archive::Endpoint {
+            url: self.endpoint.clone().or_else(|| {
+                std::env::var("AWS_ENDPOINT_URL")
+                    .ok()
+                    .filter(|u| !u.is_empty())
+            }),
+            path_style: (self.path_style || self.virtual_host).then_some(self.path_style),
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            ca_file: self.ca_cert.clone(),
+        }
+    }
+}
+
 fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let t = t.strip_suffix("/s").unwrap_or(t);
@@ -100,7 +123,7 @@ fn parse_rate(s: &str) -> Result<u64, String> {
     }
 }
 
-fn fatal(e: archive::ArchiveError) -> Fatal {
+pub(crate) fn fatal(e: archive::ArchiveError) -> Fatal {
     Fatal {
         code: e.exit_code(),
         error: e.into(),
@@ -112,17 +135,7 @@ pub fn run(a: ArchiveArgs) -> Result<(), Fatal> {
     let opts = archive::Options {
         dir: a.store.clone(),
         dest,
-        endpoint: archive::Endpoint {
-            url: a.endpoint.clone().or_else(|| {
-                std::env::var("AWS_ENDPOINT_URL")
-                    .ok()
-                    .filter(|u| !u.is_empty())
-            }),
-            path_style: (a.path_style || a.virtual_host).then_some(a.path_style),
-            region: a.region.clone(),
-            profile: a.profile.clone(),
-            ca_file: a.ca_cert.clone(),
-        },
+        endpoint: a.endpoint.endpoint(),
         sensor: a.sensor.clone(),
         max_rate: a.max_upload_rate,
         part_size: a.part_size,

@@ -28,13 +28,18 @@ The result equals `tcpdump -r` of the same files with the same expression, packe
 time order across files. Time picks files and frames first, the index narrows host/net/port/
 proto/vlan terms to candidate packets, and libpcap's compiled filter decides each candidate.
 Files without a current index are scanned (run `ringcap index` to index them).
+STORE may be an archive, s3://BUCKET/PREFIX (written by `ringcap archive`; PREFIX may end in
+sensor=NAME): files are left out by the times in their names, then read by HTTP range requests,
+only the index chunks and frames needed; --endpoint and the credentials as `ringcap archive` takes
+them. --explain and --json say the requests made and the bytes fetched.
 With -w, a query that takes more than half a second shows its progress on stderr (a terminal
 only; not with -q or --json): files done, bytes read, packets matched.
 
 Examples:
   ringcap query /data 'host 10.1.2.3 and after 2026-11-23T14:00:00Z and before 2026-11-23T14:05:00Z'
   ringcap query /data 'tcp port 443 and after 10m ago' -w - | wireshark -k -i -
-  ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap")]
+  ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap
+  ringcap query s3://pcap/site 'host 10.1.2.3' --after 2026-11-23T14:00:00Z --endpoint http://minio:9000 -w out.pcap")]
 pub struct QueryArgs {
     /// Stores (files or directories), then the expression words.
     #[arg(value_name = "STORE... EXPR", required = true, num_args = 1..)]
@@ -79,6 +84,12 @@ pub struct QueryArgs {
     pub json: crate::cli::Json,
     #[command(flatten)]
     pub quiet: crate::cli::Quiet,
+    /// How to reach an archive given as the store (s3://BUCKET/PREFIX), as `ringcap archive`.
+    #[command(flatten, next_help_heading = "Archive (STORE is s3://BUCKET/PREFIX)")]
+    pub archive: crate::archive_cmd::EndpointArgs,
+    /// Range requests in flight at once, at most, when the store is an archive.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_requests: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -112,6 +123,32 @@ struct Summary<'a> {
     before_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     explain: Option<&'a [index::FileReport]>,
+    /// A query of an archive: what was asked of the object store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archive: Option<ArchiveSummary>,
+}
+
+#[derive(serde::Serialize)]
+struct ArchiveSummary {
+    /// Range GETs made and the bytes they returned (index and capture objects).
+    requests: u64,
+    bytes_fetched: u64,
+    /// LIST requests.
+    listings: u64,
+    /// Capture objects listed, and those left out by the times in their names.
+    files_listed: usize,
+    files_pruned: usize,
+    /// `date=`/`hour=` partitions not listed (begun after the window).
+    partitions_pruned: usize,
+    max_requests: usize,
+}
+
+/// Where a query's files are: a local store, or an archive (its reader, for the counters).
+struct Source {
+    plan: index::query::Plan,
+    files: usize,
+    priority: index::Priority,
+    archive: Option<(archive::Reader, archive::Listing)>,
 }
 
 /// Words that begin a tcpdump expression (pcap-filter's primitives and qualifiers, and the time
@@ -224,8 +261,14 @@ fn query_failed(e: index::QueryError) -> Fatal {
 }
 
 pub fn run(a: QueryArgs) -> Result<(), Fatal> {
-    let (stores, expr) = split_words(&a.words, &a.expression, |w| Path::new(w).exists());
-    if stores.is_empty() {
+    // An archive is one store, s3://BUCKET/PREFIX, first.
+    let archive_url = a.words.first().filter(|w| w.starts_with("s3://")).cloned();
+    let (stores, expr) = match &archive_url {
+        Some(_) if !a.expression.is_empty() => (Vec::new(), a.expression.join(" ")),
+        Some(_) => (Vec::new(), a.words[1..].join(" ")),
+        None => split_words(&a.words, &a.expression, |w| Path::new(w).exists()),
+    };
+    if stores.is_empty() && archive_url.is_none() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "`{}` is not a file or directory: give the store first, then the expression",
             a.words[0]
@@ -238,37 +281,21 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         sys::now_ns(),
     )
     .map_err(query_failed)?;
-    // Files being written are read too, up to their last whole packet.
-    let files = crate::index_cmd::capture_files(&stores, true)?;
-    if files.is_empty() {
-        return Err(Fatal::usage(anyhow::anyhow!(
-            "no capture files in the stores given"
-        )));
-    }
-    // The filter compiled for each file's link: what libpcap refuses for one of them is refused
-    // here, before any packet, as `tcpdump -r` refuses it (exit 1, libpcap's words).
-    let plan = index::query::plan(&files, &q).map_err(query_failed)?;
-    if let Some(w) = a
-        .write
-        .as_deref()
-        .and_then(|w| std::fs::canonicalize(w).ok())
-    {
-        if files
-            .iter()
-            .any(|f| std::fs::canonicalize(f).ok().as_deref() == Some(&w))
-        {
-            return Err(Fatal::usage(anyhow::anyhow!(
-                "-w {} is one of the files queried: write the result elsewhere",
-                w.display()
-            )));
-        }
-    }
     if a.write.as_deref() == Some(Path::new("-")) && std::io::stdout().is_terminal() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "-w - writes binary pcap to a terminal: pipe it (| tcpdump -r - or | wireshark -k -i -)"
         )));
     }
-    let priority = a.priority.resolve(&files);
+    let src = match &archive_url {
+        Some(url) => archive_source(&a, url, &q)?,
+        None => local_source(&a, &stores, &q)?,
+    };
+    let Source {
+        plan,
+        files,
+        priority,
+        archive,
+    } = src;
     // The merging and writing thread too, not only the file workers.
     priority.apply();
     let progress = Arc::new(index::Progress::default());
@@ -287,7 +314,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     // A bar on stderr while packets go to a file or a pipe (not among tcpdump-style lines on
     // stdout); it shows only on a terminal, and only once the query has taken a moment.
     let bar = Bar::start(
-        files.len() as u64,
+        files as u64,
         progress,
         a.quiet.on || a.json.on || a.write.is_none(),
     );
@@ -306,9 +333,21 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     out.finish()?;
     let elapsed = started.elapsed();
     let errors: Vec<String> = reports.iter().filter_map(|r| r.error_line()).collect();
+    let archive = archive.map(|(reader, listing)| {
+        let f = reader.fetched();
+        ArchiveSummary {
+            requests: f.requests,
+            bytes_fetched: f.bytes,
+            listings: f.listings,
+            files_listed: listing.listed,
+            files_pruned: listing.pruned_files,
+            partitions_pruned: listing.pruned_partitions,
+            max_requests: reader.in_flight(),
+        }
+    });
     let summary = Summary {
         packets,
-        files: files.len(),
+        files,
         files_by_index: reports.iter().filter(|r| r.how.by_index()).count(),
         files_scanned: reports.iter().filter(|r| r.how.scanned()).count(),
         bytes_read: reports.iter().map(|r| r.bytes_read).sum(),
@@ -317,7 +356,83 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         after_ns: q.after_ns,
         before_ns: q.before_ns,
         explain: a.explain.then_some(&reports[..]),
+        archive,
     };
+    report(&a, &summary, &reports);
+    if !errors.is_empty() {
+        return Err(Fatal::runtime(anyhow::anyhow!(
+            "{} file(s) could not be read whole; the result lacks their packets:\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        )));
+    }
+    Ok(())
+}
+
+/// The files of an archive that may hold the window (pruned by their names), surveyed and planned.
+fn archive_source(a: &QueryArgs, url: &str, q: &index::Query) -> Result<Source, Fatal> {
+    use crate::archive_cmd::fatal;
+    let dest = archive::Dest::parse(url).map_err(fatal)?;
+    let reader =
+        archive::Reader::new(dest, &a.archive.endpoint(), a.max_requests).map_err(fatal)?;
+    let listing = reader.list(q.after_ns, q.before_ns).map_err(fatal)?;
+    // Partitions left out by the window are not "no files".
+    if listing.listed == 0 && listing.pruned_partitions == 0 {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "no capture files in the archive {url}"
+        )));
+    }
+    let files = listing.files.clone();
+    let n = files.len();
+    // The filter compiled for each file's link, as for a local store (see local_source).
+    let plan = index::query::survey_ranges(files)
+        .plan(q)
+        .map_err(query_failed)?;
+    Ok(Source {
+        plan,
+        files: n,
+        // Nothing local to yield to but the CPU.
+        priority: index::Priority::Low,
+        archive: Some((reader, listing)),
+    })
+}
+
+fn local_source(a: &QueryArgs, stores: &[PathBuf], q: &index::Query) -> Result<Source, Fatal> {
+    // Files being written are read too, up to their last whole packet.
+    let files = crate::index_cmd::capture_files(stores, true)?;
+    if files.is_empty() {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "no capture files in the stores given"
+        )));
+    }
+    // The filter compiled for each file's link: what libpcap refuses for one of them is refused
+    // here, before any packet, as `tcpdump -r` refuses it (exit 1, libpcap's words).
+    let plan = index::query::plan(&files, q).map_err(query_failed)?;
+    if let Some(w) = a
+        .write
+        .as_deref()
+        .and_then(|w| std::fs::canonicalize(w).ok())
+    {
+        if files
+            .iter()
+            .any(|f| std::fs::canonicalize(f).ok().as_deref() == Some(&w))
+        {
+            return Err(Fatal::usage(anyhow::anyhow!(
+                "-w {} is one of the files queried: write the result elsewhere",
+                w.display()
+            )));
+        }
+    }
+    Ok(Source {
+        priority: a.priority.resolve(&files),
+        files: files.len(),
+        plan,
+        archive: None,
+    })
+}
+
+/// The summary (and with --explain each file's report) on stderr, or as JSON.
+fn report(a: &QueryArgs, summary: &Summary<'_>, reports: &[index::FileReport]) {
     if a.json.on {
         let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
         if a.write.as_deref() == Some(Path::new("-")) {
@@ -327,7 +442,7 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         }
     } else {
         if a.explain {
-            for r in &reports {
+            for r in reports {
                 eprintln!(
                     "{}: {}; frames {}/{}, read {}, candidates {}, tested {}, matched {}",
                     r.path.display(),
@@ -344,23 +459,28 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         if !a.quiet.on {
             eprintln!(
                 "{} packets from {} files ({} by index, {} scanned) in {:.1} ms, {} read",
-                packets,
-                files.len(),
+                summary.packets,
+                summary.files,
                 summary.files_by_index,
                 summary.files_scanned,
                 summary.elapsed_ms,
                 units::bytes(summary.bytes_read)
             );
         }
+        if let (true, Some(x)) = (a.explain || !a.quiet.on, &summary.archive) {
+            eprintln!(
+                "archive: {} range requests ({} at most in flight), {} fetched, {} listings; \
+                 {} capture files listed, {} left out by their names, {} partitions not listed",
+                x.requests,
+                x.max_requests,
+                units::bytes(x.bytes_fetched),
+                x.listings,
+                x.files_listed,
+                x.files_pruned,
+                x.partitions_pruned
+            );
+        }
     }
-    if !errors.is_empty() {
-        return Err(Fatal::runtime(anyhow::anyhow!(
-            "{} file(s) could not be read whole; the result lacks their packets:\n  {}",
-            errors.len(),
-            errors.join("\n  ")
-        )));
-    }
-    Ok(())
 }
 
 /// The progress bar of a query: files done of all, bytes read, packets matched; updated from

@@ -221,17 +221,19 @@ fn checksum(header: &[u8], table: &[u8]) -> u32 {
     h.finalize()
 }
 
-/// Where an index's bytes are: in memory, or in its file (read a chunk at a time).
+/// Where an index's bytes are: in memory, or in its file, or anywhere that serves ranges (an
+/// archive's object); read a chunk at a time.
 enum Stored {
     Bytes(Vec<u8>),
     File(File, u64),
+    Ranges(std::sync::Arc<dyn crate::ReadAt>, u64),
 }
 
 impl Stored {
     fn len(&self) -> u64 {
         match self {
             Stored::Bytes(b) => b.len() as u64,
-            Stored::File(_, len) => *len,
+            Stored::File(_, len) | Stored::Ranges(_, len) => *len,
         }
     }
 
@@ -244,6 +246,11 @@ impl Stored {
             Stored::File(f, _) => {
                 let mut v = vec![0; len];
                 std::os::unix::fs::FileExt::read_exact_at(f, &mut v, at)?;
+                Ok(Cow::Owned(v))
+            }
+            Stored::Ranges(src, _) => {
+                let mut v = vec![0; len];
+                src.read_at(&mut v, at)?;
                 Ok(Cow::Owned(v))
             }
         }
@@ -351,6 +358,8 @@ pub struct IndexFile {
     flows_dir: Vec<u32>,
     by_b_dir: Vec<u32>,
     pub header: Header,
+    /// Bytes of the index read so far (header, table, chunks): what a query's explain reports.
+    read: std::sync::atomic::AtomicU64,
     frames_at: usize,
     addrs_at: usize,
     flows_at: usize,
@@ -377,14 +386,44 @@ impl IndexFile {
         }
         let now = Identity::of(capture, ix.header.covered)
             .map_err(|e| IndexError::Io(capture.display().to_string(), e))?;
+        ix.belongs(now)
+    }
+
+    /// As [`Self::open`], for an index and a capture file read by ranges (an archive's objects;
+    /// see [`crate::ReadAt`]): the header and the table are read, chunks as look-ups need them.
+    /// The capture file's size must be the one indexed; its ends are not fetched to check their
+    /// CRCs (8 KiB a file, more than a narrow query's frames): the archive verified each object
+    /// against the local file it copied (size and checksum), and copies a file with its index.
+    pub fn open_ranges(
+        index: std::sync::Arc<dyn crate::ReadAt>,
+        name: &str,
+        capture: &dyn crate::ReadAt,
+        capture_name: &str,
+    ) -> Result<IndexFile, IndexError> {
+        let len = index
+            .len()
+            .map_err(|e| IndexError::Io(name.to_string(), e))?;
+        let ix = IndexFile::check(Stored::Ranges(index, len), name)?;
+        let io_err = |e| IndexError::Io(capture_name.to_string(), e);
+        let size = capture.len().map_err(io_err)?;
         let id = ix.header.identity;
-        let same = now.head_crc == id.head_crc
-            && now.tail_crc == id.tail_crc
-            && (now.size == id.size || (!ix.header.complete && now.size >= ix.header.covered));
+        let same = size == id.size || (!ix.header.complete && size >= ix.header.covered);
         if !same {
-            return Err(IndexError::Stale(name));
+            return Err(IndexError::Stale(name.to_string()));
         }
         Ok(ix)
+    }
+
+    /// Itself if `now` (the capture file's identity as it is) is what was indexed.
+    fn belongs(self, now: Identity) -> Result<IndexFile, IndexError> {
+        let id = self.header.identity;
+        let same = now.head_crc == id.head_crc
+            && now.tail_crc == id.tail_crc
+            && (now.size == id.size || (!self.header.complete && now.size >= self.header.covered));
+        if !same {
+            return Err(IndexError::Stale(self.name));
+        }
+        Ok(self)
     }
 
     /// Only the header of `index` (no checksum, no body): enough to order files by time. Callers
@@ -479,6 +518,7 @@ impl IndexFile {
             flows_dir,
             by_b_dir,
             header,
+            read: ((HEADER_LEN + table_len + TRAILER_LEN) as u64).into(),
             frames_at,
             addrs_at,
             flows_at,
@@ -503,6 +543,8 @@ impl IndexFile {
             .stored
             .read(at.start, (at.end - at.start) as usize)
             .map_err(|e| IndexError::Io(self.name.clone(), e))?;
+        self.read
+            .fetch_add(packed.len() as u64, std::sync::atomic::Ordering::Relaxed);
         // Damaged bytes fail zstd's content checksum (or give another length).
         let raw = decompress_chunk(&packed, want).map_err(|_| self.corrupt())?;
         if raw.len() != want {
@@ -552,6 +594,12 @@ impl IndexFile {
     /// Postings are frame numbers (the file is compressed), not record offsets.
     pub fn postings_are_frames(&self) -> bool {
         self.header.compression != Compression::None
+    }
+
+    /// Bytes of the index read so far (its header and table when opened, then each chunk a
+    /// look-up needed, once).
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes of the index file (compressed, as stored).

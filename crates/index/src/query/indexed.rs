@@ -4,16 +4,16 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{self, Cursor, Read, Seek, SeekFrom};
+use std::io::{self, Cursor, Read};
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::pace::{Paced, ReadPace};
 use super::worker::{read_stream, scan_file, Out};
-use super::{FileError, FileReport, How, Job, ScanWhy};
+use super::{FileError, FileReport, How, Job, ScanWhy, Target};
 use crate::file::{Compression, Frame, IndexError, IndexFile, WHOLE_FRAME_MAX};
+use crate::ranges::{stream_of, ReadAt};
 
 /// Candidate records closer than this are read with one read.
 const COALESCE: u64 = 64 << 10;
@@ -123,7 +123,7 @@ impl Skipped {
 /// The wanted pieces of a compressed file as one stream of records, decoded piece by piece.
 /// Frames are cut at record boundaries, so the records of frames far apart join up.
 struct Frames {
-    file: File,
+    src: Arc<dyn ReadAt>,
     pace: Option<Arc<ReadPace>>,
     pieces: Vec<Piece>,
     next: usize,
@@ -142,14 +142,19 @@ struct Frames {
 
 impl Frames {
     fn new(
-        file: &File,
+        src: &Arc<dyn ReadAt>,
         job: &Job,
         pieces: Vec<Piece>,
         compression: Compression,
         whole_frames: bool,
     ) -> io::Result<Frames> {
+        if src.as_file().is_none() {
+            // A remote source fetches what comes next (joined, a few requests at a time).
+            let ranges: Vec<Range<u64>> = pieces.iter().map(|p| p.off..p.off + p.len).collect();
+            src.will_read(&ranges);
+        }
         Ok(Frames {
-            file: file.try_clone()?,
+            src: src.clone(),
             pace: job.pace.clone(),
             pieces,
             next: 0,
@@ -203,22 +208,25 @@ impl Frames {
         if !whole {
             // Not probed for the page cache: announce the frames after it.
             self.ahead.cached = false;
-            let mut f = self.file.try_clone()?;
-            f.seek(SeekFrom::Start(p.off))?;
             let paced = Paced {
-                inner: f.take(p.len),
+                inner: stream_of(self.src.clone(), p.off..p.off + p.len)?,
                 pace: self.pace.clone(),
             };
             return self.stream(paced, p.skip, p.take);
         }
         self.packed.resize(p.len as usize, 0);
-        let got = self.ahead.read_cached(&self.file, &mut self.packed, p.off);
+        let got = match self.src.as_file() {
+            Some(f) => self.ahead.read_cached(f, &mut self.packed, p.off),
+            None => 0,
+        };
         if got < self.packed.len() {
             // Not (all) cached: announce the frames from this one on before waiting for it, so
             // that they are read while this one is.
-            self.ahead.advise(&self.file, &self.pieces, self.next - 1);
-            self.file
-                .read_exact_at(&mut self.packed[got..], p.off + got as u64)?;
+            if let Some(f) = self.src.as_file() {
+                self.ahead.advise(f, &self.pieces, self.next - 1);
+            }
+            self.src
+                .read_at(&mut self.packed[got..], p.off + got as u64)?;
         }
         if let Some(pace) = &self.pace {
             pace.take(p.len)?;
@@ -287,7 +295,9 @@ impl Read for Frames {
                 let Some(&p) = self.pieces.get(self.next) else {
                     return Ok(0);
                 };
-                self.ahead.advise(&self.file, &self.pieces, self.next);
+                if let Some(f) = self.src.as_file() {
+                    self.ahead.advise(f, &self.pieces, self.next);
+                }
                 self.next += 1;
                 match self.start(p, buf)? {
                     0 => continue,
@@ -304,18 +314,19 @@ impl Read for Frames {
 }
 
 pub(super) fn by_index(
-    path: &Path,
+    t: &Target,
     ix: &IndexFile,
     job: &Job,
     out: &mut Out<'_>,
     r: &mut FileReport,
 ) -> Result<(), FileError> {
+    let path = t.label();
     let h = ix.header;
     let compressed = h.compression != Compression::None;
     if !compressed && !h.complete {
         // A plain file indexed only in part: records cross the edge; read it whole.
         r.how = How::Scan(ScanWhy::PlainIndexedInPart);
-        return scan_file(path, &job.pace, out, r);
+        return scan_file(t, &job.pace, out, r);
     }
     if h.read_whole {
         let in_time =
@@ -325,7 +336,7 @@ pub(super) fn by_index(
             return Ok(());
         }
         r.how = How::Scan(ScanWhy::LateInterfaces);
-        return scan_file(path, &job.pace, out, r);
+        return scan_file(t, &job.pace, out, r);
     }
     let Plan {
         frames,
@@ -338,7 +349,7 @@ pub(super) fn by_index(
         // Nothing of this file was returned yet: a damaged chunk means reading it whole.
         Err(e) => {
             r.how = How::Scan(super::worker::scan_why(&e));
-            return scan_file(path, &job.pace, out, r);
+            return scan_file(t, &job.pace, out, r);
         }
     };
     let prelude = &prelude[..];
@@ -349,7 +360,7 @@ pub(super) fn by_index(
         path: path.to_path_buf(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
+    let file = t.open().map_err(io)?;
     if compressed {
         // The records of every wanted frame, as one stream.
         let pieces = record_pieces(&frames, &wanted);
@@ -372,21 +383,19 @@ pub(super) fn by_index(
             let from = frames[first].rec_start;
             let to = ends[k - 1].unwrap_or(h.covered);
             r.bytes_read += to - from;
-            let mut f = file.try_clone().map_err(io)?;
-            f.seek(SeekFrom::Start(from)).map_err(io)?;
             let paced = Paced {
-                inner: f.take(to - from),
+                inner: stream_of(file.clone(), from..to).map_err(io)?,
                 pace: job.pace.clone(),
             };
             read_stream(prelude, Box::new(paced), path, out, r, RUN_BUFFER)?;
         }
     } else {
-        plain_records(&file, prelude, &records, path, &job.pace, out, r)?;
+        plain_records(&*file, prelude, &records, path, &job.pace, out, r)?;
         r.frames_read = wanted.iter().filter(|&&w| w).count() as u64;
     }
     if !h.complete {
         // What the index does not cover (compressed: whole frames from `covered` on).
-        let size = file.metadata().map(|m| m.len()).unwrap_or(h.covered);
+        let size = file.len().unwrap_or(h.covered);
         r.how = How::IndexAndTail;
         r.bytes_read += size - h.covered;
         let raw_start = frames.last().map_or(0, |f| f.raw_start + f.raw_len);
@@ -603,7 +612,7 @@ fn plan<'a>(
 
 /// Reads the candidate records of a plain file, nearby ones together.
 fn plain_records(
-    file: &File,
+    file: &dyn ReadAt,
     prelude: &[u8],
     offs: &[u64],
     path: &Path,
@@ -627,13 +636,13 @@ fn plain_records(
             i += 1;
         }
         let mut head = vec![0; layout.header_len()];
-        file.read_exact_at(&mut head, last).map_err(io)?;
+        file.read_at(&mut head, last).map_err(io)?;
         let end = last
             + layout
                 .record_len(&head)
                 .map_err(|e| FileError::IndexMismatch(format!("the record at {last}: {e}")))?;
         buf.resize((end - first) as usize, 0);
-        file.read_exact_at(&mut buf, first).map_err(io)?;
+        file.read_at(&mut buf, first).map_err(io)?;
         r.bytes_read += end - first;
         if let Some(p) = pace {
             // The pace refuses only past the query's deadline.
@@ -657,6 +666,7 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
 
     #[test]
     fn frames_in_the_page_cache_are_read_without_hints_and_the_first_miss_ends_that() {

@@ -2,7 +2,7 @@
 //! time order across files.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use std::time::Duration;
 use super::filter::Filters;
 use super::pace::ReadPace;
 use super::worker::query_file;
-use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, BATCH_PACKETS};
+use super::{Batch, FileReport, Hit, Job, QueryError, QueryOptions, Remote, Target, BATCH_PACKETS};
 use crate::expr::Query;
+use crate::ranges::RangeFile;
 use store::{FileLink, StreamHeader};
 
 /// Batches buffered per file between a worker and the merge.
@@ -76,7 +77,7 @@ impl Stream {
 /// compiled for every link among them (so that an expression libpcap refuses for one of them is
 /// refused before any packet, as `tcpdump -r` refuses it), and the header a result should have.
 pub struct Plan {
-    files: Vec<PathBuf>,
+    files: Vec<Target>,
     query: Query,
     /// (first packet's time, file) in the order the merge takes them.
     order: Vec<(u64, usize)>,
@@ -91,16 +92,31 @@ pub struct Plan {
 /// Each file's first packet's time and link, read as tcpdump reads the file: what a plan needs,
 /// and what a caller may check a filter against before compiling it (serve's bounded check).
 pub struct Survey {
-    files: Vec<PathBuf>,
+    files: Vec<Target>,
     firsts: Vec<u64>,
     links: Vec<Option<FileLink>>,
 }
 
 /// Surveys `files` (one small read at the start of each).
 pub fn survey(files: &[PathBuf]) -> Survey {
-    let (firsts, links) = files.iter().map(|f| survey_file(f)).unzip();
+    surveyed(files.iter().cloned().map(Target::Path).collect())
+}
+
+/// Surveys capture files read by ranges (an archive's objects): one small range of each.
+pub fn survey_ranges(files: Vec<RangeFile>) -> Survey {
+    let remote = |file| {
+        Target::Ranges(Arc::new(Remote {
+            file,
+            index: Default::default(),
+        }))
+    };
+    surveyed(files.into_iter().map(remote).collect())
+}
+
+fn surveyed(files: Vec<Target>) -> Survey {
+    let (firsts, links) = files.iter().map(survey_file).unzip();
     Survey {
-        files: files.to_vec(),
+        files,
         firsts,
         links,
     }
@@ -252,14 +268,14 @@ fn merge(
     let start = |k: usize| -> Stream {
         let i = order[k].1;
         let (tx, rx) = sync_channel(BATCHES_AHEAD);
-        let path = files[i].clone();
+        let target = files[i].clone();
         let j = job(i);
         let priority = opts.priority;
         let handle = std::thread::Builder::new()
             .name("ringcap-query".into())
             .spawn(move || {
                 priority.apply();
-                query_file(&path, &j, &tx)
+                query_file(&target, &j, &tx)
             })
             .expect("spawn a query worker");
         Stream {
@@ -392,7 +408,7 @@ fn merge(
         .zip(reports)
         .map(|(f, r)| {
             r.unwrap_or_else(|| FileReport {
-                path: f.clone(),
+                path: f.label().to_path_buf(),
                 how: super::How::NotRead,
                 ..Default::default()
             })
@@ -402,14 +418,67 @@ fn merge(
 
 /// A file's first packet's time and its link, read as tcpdump reads it (from its first packet;
 /// 0 and None if it cannot be read: its worker says why).
-fn survey_file(path: &Path) -> (u64, Option<FileLink>) {
-    let Ok(file) = std::fs::File::open(path) else {
-        return (0, None);
+fn survey_file(t: &Target) -> (u64, Option<FileLink>) {
+    let body: Box<dyn std::io::Read + Send> = match t {
+        Target::Path(path) => match std::fs::File::open(path) {
+            Ok(f) => Box::new(f),
+            Err(_) => return (0, None),
+        },
+        Target::Ranges(r) => {
+            if let Some(found) = survey_by_index(t, r) {
+                return found;
+            }
+            let data = &r.file.data;
+            match data
+                .len()
+                .and_then(|len| crate::ranges::stream_of(data.clone(), 0..len))
+            {
+                Ok(s) => s,
+                Err(_) => return (0, None),
+            }
+        }
     };
-    let Ok(mut r) = store::CaptureReader::strict_from_reader(Box::new(file), path, 64 << 10) else {
+    let path = t.label();
+    let Ok(mut r) = store::CaptureReader::strict_from_reader(body, path, 64 << 10) else {
         return (0, None);
     };
     let link = r.link();
     let first = r.next_packet().and_then(|p| p.ok()).map(|p| p.ts_ns);
     (first.unwrap_or(0), link)
+}
+
+/// A remote file's first time and link from its index, kept for its worker: what it needs of
+/// the index anyway, instead of a range of the capture file. The time is the first frame's
+/// earliest packet: never later than the first packet, so the merge takes the file in no later
+/// than a survey of the file would. None (survey the file itself) without a usable index, or
+/// when the first frame did not decode or the file reads only whole.
+fn survey_by_index(t: &Target, r: &Remote) -> Option<(u64, Option<FileLink>)> {
+    let ix = t.index().ok()?;
+    let h = ix.header;
+    if h.read_whole || h.packets == 0 {
+        return None;
+    }
+    let frames = ix.frames().ok()?;
+    let first = frames.iter().find(|f| f.packets > 0 || f.is_damaged())?;
+    if first.is_damaged() {
+        return None;
+    }
+    let prelude = ix.prelude().ok()?.to_vec();
+    let mut reader = store::CaptureReader::strict_from_reader(
+        Box::new(std::io::Cursor::new(prelude)),
+        t.label(),
+        64 << 10,
+    )
+    .ok()?;
+    let link = match reader.link() {
+        Some(l) => l,
+        // A pcapng prelude describes its interfaces after the section header.
+        None => {
+            let _ = reader.next_packet();
+            reader.link()?
+        }
+    };
+    let at = first.first_ts;
+    *r.index.lock().unwrap_or_else(|e| e.into_inner()) = Some(ix);
+    Some((at, Some(link)))
 }

@@ -16,7 +16,7 @@ mod pace;
 mod worker;
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -24,9 +24,11 @@ use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
 pub use error::{FileError, QueryError};
-pub use merge::{plan, run, survey, Plan, Survey};
+pub use merge::{plan, run, survey, survey_ranges, Plan, Survey};
 
 use crate::expr::Query;
+use crate::file::{IndexError, IndexFile};
+use crate::ranges::{RangeFile, ReadAt};
 use pace::ReadPace;
 
 /// Packets handed over per batch (and about this many bytes at most).
@@ -191,6 +193,8 @@ pub struct FileReport {
     pub frames_read: u64,
     /// File bytes read (compressed, as stored).
     pub bytes_read: u64,
+    /// Bytes of its index read (header, table and the chunks the look-ups needed).
+    pub index_bytes_read: u64,
     /// Candidate packets the index named (None: no narrowing).
     pub candidates: Option<u64>,
     /// Packets decoded and given to the filter.
@@ -221,6 +225,58 @@ impl FileReport {
                 format!("{path}: {e}")
             }
         })
+    }
+}
+
+/// A file a query reads: a local path, or a capture file read by ranges (an archive's object).
+#[derive(Clone)]
+enum Target {
+    Path(PathBuf),
+    Ranges(Arc<Remote>),
+}
+
+/// A capture file read by ranges, and its index once the survey opened it (the worker takes it:
+/// its header, table and first chunks are not fetched twice).
+struct Remote {
+    file: RangeFile,
+    index: std::sync::Mutex<Option<IndexFile>>,
+}
+
+impl Target {
+    /// What reports call it.
+    fn label(&self) -> &Path {
+        match self {
+            Target::Path(p) => p,
+            Target::Ranges(f) => &f.file.name,
+        }
+    }
+
+    /// Its bytes, to read by ranges.
+    fn open(&self) -> io::Result<Arc<dyn ReadAt>> {
+        match self {
+            Target::Path(p) => Ok(Arc::new(std::fs::File::open(p)?)),
+            Target::Ranges(f) => Ok(f.file.data.clone()),
+        }
+    }
+
+    /// Its index, checked against it (see [`IndexFile::open`]).
+    fn index(&self) -> Result<IndexFile, IndexError> {
+        match self {
+            Target::Path(p) => IndexFile::open(&crate::live::index_path(p), p),
+            Target::Ranges(r) => {
+                let opened = r.index.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(ix) = opened {
+                    return Ok(ix);
+                }
+                let f = &r.file;
+                let name = f.name.display().to_string();
+                let index_name = format!("{name}.idx");
+                match &f.index {
+                    None => Err(IndexError::Io(index_name, io::ErrorKind::NotFound.into())),
+                    Some(ix) => IndexFile::open_ranges(ix.clone(), &index_name, &*f.data, &name),
+                }
+            }
+        }
     }
 }
 

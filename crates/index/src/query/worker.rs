@@ -12,8 +12,7 @@ use libc::sock_filter;
 
 use super::indexed::by_index;
 use super::pace::{Paced, ReadPace};
-use super::{Batch, BatchMeta, FileError, FileReport, How, Job, ScanWhy};
-use crate::file::IndexFile;
+use super::{Batch, BatchMeta, FileError, FileReport, How, Job, ScanWhy, Target};
 
 /// A worker looks at the stop flag and the deadline after this many packets tested, so a
 /// query stopped while nothing matches ends within a few milliseconds, not at the file's end.
@@ -30,7 +29,12 @@ enum FileFilter {
 }
 
 /// Reads one file and sends its matching packets; returns what it did.
-pub(super) fn query_file(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
+pub(super) fn query_file(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
+    let path = match t {
+        Target::Path(p) => p,
+        // Archived files are complete.
+        Target::Ranges(_) => return query_indexed(t, job, tx),
+    };
     if let Some(done) = store::container::finished_name(path) {
         // Being written: no index yet; read up to its last whole packet. If it was completed
         // (renamed) since the listing, read the complete file instead: same bytes and more.
@@ -39,18 +43,18 @@ pub(super) fn query_file(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> File
         } else {
             done
         };
-        let mut r = query_indexed(&path, job, tx);
+        let mut r = query_indexed(&Target::Path(path.clone()), job, tx);
         if r.how == How::Scan(ScanWhy::NoIndex) && store::container::is_partial(&path) {
             r.how = How::Scan(ScanWhy::BeingWritten);
         }
         return r;
     }
-    query_indexed(path, job, tx)
+    query_indexed(t, job, tx)
 }
 
-fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
+fn query_indexed(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
     let mut r = FileReport {
-        path: path.to_path_buf(),
+        path: t.label().to_path_buf(),
         ..Default::default()
     };
     let filter = match job.link.map(|l| job.filters.for_link(l)) {
@@ -71,16 +75,20 @@ fn query_indexed(path: &Path, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         before: job.query.before_ns,
     };
     let result = if job.use_index {
-        match IndexFile::open(&crate::live::index_path(path), path) {
-            Ok(ix) => by_index(path, &ix, job, &mut out, &mut r),
+        match t.index() {
+            Ok(ix) => {
+                let done = by_index(t, &ix, job, &mut out, &mut r);
+                r.index_bytes_read = ix.bytes_read();
+                done
+            }
             Err(e) => {
                 r.how = How::Scan(scan_why(&e));
-                scan_file(path, &job.pace, &mut out, &mut r)
+                scan_file(t, &job.pace, &mut out, &mut r)
             }
         }
     } else {
         r.how = How::Scan(ScanWhy::Asked);
-        scan_file(path, &job.pace, &mut out, &mut r)
+        scan_file(t, &job.pace, &mut out, &mut r)
     };
     // The packets found before an error go out too: the report says what is missing.
     let flushed = out.flush();
@@ -223,22 +231,36 @@ fn note_damage(reader: &store::CaptureReader, r: &mut FileReport, compressed: bo
 
 /// The whole file, as `tcpdump -r` would read it.
 pub(super) fn scan_file(
-    path: &Path,
+    t: &Target,
     pace: &Option<Arc<ReadPace>>,
     out: &mut Out<'_>,
     r: &mut FileReport,
 ) -> Result<(), FileError> {
-    r.bytes_read = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let file = File::open(path).map_err(|source| FileError::Io {
+    let path = t.label();
+    let io = |source| FileError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    let paced = Paced {
-        inner: file,
-        pace: pace.clone(),
+    };
+    let paced: Box<dyn Read + Send> = match t {
+        Target::Path(path) => {
+            r.bytes_read = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            let file = File::open(path).map_err(io)?;
+            Box::new(Paced {
+                inner: file,
+                pace: pace.clone(),
+            })
+        }
+        Target::Ranges(f) => {
+            let len = f.file.data.len().map_err(io)?;
+            r.bytes_read = len;
+            Box::new(Paced {
+                inner: crate::ranges::stream_of(f.file.data.clone(), 0..len).map_err(io)?,
+                pace: pace.clone(),
+            })
+        }
     };
     // Read as tcpdump reads it: the first damage ends the file (what follows is not returned).
-    let mut reader = store::CaptureReader::strict_from_reader(Box::new(paced), path, 1 << 20)?;
+    let mut reader = store::CaptureReader::strict_from_reader(paced, path, 1 << 20)?;
     out.learn_link(&reader)?;
     while let Some(p) = reader.next_packet() {
         out.offer(r, &p?)?;
