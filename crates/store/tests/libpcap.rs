@@ -268,7 +268,11 @@ fn pcapng(
             r if r & 0x80 != 0 => 1u64 << (r & 0x7f),
             r => 10u64.pow(u32::from(r)),
         };
-        let ts = (1_700_000_000 + u64::from(i)) * per_sec + rng.below(per_sec);
+        // Wrapping, as the release build computes it: a resolution of 2^-64 s overflows on purpose
+        // (the file then holds whatever the stamp wraps to, and libpcap is the judge).
+        let ts = (1_700_000_000 + u64::from(i))
+            .wrapping_mul(per_sec)
+            .wrapping_add(rng.below(per_sec));
         let data = rng.bytes(caplen as usize);
         let epb = body(be, |b| {
             b.u32(iface)
