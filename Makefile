@@ -11,7 +11,7 @@ PREFIX ?= /usr/local
 # openssl makes the CA and certificates the `ringcap serve` and record TLS tests use (curl --cert, rustls);
 # systemd brings systemd-analyze, which checks the shipped unit (tests/config.rs).
 # Java 17 and Maven run the Apache Kafka broker of tests/kafka.rs (jars fetched by scripts/kafka-jars.sh) and
-# s3proxy, the S3 API server of tests/archive.rs (scripts/s3proxy-jar.sh); curl (--aws-sigv4) reads the archive back.
+# s3proxy, the S3 API server of tests/archive/ (scripts/s3proxy-jar.sh); curl (--aws-sigv4) reads the archive back.
 # wireshark-common (also pulled in by tshark) brings text2pcap, editcap and mergecap, which write the other
 # tools' files of tests/differential.
 APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven

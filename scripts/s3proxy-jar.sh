@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches s3proxy (an S3 API server; filesystem back end) from Maven Central for the archive tests
-# (crates/ringcap/tests/archive.rs) and prints the jar's path. Repeated runs reuse the local Maven repository.
+# (crates/ringcap/tests/archive/) and prints the jar's path. Repeated runs reuse the local Maven repository.
 # S3PROXY_JAR overrides it (an existing jar).
 set -euo pipefail
 if [ -n "${S3PROXY_JAR:-}" ]; then echo "$S3PROXY_JAR"; exit 0; fi

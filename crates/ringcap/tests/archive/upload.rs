@@ -1,0 +1,277 @@
+//! What `ringcap archive` puts under which key, and how it survives kills, bad credentials and a server that goes away.
+
+use super::*;
+
+#[test]
+fn archive_puts_each_file_under_its_key_byte_identical_and_a_second_run_uploads_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    let want = small_store(&store);
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "archive: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(summary(&o)["uploaded"], want.len());
+    let keys = s3.keys("site/");
+    let expected: BTreeSet<String> = want.iter().map(|w| w.1.clone()).collect();
+    assert_eq!(keys, expected, "keys in the bucket");
+    for (local, key) in &want {
+        assert_eq!(
+            s3.sha256(key, tmp.path()).as_deref(),
+            Some(sha256_file(local).as_str()),
+            "{key} differs from {}",
+            local.display()
+        );
+    }
+    // The manifest lists each, verified.
+    let m = fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl")).unwrap();
+    assert_eq!(m.lines().count(), want.len());
+    let again = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    let s = summary(&again);
+    assert_eq!(
+        (s["uploaded"].as_u64(), s["current"].as_u64()),
+        (Some(0), Some(want.len() as u64))
+    );
+    // A lost manifest: the objects are found already there (checksums equal), nothing is sent.
+    fs::remove_file(store.join(".ringcap-archive/manifest.jsonl")).unwrap();
+    let third = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
+    let s = summary(&third);
+    assert_eq!(
+        (s["uploaded"].as_u64(), s["present"].as_u64()),
+        (Some(0), Some(want.len() as u64))
+    );
+}
+
+/// Waits until the journal of the multipart upload of `name` lists at least `parts` parts.
+fn wait_parts(store: &Path, name: &str, parts: usize, within: Duration) {
+    let j = store.join(format!(".ringcap-archive/uploads/{name}.json"));
+    let t0 = Instant::now();
+    loop {
+        let n = fs::read(&j)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["parts"].as_array().map(|a| a.len()))
+            .unwrap_or(0);
+        if n >= parts {
+            return;
+        }
+        assert!(
+            t0.elapsed() < within,
+            "no {parts} parts of {name} within {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn big_store(store: &Path) -> (PathBuf, String) {
+    fs::create_dir_all(store).unwrap();
+    let name = "cap-20261203T120000-000001.pcap";
+    // ~200 MB: 140 000 frames of 1 500 bytes.
+    write_pcap(&store.join(name), 140_000, 1500, 1_796_299_200, 3);
+    (
+        store.join(name),
+        format!("site/sensor=s1/date=2026-12-03/hour=12/{name}"),
+    )
+}
+
+#[test]
+fn archive_killed_mid_upload_resumes_and_no_half_object_has_a_final_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    let (big, key) = big_store(&store);
+    let name = big.file_name().unwrap().to_str().unwrap().to_string();
+    let mut child = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &[
+            "--once",
+            "--part-size",
+            "8MiB",
+            "--max-upload-rate",
+            "25MB/s",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_parts(&store, &name, 3, Duration::from_secs(120));
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    assert_eq!(
+        s3.sha256(&key, tmp.path()),
+        None,
+        "a half upload is visible under its final name"
+    );
+    assert!(
+        !fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl"))
+            .unwrap_or_default()
+            .contains(&name)
+    );
+    let o = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "rerun: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines = json_lines(&o);
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["status"] == "resumed" && v["key"] == key.as_str()),
+        "{lines:?}"
+    );
+    assert_eq!(
+        s3.sha256(&key, tmp.path()).as_deref(),
+        Some(sha256_file(&big).as_str())
+    );
+    assert!(
+        fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl"))
+            .unwrap()
+            .contains(&name)
+    );
+}
+
+#[test]
+fn wrong_credentials_missing_bucket_and_no_server_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mut s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    small_store(&store);
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .env("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("credentials"), "{err}");
+    assert!(
+        !err.contains("not-the-secret") && !err.contains(SECRET),
+        "a secret in the log: {err}"
+    );
+    let o = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &["--once", "--to", "s3://no-such-bucket/x"],
+    )
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("no-such-bucket") && err.contains("does not exist"),
+        "{err}"
+    );
+    // No credentials anywhere: a usage error naming where they are looked for.
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("AWS_ACCESS_KEY_ID") && err.contains(".aws/credentials"),
+        "{err}"
+    );
+    // A profile of ~/.aws/credentials works like the environment.
+    fs::create_dir_all(tmp.path().join(".aws")).unwrap();
+    fs::write(
+        tmp.path().join(".aws/credentials"),
+        format!("[lab]\naws_access_key_id = {KEY_ID}\naws_secret_access_key = {SECRET}\n"),
+    )
+    .unwrap();
+    let o = archive(&s3, &store, tmp.path(), &["--once", "--profile", "lab"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    s3.kill();
+    fs::remove_file(store.join(".ringcap-archive/manifest.jsonl")).unwrap();
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("cannot reach"), "{err}");
+}
+
+#[test]
+fn object_store_killed_mid_run_is_an_error_and_the_rerun_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mut s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    let want = small_store(&store);
+    let (big, big_key) = big_store(&store);
+    let name = big.file_name().unwrap().to_str().unwrap().to_string();
+    let child = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &[
+            "--once",
+            "--part-size",
+            "8MiB",
+            "--max-upload-rate",
+            "25MB/s",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_parts(&store, &name, 2, Duration::from_secs(120));
+    s3.kill();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        matches!(o.status.code(), Some(1) | Some(4)),
+        "exit {:?}: {err}",
+        o.status.code()
+    );
+    assert!(
+        err.contains("cannot reach") || err.contains("run again"),
+        "{err}"
+    );
+    s3.restart();
+    let o = archive(&s3, &store, tmp.path(), &["--once", "--part-size", "8MiB"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "rerun: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for (local, key) in want.iter().chain([(big.clone(), big_key)].iter()) {
+        assert_eq!(
+            s3.sha256(key, tmp.path()).as_deref(),
+            Some(sha256_file(local).as_str()),
+            "{key}"
+        );
+    }
+}
