@@ -8,6 +8,7 @@
 pub mod archive_manifest;
 mod compress;
 pub mod container;
+mod coverage;
 mod error;
 mod files;
 mod format;
@@ -28,6 +29,9 @@ pub use compress::{
     MAX_FRAME_SIZE, MIN_FRAME_SIZE,
 };
 pub use container::{finished_name, Compression};
+pub use coverage::{
+    coverage_path, read_coverage, write_coverage, Coverage, Drops, COVERAGE_VERSION,
+};
 pub use error::StoreError;
 pub use files::{
     disk_use_percent, extension, flows_path, index_path, parse_name, utc_stamp, Budget, EventFn,
