@@ -45,6 +45,9 @@ impl SensorFeed {
     /// A feed of `sensor` for the query `text` (see [`query_text`]); a sensor that sends nothing
     /// for `idle` is cut and named slow.
     pub fn new(sensor: &Sensor, text: String, idle: Duration) -> Result<SensorFeed, FleetError> {
+        // reqwest builds a TLS stack even for http://: ring, as everywhere in ringcap (already
+        // installed when an archive client was made first: then this does nothing).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut b = reqwest::blocking::Client::builder()
             .connect_timeout(CONNECT_TIME)
             // Per read in the blocking client: the longest silence, not the whole answer's time.
