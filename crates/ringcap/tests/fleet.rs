@@ -248,6 +248,79 @@ fn a_query_over_three_sensors_equals_tcpdump_over_their_merged_files() {
     );
     assert_eq!(st.code(), Some(1), "{err}");
     assert!(err.contains("syntax error"), "{err}");
+
+    // Hostile or broken sensors among the real ones: one that never answers, one whose answer is
+    // cut inside a packet, one that sends garbage. Each is named; the real ones' packets are all
+    // there; exit 1.
+    let fakes: Vec<(&str, String)> = ["slow", "cut", "garbage"]
+        .into_iter()
+        .map(|how| (how, format!("http://127.0.0.1:{}", fake_sensor(how))))
+        .collect();
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.extend(fakes.iter().map(|(_, u)| u.as_str()));
+    args.extend(tls.iter().map(String::as_str));
+    args.extend(["--sensor-timeout", "2s", expr]);
+    let (st, err) = query(&args, &out);
+    assert_eq!(st.code(), Some(1), "{err}");
+    for (how, url) in &fakes {
+        let named = err
+            .lines()
+            .any(|l| l.contains(url.trim_start_matches("http://")));
+        assert!(named, "the {how} sensor is not named: {err}");
+    }
+    assert!(err.contains("slow"), "{err}");
+    assert!(
+        decoded(&out) == want,
+        "the real sensors' answer is not whole: {err}"
+    );
     drop(sensors);
     let _ = std::fs::remove_dir_all(&work);
+}
+
+/// A sensor that misbehaves `how`: "slow" (reads the request, never answers), "cut" (a pcap
+/// header and half a packet, then the connection closes mid-chunk), "garbage" (200 and bytes
+/// that are no capture file). Its port; it serves until the test ends.
+fn fake_sensor(how: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = c.read(&mut buf);
+                match how {
+                    "slow" => std::thread::sleep(Duration::from_secs(30)),
+                    "cut" => {
+                        let mut body = Vec::new();
+                        // pcap header (µs, Ethernet), then a record that claims 100 bytes and
+                        // brings 10.
+                        body.extend([0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0]);
+                        body.extend([0u8; 8]);
+                        body.extend(65535u32.to_le_bytes());
+                        body.extend(1u32.to_le_bytes());
+                        body.extend([0u8; 8]);
+                        body.extend(100u32.to_le_bytes());
+                        body.extend(100u32.to_le_bytes());
+                        body.extend([0u8; 10]);
+                        let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                        let _ = c.write_all(head.as_bytes());
+                        let _ = c.write_all(format!("{:x}\r\n", body.len()).as_bytes());
+                        let _ = c.write_all(&body);
+                        let _ = c.write_all(b"\r\n");
+                    }
+                    _ => {
+                        let junk =
+                            b"this is not a capture file, whatever the sensor says".repeat(4);
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", junk.len());
+                        let _ = c.write_all(head.as_bytes());
+                        let _ = c.write_all(&junk);
+                    }
+                }
+            });
+        }
+    });
+    port
 }

@@ -10,7 +10,13 @@ fn fleet_query(s3: &S3, home: &Path, fleet: &Path, expr: &str, out: &Path) -> Ou
     Command::new(ringcap())
         .arg("query")
         .args(["--sensors", fleet.to_str().unwrap(), expr])
-        .args(["-w", out.to_str().unwrap(), "--json", "--endpoint", &s3.endpoint()])
+        .args([
+            "-w",
+            out.to_str().unwrap(),
+            "--json",
+            "--endpoint",
+            &s3.endpoint(),
+        ])
         .env("HOME", home)
         .env("AWS_ACCESS_KEY_ID", KEY_ID)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
@@ -119,5 +125,8 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
     assert!(err.contains("s1") && err.contains("down"), "{err}");
     let want = expected(&all, query::CONNECTION, 0, u64::MAX);
     assert_eq!(want.len(), 1500);
-    assert!(decoded(&out) == want, "the archive did not give every file: {err}");
+    assert!(
+        decoded(&out) == want,
+        "the archive did not give every file: {err}"
+    );
 }
