@@ -22,4 +22,4 @@ pub use response::{reason, send, BodyStream};
 pub use rustls::ServerConfig as TlsConfig;
 pub use server::{spawn, Config, Handler, CONNECTION_STACK, WAITING_PER_PLACE};
 pub use slots::{Slot, Slots};
-pub use tls::{server_config, TlsError};
+pub use tls::{client_config, server_config, TlsError};

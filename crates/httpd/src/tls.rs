@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 /// Why TLS could not be set up; each names the file and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +62,36 @@ pub fn server_config(
                 "{} and {}: {e} (is the key the certificate's?)",
                 cert.display(),
                 key_path.display()
+            ))
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A client config for a `ringcap serve` (another sensor): the server must show a certificate
+/// signed by a CA of `ca` (for the name or address the client asked for), and the client shows
+/// `cert` with the private key of `key` (refused if group or others may read it).
+pub fn client_config(ca: &Path, cert: &Path, key: &Path) -> Result<Arc<ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = RootCertStore::empty();
+    for c in certificates(ca)? {
+        roots.add(c).map_err(|e| TlsError::Pem {
+            path: ca.to_path_buf(),
+            what: format!("not a usable CA certificate: {e}"),
+        })?;
+    }
+    let chain = certificates(cert)?;
+    let private = private_key(key)?;
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, private)
+        .map_err(|e| {
+            TlsError::Config(format!(
+                "{} and {}: {e} (is the key the certificate's?)",
+                cert.display(),
+                key.display()
             ))
         })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];

@@ -24,8 +24,8 @@ pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use flows::{check_flow_table, check_flow_table_footer, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
 pub use query::{
-    prepare_query, FileError, FileReport, Hit, How, Priority, Progress, QueryError, QueryOptions,
-    ScanWhy,
+    prepare_query, Feed, FileError, FileReport, Hit, How, Priority, Progress, QueryError,
+    QueryOptions, ScanWhy,
 };
 pub use ranges::{RangeFile, ReadAt};
 pub use scan::{index_file, Indexed};

@@ -21,6 +21,7 @@ mod metrics;
 mod privileges;
 mod progress;
 mod query_cmd;
+mod query_sources;
 mod repair_cmd;
 mod serve_check;
 mod serve_cmd;

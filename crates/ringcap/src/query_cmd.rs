@@ -10,6 +10,7 @@ use clap::Args;
 
 use store::{Format, PacketStream, StreamHeader};
 
+use crate::query_sources::{Kind, Source};
 use crate::Fatal;
 
 #[derive(Args, Debug, Clone)]
@@ -32,6 +33,11 @@ STORE may be an archive, s3://BUCKET/PREFIX (written by `ringcap archive`; PREFI
 sensor=NAME): files are left out by the times in their names, then read by HTTP range requests,
 only the index chunks and frames needed; --endpoint and the credentials as `ringcap archive` takes
 them. --explain and --json say the requests made and the bytes fetched.
+STORE may be a sensor, https://HOST:PORT (its `ringcap serve`; --ca, --cert, --key), and
+--sensors FILE names a fleet (sensors.toml: each sensor's name, URL, archive, certificates).
+Several stores, archives and sensors are merged in time order; each is reported with what it
+covers of the window (files, drops, time not captured). A sensor down, refusing, silent for
+--sensor-timeout or cut is named, and the exit status is 1 (the others' packets are given).
 With -w, a query that takes more than half a second shows its progress on stderr (a terminal
 only; not with -q or --json): files done, bytes read, packets matched.
 
@@ -39,7 +45,8 @@ Examples:
   ringcap query /data 'host 10.1.2.3 and after 2026-11-23T14:00:00Z and before 2026-11-23T14:05:00Z'
   ringcap query /data 'tcp port 443 and after 10m ago' -w - | wireshark -k -i -
   ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap
-  ringcap query s3://pcap/site 'host 10.1.2.3' --after 2026-11-23T14:00:00Z --endpoint http://minio:9000 -w out.pcap")]
+  ringcap query s3://pcap/site 'host 10.1.2.3' --after 2026-11-23T14:00:00Z --endpoint http://minio:9000 -w out.pcap
+  ringcap query --sensors sensors.toml 'host 10.1.2.3 and after 1h ago' -w out.pcap")]
 pub struct QueryArgs {
     /// Stores (files or directories), then the expression words.
     #[arg(value_name = "STORE... EXPR", required = true, num_args = 1..)]
@@ -87,6 +94,11 @@ pub struct QueryArgs {
     /// How to reach an archive given as the store (s3://BUCKET/PREFIX), as `ringcap archive`.
     #[command(flatten, next_help_heading = "Archive (STORE is s3://BUCKET/PREFIX)")]
     pub archive: crate::archive_cmd::EndpointArgs,
+    #[command(
+        flatten,
+        next_help_heading = "Sensors (STORE is https://HOST:PORT, or --sensors FILE)"
+    )]
+    pub sensor: crate::query_sources::SensorArgs,
     /// Range requests in flight at once, at most, when the store is an archive.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub max_requests: usize,
@@ -126,6 +138,74 @@ struct Summary<'a> {
     /// A query of an archive: what was asked of the object store.
     #[serde(skip_serializing_if = "Option::is_none")]
     archive: Option<ArchiveSummary>,
+    /// Each place asked (stores, archives, sensors): what it gave and what it covers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sources: Option<Vec<SourceSummary>>,
+}
+
+/// What one source gave, and what it covers of the window.
+#[derive(serde::Serialize)]
+struct SourceSummary {
+    name: String,
+    kind: Kind,
+    files: usize,
+    packets: u64,
+    bytes_read: u64,
+    /// Why some of its packets are missing (a sensor down, slow, refused or cut; files damaged).
+    errors: Vec<String>,
+    /// None: not known (an archive; a sensor that did not list its files).
+    coverage: Option<fleet::Covered>,
+    /// An archive: files left out because their sensor gave them.
+    #[serde(skip_serializing_if = "is_zero")]
+    left_to_sensor: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl SourceSummary {
+    fn of(s: &Source, reports: &[index::FileReport]) -> SourceSummary {
+        let mine = reports.get(s.targets.clone()).unwrap_or(&[]);
+        SourceSummary {
+            name: s.name.clone(),
+            kind: s.kind,
+            files: if s.kind == Kind::Sensor {
+                s.coverage.as_ref().map_or(0, |c| c.files)
+            } else {
+                mine.len()
+            },
+            packets: mine.iter().map(|r| r.packets_matched).sum(),
+            bytes_read: mine.iter().map(|r| r.bytes_read).sum(),
+            errors: mine.iter().filter_map(|r| r.error_line()).collect(),
+            coverage: s.coverage.clone(),
+            left_to_sensor: s.left_to_sensor,
+        }
+    }
+}
+
+/// What the archives were asked, all together.
+fn archive_summary(sources: &[Source]) -> Option<ArchiveSummary> {
+    let mut sum: Option<ArchiveSummary> = None;
+    for (reader, listing) in sources.iter().filter_map(|s| s.archive.as_ref()) {
+        let f = reader.fetched();
+        let x = sum.get_or_insert(ArchiveSummary {
+            requests: 0,
+            bytes_fetched: 0,
+            listings: 0,
+            files_listed: 0,
+            files_pruned: 0,
+            partitions_pruned: 0,
+            max_requests: reader.in_flight(),
+        });
+        x.requests += f.requests;
+        x.bytes_fetched += f.bytes;
+        x.listings += f.listings;
+        x.files_listed += listing.listed;
+        x.files_pruned += listing.pruned_files;
+        x.partitions_pruned += listing.pruned_partitions;
+    }
+    sum
 }
 
 #[derive(serde::Serialize)]
@@ -141,14 +221,6 @@ struct ArchiveSummary {
     /// `date=`/`hour=` partitions not listed (begun after the window).
     partitions_pruned: usize,
     max_requests: usize,
-}
-
-/// Where a query's files are: a local store, or an archive (its reader, for the counters).
-struct Source {
-    plan: index::query::Plan,
-    files: usize,
-    priority: index::Priority,
-    archive: Option<(archive::Reader, archive::Listing)>,
 }
 
 /// Words that begin a tcpdump expression (pcap-filter's primitives and qualifiers, and the time
@@ -251,7 +323,7 @@ fn split_words(
 
 /// A query's failure as an exit code: a bad expression is a usage error (2), libpcap refusing the
 /// filter for a file's link type is exit 1 as with `tcpdump -r`, and so is a failed run.
-fn query_failed(e: index::QueryError) -> Fatal {
+pub(crate) fn query_failed(e: index::QueryError) -> Fatal {
     use index::QueryError::*;
     match e {
         Expression(_) => Fatal::usage(anyhow::anyhow!(e)),
@@ -261,16 +333,13 @@ fn query_failed(e: index::QueryError) -> Fatal {
 }
 
 pub fn run(a: QueryArgs) -> Result<(), Fatal> {
-    // An archive is one store, s3://BUCKET/PREFIX, first.
-    let archive_url = a.words.first().filter(|w| w.starts_with("s3://")).cloned();
-    let (stores, expr) = match &archive_url {
-        Some(_) if !a.expression.is_empty() => (Vec::new(), a.expression.join(" ")),
-        Some(_) => (Vec::new(), a.words[1..].join(" ")),
-        None => split_words(&a.words, &a.expression, |w| Path::new(w).exists()),
-    };
-    if stores.is_empty() && archive_url.is_none() {
+    let (words, expr) = split_words(&a.words, &a.expression, |w| {
+        crate::query_sources::is_remote(w) || Path::new(w).exists()
+    });
+    if words.is_empty() && a.sensor.sensors.is_none() {
         return Err(Fatal::usage(anyhow::anyhow!(
-            "`{}` is not a file or directory: give the store first, then the expression",
+            "`{}` is not a file or directory: give the store first (a path, s3://BUCKET/PREFIX, \
+             https://SENSOR:PORT or --sensors FILE), then the expression",
             a.words[0]
         )));
     }
@@ -286,16 +355,16 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
             "-w - writes binary pcap to a terminal: pipe it (| tcpdump -r - or | wireshark -k -i -)"
         )));
     }
-    let src = match &archive_url {
-        Some(url) => archive_source(&a, url, &q)?,
-        None => local_source(&a, &stores, &q)?,
-    };
-    let Source {
+    let words: Vec<String> = words
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    let crate::query_sources::Gathered {
         plan,
-        files,
+        sources,
         priority,
-        archive,
-    } = src;
+        targets: files,
+    } = crate::query_sources::gather(&a, &words, &q)?;
     // The merging and writing thread too, not only the file workers.
     priority.apply();
     let progress = Arc::new(index::Progress::default());
@@ -333,18 +402,11 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
     out.finish()?;
     let elapsed = started.elapsed();
     let errors: Vec<String> = reports.iter().filter_map(|r| r.error_line()).collect();
-    let archive = archive.map(|(reader, listing)| {
-        let f = reader.fetched();
-        ArchiveSummary {
-            requests: f.requests,
-            bytes_fetched: f.bytes,
-            listings: f.listings,
-            files_listed: listing.listed,
-            files_pruned: listing.pruned_files,
-            partitions_pruned: listing.pruned_partitions,
-            max_requests: reader.in_flight(),
-        }
-    });
+    let archive = archive_summary(&sources);
+    let source_summaries: Vec<SourceSummary> = sources
+        .iter()
+        .map(|s| SourceSummary::of(s, &reports))
+        .collect();
     let summary = Summary {
         packets,
         files,
@@ -357,78 +419,19 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         before_ns: q.before_ns,
         explain: a.explain.then_some(&reports[..]),
         archive,
+        // Said when the answer comes from more than one place, or from a sensor.
+        sources: (sources.len() > 1 || sources.iter().any(|s| s.kind != Kind::Store))
+            .then_some(source_summaries),
     };
     report(&a, &summary, &reports);
     if !errors.is_empty() {
         return Err(Fatal::runtime(anyhow::anyhow!(
-            "{} file(s) could not be read whole; the result lacks their packets:\n  {}",
+            "{} file(s) or sensor(s) could not be read whole; the result lacks their packets:\n  {}",
             errors.len(),
             errors.join("\n  ")
         )));
     }
     Ok(())
-}
-
-/// The files of an archive that may hold the window (pruned by their names), surveyed and planned.
-fn archive_source(a: &QueryArgs, url: &str, q: &index::Query) -> Result<Source, Fatal> {
-    use crate::archive_cmd::fatal;
-    let dest = archive::Dest::parse(url).map_err(fatal)?;
-    let reader =
-        archive::Reader::new(dest, &a.archive.endpoint(), a.max_requests).map_err(fatal)?;
-    let listing = reader.list(q.after_ns, q.before_ns).map_err(fatal)?;
-    // Partitions left out by the window are not "no files".
-    if listing.listed == 0 && listing.pruned_partitions == 0 {
-        return Err(Fatal::usage(anyhow::anyhow!(
-            "no capture files in the archive {url}"
-        )));
-    }
-    let files = listing.files.clone();
-    let n = files.len();
-    // The filter compiled for each file's link, as for a local store (see local_source).
-    let plan = index::query::survey_ranges(files)
-        .plan(q)
-        .map_err(query_failed)?;
-    Ok(Source {
-        plan,
-        files: n,
-        // Nothing local to yield to but the CPU.
-        priority: index::Priority::Low,
-        archive: Some((reader, listing)),
-    })
-}
-
-fn local_source(a: &QueryArgs, stores: &[PathBuf], q: &index::Query) -> Result<Source, Fatal> {
-    // Files being written are read too, up to their last whole packet.
-    let files = crate::index_cmd::capture_files(stores, true)?;
-    if files.is_empty() {
-        return Err(Fatal::usage(anyhow::anyhow!(
-            "no capture files in the stores given"
-        )));
-    }
-    // The filter compiled for each file's link: what libpcap refuses for one of them is refused
-    // here, before any packet, as `tcpdump -r` refuses it (exit 1, libpcap's words).
-    let plan = index::query::plan(&files, q).map_err(query_failed)?;
-    if let Some(w) = a
-        .write
-        .as_deref()
-        .and_then(|w| std::fs::canonicalize(w).ok())
-    {
-        if files
-            .iter()
-            .any(|f| std::fs::canonicalize(f).ok().as_deref() == Some(&w))
-        {
-            return Err(Fatal::usage(anyhow::anyhow!(
-                "-w {} is one of the files queried: write the result elsewhere",
-                w.display()
-            )));
-        }
-    }
-    Ok(Source {
-        priority: a.priority.resolve(&files),
-        files: files.len(),
-        plan,
-        archive: None,
-    })
 }
 
 /// The summary (and with --explain each file's report) on stderr, or as JSON.
@@ -467,6 +470,11 @@ fn report(a: &QueryArgs, summary: &Summary<'_>, reports: &[index::FileReport]) {
                 units::bytes(summary.bytes_read)
             );
         }
+        if let (false, Some(sources)) = (a.quiet.on, &summary.sources) {
+            for s in sources {
+                eprintln!("  {}", source_line(s));
+            }
+        }
         if let (true, Some(x)) = (a.explain || !a.quiet.on, &summary.archive) {
             eprintln!(
                 "archive: {} range requests ({} at most in flight), {} fetched, {} listings; \
@@ -481,6 +489,75 @@ fn report(a: &QueryArgs, summary: &Summary<'_>, reports: &[index::FileReport]) {
             );
         }
     }
+}
+
+/// One source's line: what it gave, what went wrong, what it covers.
+fn source_line(s: &SourceSummary) -> String {
+    let what = match s.kind {
+        Kind::Sensor => "sensor",
+        Kind::Archive => "archive",
+        Kind::Store => "store",
+    };
+    let mut line = format!(
+        "{what} {}: {} packets, {} received",
+        s.name,
+        s.packets,
+        units::bytes(s.bytes_read)
+    );
+    if s.kind != Kind::Sensor {
+        line.push_str(&format!(" from {} files", s.files));
+    }
+    if s.left_to_sensor > 0 {
+        line.push_str(&format!(
+            " ({} files left to the sensor that still holds them)",
+            s.left_to_sensor
+        ));
+    }
+    line.push_str("; ");
+    line.push_str(&coverage_text(s.coverage.as_ref()));
+    for e in &s.errors {
+        line.push_str(&format!("\n    missing: {e}"));
+    }
+    line
+}
+
+/// What a source covers of the window, in words.
+fn coverage_text(c: Option<&fleet::Covered>) -> String {
+    let Some(c) = c else {
+        return "coverage not known".into();
+    };
+    let mut parts = vec![format!("coverage: {} files", c.files)];
+    let d = c.drops;
+    parts.push(match d.total() {
+        0 => "no drop".to_string(),
+        n => format!(
+            "{n} packets dropped (kernel {}, interface {}, storage {})",
+            d.kernel, d.interface, d.storage
+        ),
+    });
+    if c.unknown > 0 {
+        parts.push(format!(
+            "{} files without a coverage record (gaps not known)",
+            c.unknown
+        ));
+    } else if c.gaps.is_empty() {
+        parts.push("no gap".into());
+    } else {
+        let gaps: Vec<String> = c
+            .gaps
+            .iter()
+            .map(|&(lo, hi)| {
+                format!(
+                    "{} to {} ({})",
+                    units::time::utc_seconds(lo),
+                    units::time::utc_seconds(hi),
+                    units::time::format_duration(std::time::Duration::from_nanos(hi - lo))
+                )
+            })
+            .collect();
+        parts.push(format!("not captured: {}", gaps.join(", ")));
+    }
+    parts.join(", ")
 }
 
 /// The progress bar of a query: files done of all, bytes read, packets matched; updated from

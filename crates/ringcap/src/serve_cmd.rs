@@ -37,7 +37,9 @@ const TEXT: &str = "text/plain; charset=utf-8";
 Answers POST /query, whose body is the query (a tcpdump expression; `after T` and `before T`
 terms at its start or end, as stenographer and `ringcap query` take them), with the matching
 packets as a pcap stream (application/octet-stream), in time order, exactly as `ringcap query
-STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. More than --max-queries
+STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. GET /files lists the
+stores' complete capture files (name, size, coverage record) as JSON, for `ringcap query` over a
+fleet (it takes each file from the sensor or its archive, once). More than --max-queries
 at once get 503 with Retry-After. A POST without Content-Length gets 411 (chunked bodies too).
 
 Each query is checked first in a child process, inside its --max-queries place: parsed, then
@@ -238,6 +240,7 @@ impl httpd::Handler for QueryService {
         let head_only = request.method == "HEAD";
         match (request.path(), request.method.as_str()) {
             ("/query", "POST") => self.query(&request, conn),
+            ("/files", "GET" | "HEAD") => self.files(conn, head_only),
             ("/query", _) => httpd::send(
                 conn,
                 405,
@@ -316,6 +319,46 @@ impl QueryService {
             format!("{why}\n").as_bytes(),
             false,
         )
+    }
+
+    /// The complete capture files of the stores, by name, with their coverage records: what a
+    /// fleet query needs to take each file once (from here, not from the archive too) and to say
+    /// what the sensor covers of its window. Listing takes a query's place (it reads a record
+    /// per file).
+    fn files(&self, conn: &mut httpd::Conn, head_only: bool) -> io::Result<()> {
+        let Some(running) = self.queries.try_take() else {
+            let why = format!(
+                "{} queries are running already (--max-queries): try again later",
+                self.queries.max()
+            );
+            return self.refuse(conn, 503, &[("Retry-After", RETRY_AFTER_SECS)], &why);
+        };
+        let files = match index::capture_files(&self.stores, false) {
+            Ok(f) => f,
+            Err(e) => {
+                drop(running);
+                return self.refuse(conn, 500, &[], &e.to_string());
+            }
+        };
+        let list = fleet::FileList {
+            files: files
+                .iter()
+                .filter_map(|path| {
+                    let name = path.file_name()?.to_str()?.to_string();
+                    let size = std::fs::metadata(path).ok()?.len();
+                    // A record that is not this file's, or unreadable, is no record.
+                    let coverage = store::read_coverage(path).ok().flatten();
+                    Some(fleet::FileEntry {
+                        name,
+                        size,
+                        coverage,
+                    })
+                })
+                .collect(),
+        };
+        drop(running);
+        let body = serde_json::to_vec(&list).map_err(io::Error::other)?;
+        httpd::send(conn, 200, "application/json", &[], &body, head_only)
     }
 
     fn query(&self, request: &httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {

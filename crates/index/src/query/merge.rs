@@ -113,6 +113,30 @@ pub fn survey_ranges(files: Vec<RangeFile>) -> Survey {
     surveyed(files.into_iter().map(remote).collect())
 }
 
+/// Surveys feeds (other ringcaps' answers): each is asked at once, all in parallel, and its
+/// stream's header read; the merge takes their packets with the files'.
+pub fn survey_feeds(feeds: Vec<Arc<dyn super::Feed>>) -> Survey {
+    let targets: Vec<Target> = feeds
+        .into_iter()
+        .map(|f| Target::Feed(Arc::new(super::feed::FeedTarget::new(f))))
+        .collect();
+    // A sensor answers after its own check and survey: asked one after another, a fleet's
+    // first packet would wait for the sum of theirs.
+    let found: Vec<(u64, Option<FileLink>)> = std::thread::scope(|s| {
+        let asked: Vec<_> = targets.iter().map(|t| s.spawn(|| survey_file(t))).collect();
+        asked
+            .into_iter()
+            .map(|h| h.join().unwrap_or((0, None)))
+            .collect()
+    });
+    let (firsts, links) = found.into_iter().unzip();
+    Survey {
+        files: targets,
+        firsts,
+        links,
+    }
+}
+
 fn surveyed(files: Vec<Target>) -> Survey {
     let (firsts, links) = files.iter().map(survey_file).unzip();
     Survey {
@@ -123,6 +147,23 @@ fn surveyed(files: Vec<Target>) -> Survey {
 }
 
 impl Survey {
+    /// One survey of both: a query over several stores, archives and sensors at once.
+    pub fn join(mut self, other: Survey) -> Survey {
+        self.files.extend(other.files);
+        self.firsts.extend(other.firsts);
+        self.links.extend(other.links);
+        self
+    }
+
+    /// How many files and feeds it holds.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// The distinct links among the files (by link type and byte order, which is what a filter
     /// is compiled for), in the order first seen.
     pub fn links(&self) -> Vec<FileLink> {
@@ -261,7 +302,13 @@ fn merge(
         opts.deadline
             .is_some_and(|d| std::time::Instant::now() >= d)
     };
-    let jobs = opts.jobs.max(1);
+    // Feeds read a stream the sensor fills: they take no reading slot (`jobs`), and all run
+    // from the start (the merge waits for each one's first packet anyway).
+    let feeds = files
+        .iter()
+        .filter(|t| matches!(t, Target::Feed(_)))
+        .count();
+    let jobs = opts.jobs.max(1) + feeds;
     let mut reports: Vec<Option<FileReport>> = files.iter().map(|_| None).collect();
     let mut next = 0usize; // next file (in `order`) to start
     let mut streams: Vec<Stream> = Vec::new();
@@ -420,6 +467,7 @@ fn merge(
 /// 0 and None if it cannot be read: its worker says why).
 fn survey_file(t: &Target) -> (u64, Option<FileLink>) {
     let body: Box<dyn std::io::Read + Send> = match t {
+        Target::Feed(f) => return f.survey(),
         Target::Path(path) => match std::fs::File::open(path) {
             Ok(f) => Box::new(f),
             Err(_) => return (0, None),

@@ -9,6 +9,7 @@
 //! and filtered), `indexed` (reading only what the index names) and `pace` (`--max-read-rate`).
 
 mod error;
+mod feed;
 mod filter;
 mod indexed;
 mod merge;
@@ -24,7 +25,8 @@ use store::{FileLink, RecordTime};
 
 pub use crate::priority::Priority;
 pub use error::{FileError, QueryError};
-pub use merge::{plan, run, survey, survey_ranges, Plan, Survey};
+pub use feed::Feed;
+pub use merge::{plan, run, survey, survey_feeds, survey_ranges, Plan, Survey};
 
 use crate::expr::Query;
 use crate::file::{IndexError, IndexFile};
@@ -118,6 +120,8 @@ pub enum How {
     IndexAndTail,
     /// Whole, as `tcpdump -r` reads it.
     Scan(ScanWhy),
+    /// Found and filtered by another ringcap (a sensor's `serve`) and streamed here.
+    Feed,
 }
 
 /// Why a file was read whole.
@@ -158,6 +162,7 @@ impl std::fmt::Display for How {
             How::IndexNothingInWindow => f.write_str("index (no packet in the window)"),
             How::IndexAndTail => f.write_str("index + scan of the part not indexed"),
             How::Scan(why) => write!(f, "scan ({why})"),
+            How::Feed => f.write_str("answered by the sensor"),
         }
     }
 }
@@ -228,11 +233,13 @@ impl FileReport {
     }
 }
 
-/// A file a query reads: a local path, or a capture file read by ranges (an archive's object).
+/// A file a query reads: a local path, or a capture file read by ranges (an archive's object);
+/// or a feed, another ringcap's answer.
 #[derive(Clone)]
 enum Target {
     Path(PathBuf),
     Ranges(Arc<Remote>),
+    Feed(Arc<feed::FeedTarget>),
 }
 
 /// A capture file read by ranges, and its index once the survey opened it (the worker takes it:
@@ -248,6 +255,7 @@ impl Target {
         match self {
             Target::Path(p) => p,
             Target::Ranges(f) => &f.file.name,
+            Target::Feed(f) => &f.name,
         }
     }
 
@@ -256,6 +264,7 @@ impl Target {
         match self {
             Target::Path(p) => Ok(Arc::new(std::fs::File::open(p)?)),
             Target::Ranges(f) => Ok(f.file.data.clone()),
+            Target::Feed(_) => Err(io::Error::other("a feed is a stream, not read by ranges")),
         }
     }
 
@@ -263,6 +272,10 @@ impl Target {
     fn index(&self) -> Result<IndexFile, IndexError> {
         match self {
             Target::Path(p) => IndexFile::open(&crate::live::index_path(p), p),
+            Target::Feed(f) => Err(IndexError::Io(
+                f.name.display().to_string(),
+                io::ErrorKind::NotFound.into(),
+            )),
             Target::Ranges(r) => {
                 let opened = r.index.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some(ix) = opened {

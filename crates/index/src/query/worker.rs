@@ -34,6 +34,17 @@ pub(super) fn query_file(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileR
         Target::Path(p) => p,
         // Archived files are complete.
         Target::Ranges(_) => return query_indexed(t, job, tx),
+        Target::Feed(f) => {
+            let mut out = Out {
+                tx,
+                batch: Batch::default(),
+                filter: FileFilter::All,
+                job,
+                after: job.query.after_ns.unwrap_or(0),
+                before: job.query.before_ns,
+            };
+            return f.run(&mut out);
+        }
     };
     if let Some(done) = store::container::finished_name(path) {
         // Being written: no index yet; read up to its last whole packet. If it was completed
@@ -133,6 +144,16 @@ impl Out<'_> {
         Ok(())
     }
 
+    /// A packet another ringcap matched already (a feed's): kept if in the window.
+    pub(super) fn offer_unfiltered(
+        &mut self,
+        r: &mut FileReport,
+        p: &store::Packet<'_>,
+    ) -> Result<(), FileError> {
+        debug_assert!(matches!(self.filter, FileFilter::All));
+        self.offer(r, p)
+    }
+
     fn offer(&mut self, r: &mut FileReport, p: &store::Packet<'_>) -> Result<(), FileError> {
         r.packets_tested += 1;
         if r.packets_tested.is_multiple_of(STOP_CHECK_PACKETS) {
@@ -181,7 +202,7 @@ impl Out<'_> {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), FileError> {
+    pub(super) fn flush(&mut self) -> Result<(), FileError> {
         self.check_stop()?;
         if self.batch.meta.is_empty() {
             return Ok(());
@@ -250,6 +271,7 @@ pub(super) fn scan_file(
                 pace: pace.clone(),
             })
         }
+        Target::Feed(_) => return Err(io(std::io::Error::other("a feed is not scanned"))),
         Target::Ranges(f) => {
             let len = f.file.data.len().map_err(io)?;
             r.bytes_read = len;

@@ -328,6 +328,7 @@ fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
     want
 }
 
+mod fleet;
 mod query;
 mod retention;
 mod upload;

@@ -83,13 +83,13 @@ fn compare_with_tcpdump(
 }
 
 /// The one connection of [`capture_with_a_connection`], among the mix's many hosts and ports.
-const CONNECTION: &str =
+pub(crate) const CONNECTION: &str =
     "udp and src host 10.0.0.99 and src port 4000 and dst host 10.1.0.99 and dst port 5000";
 
 /// A zstd store captured with rotation (1 MB files) on the testbed: the time-machine tests' mix
 /// (many hosts and ports, some VLAN-tagged) and, at the same time, 1500 packets of one connection
 /// spread among them.
-fn capture_with_a_connection(tb: &testbed::Testbed, dir: &Path) {
+pub(crate) fn capture_with_a_connection(tb: &testbed::Testbed, dir: &Path) {
     use common::stores::send_mix;
     let base = dir.join("cap");
     let args = [
