@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
@@ -90,7 +91,13 @@ pub struct Listing {
     pub pruned_files: usize,
     /// `date=`/`hour=` partitions left out without a listing.
     pub pruned_partitions: usize,
+    /// Each listed file's coverage record object (`NAME.coverage.json`), by the file's name
+    /// (`s3://bucket/key`), and its size.
+    pub coverage: std::collections::HashMap<PathBuf, (String, u64)>,
 }
+
+/// Largest coverage record fetched (a few hundred bytes are written).
+const MAX_COVERAGE_OBJECT: u64 = 64 << 10;
 
 impl Reader {
     /// The client for `dest` (no request yet). `in_flight`: range requests at once, at most.
@@ -167,12 +174,74 @@ impl Reader {
                 todo.push((Some(cp), Some(start)));
             }
         }
+        let keys: std::collections::HashMap<String, u64> = objects
+            .iter()
+            .map(|o| (o.location.to_string(), o.size))
+            .collect();
         let (files, listed, pruned_files) = pair_and_prune(&self.shared, objects, after, before);
+        let bucket = format!("s3://{}/", sh.dest.bucket);
+        let coverage = files
+            .iter()
+            .filter_map(|f| {
+                let key = f.name.to_str()?.strip_prefix(&bucket)?;
+                let record = format!("{key}.coverage.json");
+                let size = *keys.get(&record)?;
+                Some((f.name.clone(), (record, size)))
+            })
+            .collect();
         Ok(Listing {
             files,
             listed,
             pruned_files,
             pruned_partitions,
+            coverage,
+        })
+    }
+
+    /// The coverage records of `files` (by name, as the listing gave them), fetched a few at a
+    /// time; a file without one, or whose record is not its own (another name or size: stale or
+    /// forged), gets None.
+    pub fn coverage(
+        &self,
+        listing: &Listing,
+        files: &[index::RangeFile],
+    ) -> Vec<(String, u64, Option<store::Coverage>)> {
+        let sh = &self.shared;
+        let asks: Vec<(String, u64, Option<(String, u64)>)> = files
+            .iter()
+            .map(|f| {
+                let name = f
+                    .name
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("")
+                    .to_string();
+                let size = f.data.len().unwrap_or(0);
+                (name, size, listing.coverage.get(&f.name).cloned())
+            })
+            .collect();
+        sh.rt.block_on(async {
+            futures::stream::iter(asks)
+                .map(|(name, size, record)| async move {
+                    let c = match record {
+                        Some((key, n)) if n <= MAX_COVERAGE_OBJECT => {
+                            sh.fetched.requests.fetch_add(1, Relaxed);
+                            match sh.s3.get(&Key::from(key)).await {
+                                Ok(got) => got.bytes().await.ok().and_then(|b| {
+                                    sh.fetched.bytes.fetch_add(b.len() as u64, Relaxed);
+                                    store::Coverage::parse(&b).ok()
+                                }),
+                                Err(_) => None,
+                            }
+                        }
+                        _ => None,
+                    };
+                    let c = c.filter(|c| c.describes(&name, size));
+                    (name, size, c)
+                })
+                .buffered(sh.in_flight)
+                .collect()
+                .await
         })
     }
 }

@@ -154,12 +154,22 @@ pub fn gather(a: &QueryArgs, words: &[String], q: &index::Query) -> Result<Gathe
                 keep
             });
         }
+        // What the archived files cover: their capture's records, archived with them.
+        let entries: Vec<fleet::FileEntry> = reader
+            .coverage(&listing, &listing.files)
+            .into_iter()
+            .map(|(name, size, coverage)| fleet::FileEntry {
+                name,
+                size,
+                coverage,
+            })
+            .collect();
         sources.push(Source {
             targets: joined.add(index::query::survey_ranges(listing.files.clone())),
             name: url,
             kind: Kind::Archive,
             archive: Some((reader, listing)),
-            coverage: None,
+            coverage: Some(fleet::covered(&entries, q.after_ns, q.before_ns)),
             left_to_sensor: left,
         });
     }
