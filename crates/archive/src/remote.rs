@@ -207,7 +207,9 @@ impl Reader {
         files: &[index::RangeFile],
     ) -> Vec<(String, u64, Option<store::Coverage>)> {
         let sh = &self.shared;
-        let asks: Vec<(String, u64, Option<(String, u64)>)> = files
+        // (file name, its size, its record's key and size when listed)
+        type Ask = (String, u64, Option<(String, u64)>);
+        let asks: Vec<Ask> = files
             .iter()
             .map(|f| {
                 let name = f
