@@ -39,7 +39,10 @@ terms at its start or end, as stenographer and `ringcap query` take them), with 
 packets as a pcap stream (application/octet-stream), in time order, exactly as `ringcap query
 STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. GET /files lists the
 stores' complete capture files (name, size, coverage record) as JSON, for `ringcap query` over a
-fleet (it takes each file from the sensor or its archive, once). More than --max-queries
+fleet (it takes each file from the sensor or its archive, once).
+A STORE may be an archive, s3://BUCKET/PREFIX (--endpoint and the credentials as `ringcap archive`
+takes them): each query lists it for its window and reads the index chunks and frames it needs
+by range requests, as `ringcap query s3://…` does. More than --max-queries
 at once get 503 with Retry-After. A POST without Content-Length gets 411 (chunked bodies too).
 
 Each query is checked first in a child process, inside its --max-queries place: parsed, then
@@ -74,7 +77,8 @@ Examples:
   ringcap serve /data --listen 127.0.0.1:8080     # plain HTTP, this machine only"
 )]
 pub struct ServeArgs {
-    /// Stores (capture files or directories of them), as `ringcap query` takes them.
+    /// Stores (capture files or directories of them), as `ringcap query` takes them; or archives,
+    /// s3://BUCKET/PREFIX (written by `ringcap archive`; see the Archive flags).
     #[arg(value_name = "STORE", required = true)]
     pub stores: Vec<PathBuf>,
     /// Where to listen: HOST:PORT, e.g. 0.0.0.0:8443, [::]:8443 or 127.0.0.1:8080. Without TLS,
@@ -121,10 +125,31 @@ pub struct ServeArgs {
     pub user: crate::cli::User,
     #[command(flatten)]
     pub quiet: crate::cli::Quiet,
+    /// How to reach an archive given as a store (s3://BUCKET/PREFIX), as `ringcap archive`.
+    #[command(flatten, next_help_heading = "Archive (a STORE is s3://BUCKET/PREFIX)")]
+    pub archive: crate::archive_cmd::EndpointArgs,
+    /// Range requests in flight at once per query, at most, to an archive.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub max_requests: usize,
+}
+
+/// The local stores and the archives (s3://) among the STORE words.
+fn split_stores(stores: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
+    let (archives, local): (Vec<&PathBuf>, Vec<&PathBuf>) = stores
+        .iter()
+        .partition(|p| p.to_str().is_some_and(|s| s.starts_with("s3://")));
+    (
+        local.into_iter().cloned().collect(),
+        archives
+            .into_iter()
+            .filter_map(|p| p.to_str().map(str::to_string))
+            .collect(),
+    )
 }
 
 pub fn run(a: ServeArgs) -> Result<(), Fatal> {
-    let files = crate::index_cmd::capture_files(&a.stores, true)?;
+    let (local_stores, archive_urls) = split_stores(&a.stores);
+    let files = crate::index_cmd::capture_files(&local_stores, true)?;
     let addrs = listen_addrs(&a.listen)?;
     let tls = tls_config(&a, &addrs)?;
     let user = a.user.name.as_deref().map(unprivileged_user).transpose()?;
@@ -145,7 +170,17 @@ pub fn run(a: ServeArgs) -> Result<(), Fatal> {
         .local_addr()
         .map_err(|e| Fatal::runtime(anyhow!("{e}")))?;
     let config = http_config(&a, tls.clone());
-    let service = QueryService::new(&a);
+    // Opened after privileges are given up: their runtime's threads keep none.
+    let archives = archive_urls
+        .iter()
+        .map(|url| {
+            let dest = archive::Dest::parse(url).map_err(crate::archive_cmd::fatal)?;
+            archive::Reader::new(dest, &a.archive.endpoint(), a.max_requests)
+                .map(|r| (url.clone(), r))
+                .map_err(crate::archive_cmd::fatal)
+        })
+        .collect::<Result<Vec<_>, Fatal>>()?;
+    let service = QueryService::new(&a, local_stores, archives);
     httpd::spawn(listener, config, Arc::new(service))
         .map_err(|e| Fatal::runtime(anyhow!("cannot start the server thread: {e}")))?;
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -225,6 +260,8 @@ fn tls_config(a: &ServeArgs, addrs: &[SocketAddr]) -> Result<Option<Arc<httpd::T
 /// Answers `POST /query`.
 struct QueryService {
     stores: Vec<PathBuf>,
+    /// Archives served as stores are (URL, reader).
+    archives: Vec<(String, archive::Reader)>,
     queries: httpd::Slots,
     options: index::QueryOptions,
     timeout: Option<Duration>,
@@ -266,9 +303,14 @@ impl httpd::Handler for QueryService {
 }
 
 impl QueryService {
-    fn new(a: &ServeArgs) -> QueryService {
+    fn new(
+        a: &ServeArgs,
+        stores: Vec<PathBuf>,
+        archives: Vec<(String, archive::Reader)>,
+    ) -> QueryService {
         QueryService {
-            stores: a.stores.clone(),
+            stores,
+            archives,
             queries: httpd::Slots::new(a.max_queries as usize),
             options: index::QueryOptions {
                 jobs: a.jobs.max(1),
@@ -503,9 +545,20 @@ impl QueryService {
             index::capture_files(&self.stores, true).map_err(|e| Refused(500, e.to_string()))?;
         // Each file's link, so that the check compiles the filter as the query will.
         let survey = index::query::survey(&files);
+        let mut links = survey.links();
+        // An archive's files are listed once the window is known (after the check): checked for
+        // Ethernet, what ringcap captures; the plan compiles for their own links.
+        if !self.archives.is_empty() && links.is_empty() {
+            links.push(store::FileLink {
+                linktype: 1,
+                snaplen: store::MAX_SNAPLEN,
+                swapped: false,
+                nanos: false,
+            });
+        }
         // Checked in a child that can be killed, inside the place and the time limit; only a
         // query that passed is parsed and compiled in this process.
-        let verdict = serve_check::check(expr, &survey.links(), self.allow_names, deadline, |w| {
+        let verdict = serve_check::check(expr, &links, self.allow_names, deadline, |w| {
             conn.peer_closed(w)
         });
         match verdict {
@@ -517,6 +570,13 @@ impl QueryService {
             Verdict::ClientGone => return Err(Unanswered::ClientGone),
         }
         let query = index::parse_query(expr, sys::now_ns()).map_err(|e| Refused(400, e))?;
+        let mut survey = survey;
+        for (url, reader) in &self.archives {
+            let listing = reader
+                .list(query.after_ns, query.before_ns)
+                .map_err(|e| Refused(502, format!("the archive {url} could not be listed: {e}")))?;
+            survey = survey.join(index::query::survey_ranges(listing.files));
+        }
         // The filter compiled for each file's link, as tcpdump -r compiles it (the check passed,
         // so within its bounds): refused with libpcap's words before any byte of the result.
         let plan = survey.plan(&query).map_err(|e| {

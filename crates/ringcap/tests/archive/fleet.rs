@@ -116,6 +116,58 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
         );
     }
 
+    // `ringcap serve` of the archive itself answers as the query does (curl, plain HTTP on
+    // loopback).
+    let port2 = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen2 = format!("127.0.0.1:{port2}");
+    let mut cmd = Command::new(ringcap());
+    cmd.args([
+        "serve",
+        &format!("s3://{BUCKET}/site"),
+        "--listen",
+        &listen2,
+    ])
+    .args(["--endpoint", &s3.endpoint()])
+    .env("HOME", tmp.path())
+    .env("AWS_ACCESS_KEY_ID", KEY_ID)
+    .env("AWS_SECRET_ACCESS_KEY", SECRET)
+    .env_remove("AWS_PROFILE")
+    .env_remove("AWS_SESSION_TOKEN")
+    .env_remove("AWS_ENDPOINT_URL");
+    let mut archive_serve = common::spawn_announced(cmd, "listening");
+    let answer = tmp.path().join("served.pcap");
+    let o = Command::new("curl")
+        .args([
+            "-sS",
+            "--fail",
+            "--max-time",
+            "60",
+            "-X",
+            "POST",
+            "--data",
+            query::CONNECTION,
+        ])
+        .arg(format!("http://{listen2}/query"))
+        .args(["-o", answer.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let want = expected(&all, query::CONNECTION, 0, u64::MAX);
+    assert!(
+        decoded(&answer) == want,
+        "serve of the archive differs from tcpdump"
+    );
+    let _ = archive_serve.child.kill();
+    let _ = archive_serve.child.wait();
+
     // The sensor down: the archive gives every file, the sensor is named, exit 1.
     let _ = serve.child.kill();
     let _ = serve.child.wait();
@@ -123,7 +175,6 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("s1") && err.contains("down"), "{err}");
-    let want = expected(&all, query::CONNECTION, 0, u64::MAX);
     assert_eq!(want.len(), 1500);
     assert!(
         decoded(&out) == want,
