@@ -180,4 +180,73 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
         decoded(&out) == want,
         "the archive did not give every file: {err}"
     );
+
+    // A forged index in the archive: the second file's .idx object replaced by the third file's.
+    // Its identity check (the capture file's size and last bytes) fails: the file is read whole,
+    // the answer is still tcpdump's, and --explain says why.
+    let key = |f: &Path| {
+        let name = f.file_name().unwrap().to_str().unwrap().to_string();
+        s3.keys("site/")
+            .into_iter()
+            .find(|k| k.ends_with(&format!("/{name}")))
+            .unwrap()
+    };
+    let (victim, donor) = (key(&all[1]), key(&all[2]));
+    let forged = tmp.path().join("forged.idx");
+    let o = s3.curl(&[
+        &s3.url(&format!("{BUCKET}/{donor}.idx")),
+        "-o",
+        forged.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let o = s3.curl(&[
+        "-T",
+        forged.to_str().unwrap(),
+        &s3.url(&format!("{BUCKET}/{victim}.idx")),
+        "-w",
+        "%{http_code}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "200",
+        "PUT of the forged index"
+    );
+    let o = Command::new(ringcap())
+        .arg("query")
+        .arg(format!("s3://{BUCKET}/site"))
+        .arg(query::CONNECTION)
+        .args([
+            "-w",
+            out.to_str().unwrap(),
+            "--json",
+            "--explain",
+            "--endpoint",
+            &s3.endpoint(),
+        ])
+        .env("HOME", tmp.path())
+        .env("AWS_ACCESS_KEY_ID", KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env_remove("AWS_PROFILE")
+        .env_remove("AWS_ENDPOINT_URL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        decoded(&out) == want,
+        "a forged index changed the answer: {err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let victim_url = format!("s3://{BUCKET}/{victim}");
+    let report = v["explain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == victim_url.as_str())
+        .unwrap_or_else(|| panic!("no report of {victim_url}: {v}"));
+    let how = report["how"].as_str().unwrap();
+    assert!(
+        how.starts_with("scan"),
+        "the forged index was trusted: {how}"
+    );
 }
