@@ -67,7 +67,11 @@ impl SensorFeed {
             what: e.to_string(),
         })?;
         Ok(SensorFeed {
-            label: PathBuf::from(format!("sensor {} ({})", sensor.name, sensor.url)),
+            label: PathBuf::from(if sensor.url.ends_with(&sensor.name) {
+                format!("sensor {}", sensor.url)
+            } else {
+                format!("sensor {} ({})", sensor.name, sensor.url)
+            }),
             base: sensor.url.clone(),
             url: format!("{}/query", sensor.url),
             body: text,
@@ -140,11 +144,12 @@ impl index::Feed for SensorFeed {
 
 /// What went wrong before an answer began: down, slow, or the TLS handshake refused.
 fn why_no_answer(e: &reqwest::Error, idle: Duration) -> String {
+    // The innermost cause says it best ("Connection refused (os error 111)"); the layers above
+    // it (request, client, connector) repeat the URL.
     let mut chain = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
-        chain.push_str(": ");
-        chain.push_str(&s.to_string());
+        chain = s.to_string();
         src = s.source();
     }
     if e.is_timeout() {

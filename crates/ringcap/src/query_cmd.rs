@@ -126,6 +126,9 @@ impl QueryPriority {
 struct Summary<'a> {
     packets: u64,
     files: usize,
+    /// Sensors asked (their files are not counted in `files`).
+    #[serde(skip_serializing_if = "is_zero")]
+    sensors: usize,
     files_by_index: usize,
     files_scanned: usize,
     bytes_read: u64,
@@ -171,13 +174,24 @@ impl SourceSummary {
             name: s.name.clone(),
             kind: s.kind,
             files: if s.kind == Kind::Sensor {
-                s.coverage.as_ref().map_or(0, |c| c.files)
+                s.coverage.as_ref().map_or(0, |c| c.files + c.unknown)
             } else {
                 mine.len()
             },
             packets: mine.iter().map(|r| r.packets_matched).sum(),
             bytes_read: mine.iter().map(|r| r.bytes_read).sum(),
-            errors: mine.iter().filter_map(|r| r.error_line()).collect(),
+            errors: mine
+                .iter()
+                .filter_map(|r| {
+                    let e = r.error.as_ref()?.to_string();
+                    // A sensor's error names it already: the line says whose it is.
+                    let label = format!("{}: ", r.path.display());
+                    Some(match e.strip_prefix(&label) {
+                        Some(rest) if s.kind == Kind::Sensor => rest.to_string(),
+                        _ => r.error_line().unwrap_or(e),
+                    })
+                })
+                .collect(),
             coverage: s.coverage.clone(),
             left_to_sensor: s.left_to_sensor,
         }
@@ -409,7 +423,8 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         .collect();
     let summary = Summary {
         packets,
-        files,
+        files: reports.iter().filter(|r| r.how != index::How::Feed).count(),
+        sensors: reports.iter().filter(|r| r.how == index::How::Feed).count(),
         files_by_index: reports.iter().filter(|r| r.how.by_index()).count(),
         files_scanned: reports.iter().filter(|r| r.how.scanned()).count(),
         bytes_read: reports.iter().map(|r| r.bytes_read).sum(),
@@ -460,12 +475,23 @@ fn report(a: &QueryArgs, summary: &Summary<'_>, reports: &[index::FileReport]) {
             }
         }
         if !a.quiet.on {
+            let sensors = match summary.sensors {
+                0 => String::new(),
+                1 => " and 1 sensor".into(),
+                n => format!(" and {n} sensors"),
+            };
+            let files = if summary.files == 0 && summary.sensors > 0 {
+                String::new()
+            } else {
+                format!(
+                    " {} files ({} by index, {} scanned)",
+                    summary.files, summary.files_by_index, summary.files_scanned
+                )
+            };
+            let sensors = sensors.trim_start_matches(if files.is_empty() { " and" } else { "" });
             eprintln!(
-                "{} packets from {} files ({} by index, {} scanned) in {:.1} ms, {} read",
+                "{} packets from{files}{sensors} in {:.1} ms, {} read",
                 summary.packets,
-                summary.files,
-                summary.files_by_index,
-                summary.files_scanned,
                 summary.elapsed_ms,
                 units::bytes(summary.bytes_read)
             );
@@ -523,10 +549,23 @@ fn source_line(s: &SourceSummary) -> String {
 
 /// What a source covers of the window, in words.
 fn coverage_text(c: Option<&fleet::Covered>) -> String {
+    let files = |n: usize| {
+        if n == 1 {
+            "1 file".to_string()
+        } else {
+            format!("{n} files")
+        }
+    };
     let Some(c) = c else {
         return "coverage not known".into();
     };
-    let mut parts = vec![format!("coverage: {} files", c.files)];
+    if c.files == 0 && c.unknown > 0 {
+        return format!(
+            "coverage not known ({} without a coverage record: written by another tool or an older ringcap)",
+            files(c.unknown)
+        );
+    }
+    let mut parts = vec![format!("coverage: {}", files(c.files))];
     let d = c.drops;
     parts.push(match d.total() {
         0 => "no drop".to_string(),
@@ -537,8 +576,8 @@ fn coverage_text(c: Option<&fleet::Covered>) -> String {
     });
     if c.unknown > 0 {
         parts.push(format!(
-            "{} files without a coverage record (gaps not known)",
-            c.unknown
+            "{} without a coverage record (gaps not known)",
+            files(c.unknown)
         ));
     } else if c.gaps.is_empty() {
         parts.push("no gap".into());

@@ -181,8 +181,14 @@ pub fn gather(a: &QueryArgs, words: &[String], q: &index::Query) -> Result<Gathe
         // All asked at once, in one survey; one source per sensor, each its one answer.
         let first = joined.add(index::query::survey_feeds(dyn_feeds)).start;
         for (i, (s, files)) in sensors.iter().zip(listed).enumerate() {
+            // A sensor named on the command line is its URL; a fleet's, its name and URL.
+            let name = if s.url.ends_with(&s.name) {
+                s.url.clone()
+            } else {
+                format!("{} ({})", s.name, s.url)
+            };
             sources.push(Source {
-                name: format!("{} ({})", s.name, s.url),
+                name,
                 kind: Kind::Sensor,
                 targets: first + i..first + i + 1,
                 archive: None,
