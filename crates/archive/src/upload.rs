@@ -78,9 +78,18 @@ struct Journal {
     bytes: u64,
     mtime_ns: u64,
     part_size: u64,
-    /// ETags of the parts sent, in order.
-    parts: Vec<String>,
+    /// ETag of each part sent (None: not sent yet). Parts go several at a time and may finish
+    /// out of order; a resumed upload sends only the missing ones.
+    parts: Vec<Option<String>>,
 }
+
+/// Parts of one file in flight at once: over a link with a round trip of tens of milliseconds
+/// one part at a time leaves it idle between parts (rclone sends 4 chunks per file at once).
+/// Memory: this many parts (16 MiB each by default).
+pub const PARTS_IN_FLIGHT: usize = 4;
+
+/// How an error that asks for the upload to start again begins.
+const RESTART: &str = "restart";
 
 fn save_journal(path: &Path, j: &Journal) -> Result<(), ArchiveError> {
     let tmp = path.with_extension("json.tmp");
@@ -152,8 +161,19 @@ impl Uploader<'_> {
         if bytes <= self.part_size && !journal.exists() {
             return self.put_small(path, key, bytes).await;
         }
-        self.put_multipart(path, key, bytes, mtime_ns, &journal)
+        match self
+            .put_multipart(path, key, bytes, mtime_ns, &journal)
             .await
+        {
+            // A resumed upload the server will not complete (it lost or mangled parts of it when
+            // it was killed: s3proxy then lists a half-written part): started again, once, from
+            // its first part. The journal is gone, so this upload is a fresh one.
+            Err(ArchiveError::Store(why)) if why.starts_with(RESTART) => {
+                self.put_multipart(path, key, bytes, mtime_ns, &journal)
+                    .await
+            }
+            other => other,
+        }
     }
 
     async fn put_small(
@@ -324,23 +344,40 @@ impl Uploader<'_> {
                 j
             }
         };
-        let resumed = !j.parts.is_empty();
+        let resumed = j.parts.iter().any(Option::is_some);
         let mut f = File::open(path).map_err(|e| ArchiveError::io(path, e))?;
         let n = bytes.div_ceil(self.part_size) as usize;
+        j.parts.resize(n, None);
         let mut md5s = Vec::with_capacity(n);
         let mut sha = Sha256::new();
-        let mut buf = vec![0u8; self.part_size as usize];
-        for i in 0..n {
+        let s3 = self.s3;
+        let upload_id = j.upload_id.clone();
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        for i in 0..=n {
+            // Wait for a place (or, after the last part, for all of them).
+            while in_flight.len() >= PARTS_IN_FLIGHT || (i == n && !in_flight.is_empty()) {
+                let (done, len, r): (usize, usize, Result<PartId, object_store::Error>) =
+                    in_flight.next().await.expect("a part in flight");
+                let id =
+                    r.map_err(self.err(format!("uploading part {} of {n} of {key}", done + 1)))?;
+                j.parts[done] = Some(id.content_id);
+                save_journal(journal_path, &j)?;
+                (self.sent)(len as u64);
+            }
+            if i == n {
+                break;
+            }
             let off = i as u64 * self.part_size;
             let len = self.part_size.min(bytes - off) as usize;
+            // Read in order: the SHA-256 of the whole file is taken as the parts go by.
+            let mut part = vec![0u8; len];
             f.seek(SeekFrom::Start(off))
-                .and_then(|_| f.read_exact(&mut buf[..len]))
+                .and_then(|_| f.read_exact(&mut part))
                 .map_err(|e| ArchiveError::io(path, e))?;
-            let part = &buf[..len];
-            let md5: [u8; 16] = Md5::digest(part).into();
-            sha.update(part);
+            let md5: [u8; 16] = Md5::digest(&part).into();
+            sha.update(&part);
             md5s.push(md5);
-            if let Some(done) = j.parts.get(i) {
+            if let Some(done) = &j.parts[i] {
                 if unquote(done) == hex::encode(md5) {
                     (self.sent)(len as u64);
                     continue;
@@ -355,26 +392,31 @@ impl Uploader<'_> {
                 )));
             }
             self.pace.take(len as u64).await;
-            let id = self
-                .s3
-                .put_part(key, &j.upload_id, i, PutPayload::from(part.to_vec()))
-                .await
-                .map_err(self.err(format!("uploading part {} of {n} of {key}", i + 1)))?;
-            j.parts.push(id.content_id);
-            save_journal(journal_path, &j)?;
-            (self.sent)(len as u64);
+            let upload_id = &upload_id;
+            in_flight.push(async move {
+                let r = s3.put_part(key, upload_id, i, PutPayload::from(part)).await;
+                (i, len, r)
+            });
         }
+        drop(in_flight);
         let parts = j
             .parts
             .iter()
             .map(|c| PartId {
-                content_id: c.clone(),
+                content_id: c.clone().unwrap_or_default(),
             })
             .collect();
         if let Err(e) = self.s3.complete_multipart(key, &j.upload_id, parts).await {
-            if e.to_string().contains("NoSuchUpload") {
+            let text = e.to_string();
+            if text.contains("NoSuchUpload") {
                 // Expired or aborted on the server: the next run starts it again.
                 let _ = fs::remove_file(journal_path);
+            } else if resumed && text.contains("400 Bad Request") {
+                let _ = self.s3.abort_multipart(key, &j.upload_id).await;
+                let _ = fs::remove_file(journal_path);
+                return Err(ArchiveError::Store(format!(
+                    "{RESTART}: the server refused to complete the resumed upload of {key}: {text}"
+                )));
             }
             return Err(self.err(format!("completing the upload of {key}"))(e));
         }
