@@ -34,6 +34,8 @@ fn ringcap() -> PathBuf {
 struct S3 {
     child: Option<Child>,
     port: u16,
+    /// The HTTPS port, when started with TLS (`S3::start_tls`).
+    tls_port: Option<u16>,
     conf: PathBuf,
     jar: PathBuf,
     log: PathBuf,
@@ -59,12 +61,24 @@ fn jar() -> Option<PathBuf> {
 impl S3 {
     /// Starts s3proxy over `data` and creates the test bucket; None (outside CI) without Java/Maven.
     fn start(dir: &Path) -> Option<S3> {
+        S3::start_with(dir, "", None)
+    }
+
+    /// As [`S3::start`], and HTTPS too, with the certificate and key of `keystore` (PKCS#12,
+    /// password "ringcap").
+    fn start_tls(dir: &Path, keystore: &Path) -> Option<S3> {
+        let tls_port = free_port();
+        let extra = format!(
+            "s3proxy.secure-endpoint=https://127.0.0.1:{tls_port}\n\
+             s3proxy.keystore-path={}\ns3proxy.keystore-password=ringcap\n",
+            keystore.display()
+        );
+        S3::start_with(dir, &extra, Some(tls_port))
+    }
+
+    fn start_with(dir: &Path, extra: &str, tls_port: Option<u16>) -> Option<S3> {
         let jar = jar()?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let data = dir.join("s3data");
         fs::create_dir_all(&data).unwrap();
         let conf = dir.join("s3proxy.conf");
@@ -73,7 +87,7 @@ impl S3 {
             format!(
                 "s3proxy.endpoint=http://127.0.0.1:{port}\ns3proxy.authorization=aws-v2-or-v4\n\
                  s3proxy.identity={KEY_ID}\ns3proxy.credential={SECRET}\n\
-                 jclouds.provider=filesystem\njclouds.filesystem.basedir={}\n",
+                 jclouds.provider=filesystem\njclouds.filesystem.basedir={}\n{extra}",
                 data.display()
             ),
         )
@@ -81,6 +95,7 @@ impl S3 {
         let mut s = S3 {
             child: None,
             port,
+            tls_port,
             conf,
             jar,
             log: dir.join("s3proxy.log"),
@@ -112,7 +127,12 @@ impl S3 {
             .expect("java");
         self.child = Some(child);
         let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        let ports = [Some(self.port), self.tls_port];
+        while ports
+            .iter()
+            .flatten()
+            .any(|&p| TcpStream::connect(("127.0.0.1", p)).is_err())
+        {
             assert!(
                 t0.elapsed() < Duration::from_secs(90),
                 "s3proxy did not listen within 90 s: {}",
@@ -181,6 +201,14 @@ impl Drop for S3 {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn sha256_file(p: &Path) -> String {

@@ -275,3 +275,88 @@ fn object_store_killed_mid_run_is_an_error_and_the_rerun_completes() {
         );
     }
 }
+
+#[test]
+fn an_https_endpoint_with_a_private_ca_is_trusted_only_with_ca_cert() {
+    use common::auth_harness::{make_certs, openssl};
+    let tmp = tempfile::tempdir().unwrap();
+    let pki = tmp.path().join("pki");
+    fs::create_dir_all(&pki).unwrap();
+    make_certs(&pki);
+    // The server certificate (IP 127.0.0.1) and key as the PKCS#12 keystore s3proxy's Jetty reads.
+    openssl(
+        &pki,
+        &[
+            "pkcs12",
+            "-export",
+            "-in",
+            "collector.pem",
+            "-inkey",
+            "collector.key",
+            "-certfile",
+            "ca.pem",
+            "-name",
+            "s3proxy",
+            "-out",
+            "ks.p12",
+            "-passout",
+            "pass:ringcap",
+        ],
+    );
+    let Some(s3) = S3::start_tls(tmp.path(), &pki.join("ks.p12")) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    let files = small_store(&store);
+    let https = format!("https://127.0.0.1:{}", s3.tls_port.unwrap());
+    let run = |ca: Option<&Path>| {
+        let mut c = Command::new(ringcap());
+        c.arg("archive")
+            .arg(&store)
+            .args([
+                "--to",
+                "s3://pcap/tls",
+                "--sensor",
+                "s1",
+                "--once",
+                "--json",
+            ])
+            .args(["--endpoint", &https])
+            .env("HOME", tmp.path())
+            .env("AWS_ACCESS_KEY_ID", KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_ENDPOINT_URL")
+            .stdin(Stdio::null());
+        if let Some(ca) = ca {
+            c.arg("--ca-cert").arg(ca);
+        }
+        c.output().unwrap()
+    };
+    // Without the CA the server is a stranger: nothing is sent, and the error says why.
+    let o = run(None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success(),
+        "a server no CA vouches for was trusted"
+    );
+    assert!(
+        err.to_lowercase().contains("certificate"),
+        "the error does not say it is the certificate: {err}"
+    );
+    assert!(
+        s3.keys("tls/").is_empty(),
+        "objects sent to an untrusted server"
+    );
+    // With it, every file arrives whole over TLS.
+    let o = run(Some(&pki.join("ca.pem")));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (local, rel) in &files {
+        let key = rel.replacen("site/", "tls/", 1);
+        assert_eq!(
+            s3.sha256(&key, tmp.path()),
+            Some(sha256_file(local)),
+            "{key} over https"
+        );
+    }
+}
