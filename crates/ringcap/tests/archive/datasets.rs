@@ -284,6 +284,9 @@ fn three_sensors_archived_read_as_one_dataset_by_duckdb_and_spark() {
         want_peers.join("\n"),
         want_totals.join("\n")
     );
+    eprintln!(
+        "tshark and tcpdump (sensor, peer of {X}, flows, packets; then sensor totals):\n{want}"
+    );
 
     let t = Instant::now();
     let duck = duckdb_answers(&root);
