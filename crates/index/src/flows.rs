@@ -25,6 +25,10 @@ use crate::key::{FlowKey, KIND_IP, KIND_PORTS, KIND_VLAN};
 
 /// Bumped when a column changes meaning; a table of another version is rebuilt.
 pub const FLOWS_VERSION: u32 = 1;
+/// The footer's `ringcap.schema`: the dataset's `flows/MAJOR.MINOR` (docs/datasets.md: a new
+/// column bumps MINOR, any other change MAJOR; either one bumps [`FLOWS_VERSION`] too, so a
+/// store's tables are rebuilt to it).
+pub const FLOWS_SCHEMA: &str = "flows/1.0";
 /// Rows per record batch (and row group) while writing: bounds the Arrow columns held at once.
 const CHUNK_ROWS: usize = 64 << 10;
 /// Footer keys (with the `ringcap.` prefix the records tables use).
@@ -245,10 +249,7 @@ fn write_rows(
 ) -> io::Result<()> {
     let kv = |k: &str, v: String| KeyValue::new(k.to_string(), v);
     let footer = vec![
-        kv(
-            "ringcap.schema",
-            "one row per flow of the capture file; see docs/index.md".into(),
-        ),
+        kv("ringcap.schema", FLOWS_SCHEMA.into()),
         kv(KEY_VERSION, FLOWS_VERSION.to_string()),
         kv(KEY_SIZE, identity.size.to_string()),
         kv(KEY_COVERED, covered.to_string()),

@@ -38,6 +38,9 @@ pub struct ArchiveConfig {
     pub rotate_after: Duration,
     /// Rotate a spool once it holds this many bytes.
     pub rotate_bytes: u64,
+    /// This sensor's name: spools (and so their Parquet files) go to `dir/sensor=NAME/date=…/hour=…/`
+    /// of the UTC hour they are opened in, and rotate when the hour ends (`partition`).
+    pub sensor: Option<String>,
 }
 
 /// One spool converted to Parquet.
@@ -115,6 +118,16 @@ fn convert_spool_inner(spool: &Path, out: &Path) -> io::Result<ConvertedFile> {
     })
 }
 
+/// Converts and removes every spool left in `dir` and in its `sensor=/date=/hour=` directories
+/// (whatever the sensor: a restart under another name still converts them, in place).
+fn recover_tree(dir: &Path) -> io::Result<Vec<ConvertedFile>> {
+    let mut done = recover_dir(dir)?;
+    for d in crate::partition::partition_dirs(dir)? {
+        done.extend(recover_dir(&d)?);
+    }
+    Ok(done)
+}
+
 /// Converts and removes every spool left in `dir` by an earlier run, oldest first.
 pub fn recover_dir(dir: &Path) -> io::Result<Vec<ConvertedFile>> {
     let mut spools = Vec::new();
@@ -165,6 +178,8 @@ pub struct Archive {
     next_n: u64,
     spool: Option<SpoolWriter>,
     opened_at: Instant,
+    /// The UTC hour (seconds since the epoch) the open spool's partition names.
+    spool_hour: u64,
     to_converter: Option<SyncSender<PathBuf>>,
     converter: Option<JoinHandle<()>>,
     report: Arc<Mutex<ArchiveReport>>,
@@ -185,7 +200,7 @@ impl Archive {
                 format!("cannot create output directory {}: {e}", cfg.dir.display()),
             )
         })?;
-        let recovered = recover_dir(&cfg.dir)?;
+        let recovered = recover_tree(&cfg.dir)?;
         for c in &recovered {
             events(&format!(
                 "recovered {} records from {} into {}{}",
@@ -225,6 +240,7 @@ impl Archive {
                 next_n: 0,
                 spool: None,
                 opened_at: Instant::now(),
+                spool_hour: 0,
                 to_converter: Some(tx),
                 converter: Some(converter),
                 report,
@@ -247,14 +263,27 @@ impl Archive {
         count: u32,
         payload: &[u8],
     ) -> io::Result<u64> {
+        let hour = crate::partition::hour_of(SystemTime::now());
+        if self.cfg.sensor.is_some() && self.spool.is_some() && hour != self.spool_hour {
+            // A file holds one hour of arrivals: its partition says which.
+            self.rotate()?;
+        }
         if self.spool.is_none() {
+            let dir = match &self.cfg.sensor {
+                Some(s) => crate::partition::create_dirs(
+                    &self.cfg.dir,
+                    &crate::partition::partition(s, hour),
+                )?,
+                None => self.cfg.dir.clone(),
+            };
             let name = format!(".spool-{}-{:05}.rcr", self.start_tag, self.next_n);
             self.next_n += 1;
-            let spool = SpoolWriter::create(&self.cfg.dir.join(&name))?;
+            let spool = SpoolWriter::create(&dir.join(&name))?;
             // The new name must survive a crash too, or its synced frames are lost with it.
-            File::open(&self.cfg.dir).and_then(|d| d.sync_all())?;
+            File::open(&dir).and_then(|d| d.sync_all())?;
             self.spool = Some(spool);
             self.opened_at = Instant::now();
+            self.spool_hour = hour;
         }
         let spool = self.spool.as_mut().expect("opened above");
         if let Err(e) = spool.append(probe_id, stream_id, count, payload) {
@@ -313,9 +342,14 @@ impl Archive {
         }
     }
 
-    /// Rotates when the open spool is older than the rotation interval.
+    /// Rotates when the open spool is older than the rotation interval, or its UTC hour has ended
+    /// (with a sensor's partitions).
     pub fn tick(&mut self, now: Instant) -> io::Result<()> {
-        if self.spool.is_some() && now.duration_since(self.opened_at) >= self.cfg.rotate_after {
+        let hour_ended = self.cfg.sensor.is_some()
+            && crate::partition::hour_of(SystemTime::now()) != self.spool_hour;
+        if self.spool.is_some()
+            && (hour_ended || now.duration_since(self.opened_at) >= self.cfg.rotate_after)
+        {
             self.rotate()?;
         }
         Ok(())
@@ -482,6 +516,7 @@ mod tests {
             dir: dir.to_path_buf(),
             rotate_after: Duration::from_secs(3600),
             rotate_bytes: 1 << 30,
+            sensor: None,
         }
     }
 
@@ -525,6 +560,45 @@ mod tests {
             .filter(|n| n.starts_with('.'))
             .collect();
         assert!(left.is_empty(), "spools or partials left: {left:?}");
+    }
+
+    #[test]
+    fn with_a_sensor_files_go_to_their_hours_partition_and_are_recovered_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = cfg(dir.path());
+        c.sensor = Some("s1".into());
+        let (mut s, _) = Archive::open(c.clone(), quiet()).unwrap();
+        let before = crate::partition::hour_of(SystemTime::now());
+        s.append(1, 2, 10, &payload(0, 10)).unwrap();
+        let rep = s.close().unwrap();
+        let after = crate::partition::hour_of(SystemTime::now());
+        let part = rep.files[0].path.parent().unwrap().to_path_buf();
+        let rel = part.strip_prefix(dir.path()).unwrap();
+        assert!(
+            [before, after]
+                .map(|h| crate::partition::partition("s1", h))
+                .contains(&rel.to_path_buf()),
+            "{}",
+            rel.display()
+        );
+        assert_eq!(parquet_rows(&part), (1, 10));
+        // A crash with a spool open: the next start converts it where it is.
+        let (mut s, _) = Archive::open(c.clone(), quiet()).unwrap();
+        s.append(1, 2, 5, &payload(10, 5)).unwrap();
+        let spool = s.spool.as_ref().unwrap().path().to_path_buf();
+        std::mem::forget(s);
+        let (s, rec) = Archive::open(c, quiet()).unwrap();
+        assert_eq!(rec.len(), 1);
+        assert_eq!(rec[0].path.parent(), spool.parent());
+        assert!(!spool.exists());
+        s.close().unwrap();
+        let rows: u64 = crate::partition::partition_dirs(dir.path())
+            .unwrap()
+            .iter()
+            .map(|d| parquet_rows(d).1)
+            .sum();
+        assert_eq!(rows, 15);
+        assert_eq!(parquet_rows(dir.path()), (0, 0), "nothing in the root");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod parquet_out;
+pub mod partition;
 pub mod spool;
 
 pub mod antireplay;

@@ -40,9 +40,10 @@ pub fn writer_properties(meta: &[(&str, String)]) -> WriterProperties {
             "ringcap.version".into(),
             env!("CARGO_PKG_VERSION").to_string(),
         ),
+        // The dataset's version (docs/datasets.md), read by whoever joins many files into one table.
         KeyValue::new(
             "ringcap.schema".into(),
-            "one row per header record; see docs/records.md".to_string(),
+            crate::partition::SCHEMA.to_string(),
         ),
     ];
     kv.extend(

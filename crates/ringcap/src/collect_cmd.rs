@@ -21,9 +21,15 @@ pub struct CollectArgs {
     /// partitions instead (offsets kept in OUT_DIR/kafka-TOPIC.offsets).
     #[arg(long, value_name = "URL", required = true, value_parser = parse_listen)]
     pub listen: Vec<ListenArg>,
-    /// Output directory: records-<start>-<n>.parquet, plus the hidden spool being filled.
+    /// Output directory: records-<start>-<n>.parquet, plus the hidden spool being filled (below
+    /// sensor=/date=/hour= directories with --sensor).
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: PathBuf,
+    /// Lay the files out as a dataset: OUT_DIR/sensor=NAME/date=YYYY-MM-DD/hour=HH/records-….parquet
+    /// (the UTC hour the records arrived in; a new file every hour), the layout `ringcap archive`
+    /// gives flow tables, so one SQL statement reads every sensor (docs/datasets.md).
+    #[arg(long = "sensor", value_name = "NAME")]
+    pub sensor: Option<String>,
     /// The key file shared by every probe (at least 16 bytes, mode 0600, a regular file of root or of this
     /// user), the same as the probes' --key.
     #[arg(
@@ -117,6 +123,11 @@ pub struct DedupArgs {
     /// Output directory (must not hold .parquet files yet).
     #[arg(short = 'o', long = "out-dir", value_name = "DIR")]
     pub out_dir: PathBuf,
+    /// Lay the files out as a dataset: OUT_DIR/sensor=NAME/date=YYYY-MM-DD/hour=HH/records-….parquet
+    /// (the UTC hour the records arrived in; a new file every hour), the layout `ringcap archive`
+    /// gives flow tables, so one SQL statement reads every sensor (docs/datasets.md).
+    #[arg(long = "sensor", value_name = "NAME")]
+    pub sensor: Option<String>,
     /// Largest timestamp difference between two copies of one packet from different probes.
     #[arg(long, value_name = "DUR", default_value = "1us", value_parser = units::time::parse_duration)]
     pub tolerance: Duration,
@@ -151,6 +162,9 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
         }
         _ => None,
     };
+    if let Some(name) = &a.sensor {
+        records::partition::check_sensor(name).map_err(|e| Fatal::usage(anyhow!(e)))?;
+    }
     if a.rotate_seconds == 0 || a.rotate_size == 0 {
         return Err(Fatal::usage(anyhow!(
             "--rotate-seconds and --rotate-size must be above 0"
@@ -181,6 +195,7 @@ pub fn run_collect(a: CollectArgs) -> Result<(), Fatal> {
             dir: a.out_dir.clone(),
             rotate_after: Duration::from_secs(a.rotate_seconds),
             rotate_bytes: a.rotate_size,
+            sensor: a.sensor.clone(),
         },
         keys,
         events,

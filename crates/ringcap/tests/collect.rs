@@ -690,3 +690,106 @@ fn a_stream_quiet_longer_than_the_idle_limit_resumes_without_false_loss() {
     assert_eq!(v["records_stored"], 110, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The UTC hour as `date -u` spells the partition: `date=YYYY-MM-DD/hour=HH`.
+fn date_hour_now() -> String {
+    let o = Command::new("date")
+        .args(["-u", "+date=%Y-%m-%d/hour=%H"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// `--sensor`: files in the dataset layout (the UTC hour the records arrived in), owner-only, with
+/// the schema version in their footers; DuckDB reads the tree with Hive partitions and counts what
+/// was sent.
+#[test]
+fn sensor_writes_the_partitioned_dataset_layout() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("collect-sensor");
+    let k = key_file(&dir);
+    let out = dir.join("o");
+    let before = date_hour_now();
+    let c = start_with(Command::new(ringcap()), &out, &k, &["--sensor", "edge-1"]);
+    let key = key();
+    let t0 = 1_700_000_000_000_000_000;
+    let batches: Vec<(u64, Vec<u8>)> = (0..5u64)
+        .map(|s| {
+            let recs = make_records(t0, s as u32 * 200, 200);
+            (s, sealed(&key, 3, 0x33, s, &recs, now()))
+        })
+        .collect();
+    send_tcp_acked(c.tcp.unwrap(), &batches);
+    let (j, err) = stop_json(c);
+    let after = date_hour_now();
+    assert_eq!(j["records_stored"], 1000, "{err}");
+    let rows = python(&format!(
+        "import duckdb\nfor r in duckdb.sql(\"SELECT sensor, strftime(date, '%Y-%m-%d'), hour, count(*) \
+         FROM read_parquet('{}/sensor=*/date=*/hour=*/*.parquet', hive_partitioning = true) \
+         GROUP BY ALL ORDER BY ALL\").fetchall(): print('edge-1' == r[0], f'date={{r[1]}}/hour={{r[2]:02}}', r[3])",
+        out.display()
+    ));
+    let mut total = 0;
+    for line in rows.lines() {
+        let v: Vec<&str> = line.split(' ').collect();
+        assert_eq!(v[0], "True", "{rows}");
+        assert!(
+            v[1] == before || v[1] == after,
+            "{rows} (hours {before}, {after})"
+        );
+        total += v[2].parse::<u64>().unwrap();
+    }
+    assert_eq!(total, 1000, "{rows}");
+    let versions = python(&format!(
+        "import duckdb\nprint(sorted(set(r[0] for r in duckdb.sql(\"SELECT decode(value) FROM \
+         parquet_kv_metadata('{}/sensor=*/date=*/hour=*/*.parquet') WHERE decode(key) = 'ringcap.schema'\").fetchall())))",
+        out.display()
+    ));
+    assert_eq!(versions, "['records/1.0']");
+    // Owner-only: the partition directories 0700, the files 0600; nothing hidden left behind.
+    let part = out.join("sensor=edge-1").join(&before);
+    let part = if part.is_dir() {
+        part
+    } else {
+        out.join("sensor=edge-1").join(&after)
+    };
+    for d in [
+        out.join("sensor=edge-1"),
+        part.parent().unwrap().to_path_buf(),
+        part.clone(),
+    ] {
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+    }
+    for e in std::fs::read_dir(&part).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        assert!(
+            name.starts_with("records-") && name.ends_with(".parquet"),
+            "{name}"
+        );
+        assert_eq!(
+            e.metadata().unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{name}"
+        );
+    }
+    let o = collect_output_with(
+        "tcp://127.0.0.1:0",
+        &dir.join("x"),
+        &k,
+        &["--sensor", "a/b"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn collect_output_with(listen: &str, out: &Path, key: &Path, extra: &[&str]) -> Output {
+    Command::new(ringcap())
+        .args(["collect", "--listen", listen, "-o"])
+        .arg(out)
+        .arg("--key")
+        .arg(key)
+        .args(extra)
+        .output()
+        .unwrap()
+}

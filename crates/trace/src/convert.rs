@@ -598,7 +598,8 @@ fn writer_properties(
         ),
         KeyValue::new(
             "ringcap.schema".into(),
-            "one row per packet; see docs/trace.md for column meanings".to_string(),
+            // The dataset's version; docs/datasets.md says when it changes.
+            "packets/1.0".to_string(),
         ),
     ];
     Ok(columns::writer_properties(level, kv)

@@ -6,7 +6,7 @@
 //!
 //! This file: the S3 server and the stores the tests archive; `upload.rs`: what `ringcap archive`
 //! puts where and how it survives faults; `query.rs`: `ringcap query s3://` against tcpdump;
-//! `retention.rs`: archive retention.
+//! `retention.rs`: archive retention; `datasets.rs`: the archive as one table for DuckDB and Spark.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -268,11 +268,17 @@ fn archive(s3: &S3, store: &Path, home: &Path, extra: &[&str]) -> Command {
         Some(_) => None,
         None => Some("s3://pcap/site"),
     };
+    // And `--sensor` the test's sensor.
+    let sensor = match extra.iter().position(|a| *a == "--sensor") {
+        Some(_) => None,
+        None => Some("s1"),
+    };
     let mut c = Command::new(ringcap());
     c.arg("archive")
         .arg(store)
         .args(to.map(|t| ["--to", t]).into_iter().flatten())
-        .args(["--sensor", "s1", "--endpoint", &s3.endpoint(), "--json"])
+        .args(sensor.map(|s| ["--sensor", s]).into_iter().flatten())
+        .args(["--endpoint", &s3.endpoint(), "--json"])
         .args(extra)
         .env("HOME", home)
         .env("AWS_ACCESS_KEY_ID", KEY_ID)
@@ -356,6 +362,7 @@ fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
     want
 }
 
+mod datasets;
 mod fleet;
 mod query;
 mod retention;

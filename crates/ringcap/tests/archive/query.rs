@@ -3,7 +3,13 @@
 use super::*;
 
 /// `ringcap query s3://pcap/PREFIX ARGS` against the test's s3proxy.
-fn remote_query(s3: &S3, home: &Path, prefix: &str, expr: &str, args: &[&str]) -> Output {
+pub(crate) fn remote_query(
+    s3: &S3,
+    home: &Path,
+    prefix: &str,
+    expr: &str,
+    args: &[&str],
+) -> Output {
     let mut c = Command::new(ringcap());
     c.arg("query").arg(format!("s3://{BUCKET}/{prefix}"));
     if !expr.is_empty() {
