@@ -44,7 +44,13 @@ pub struct Options {
     pub part_size: u64,
     /// What the archive keeps of this sensor (age, bytes).
     pub retention: Retention,
+    /// Captures to leave for a later pass (a capture archiving its own files holds those whose
+    /// index is still being written).
+    pub hold: Option<Hold>,
 }
+
+/// Says whether a complete capture file is to wait for a later pass.
+pub type Hold = std::sync::Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// Something a user may want to see while a pass runs.
 pub enum Event<'a> {
@@ -180,6 +186,18 @@ impl Archiver {
         ))
     }
 
+    /// Makes the store's retention wait for this archive from now on: an empty manifest where
+    /// there is none (retention deletes only what a manifest lists, once one exists).
+    pub fn gate_retention(&self) -> Result<(), ArchiveError> {
+        let dir = &self.opts.dir;
+        let path = manifest::manifest_path(dir);
+        match manifest::load(dir) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => manifest::save(dir, &[]).map_err(|e| ArchiveError::io(&path, e)),
+            Err(e) => Err(ArchiveError::io(&path, e)),
+        }
+    }
+
     /// Whether a capture is writing into the store now.
     pub fn capture_running(&self) -> bool {
         layout::capture_running(&self.opts.dir)
@@ -194,7 +212,7 @@ impl Archiver {
         let dest = self.opts.dest.url();
         let mut report = PassReport::default();
         let mut todo = Vec::new();
-        for item in layout::list(&dir, &self.opts.sensor)? {
+        for item in layout::list(&dir, &self.opts.sensor, self.opts.hold.as_ref())? {
             let Ok(m) = std::fs::metadata(&item.path) else {
                 continue; // deleted since the listing
             };

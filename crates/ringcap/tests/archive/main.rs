@@ -37,6 +37,8 @@ struct S3 {
     conf: PathBuf,
     jar: PathBuf,
     log: PathBuf,
+    /// The network namespace it runs in (a capture in the testbed reaches it there); None: this one.
+    ns: Option<String>,
 }
 
 fn jar() -> Option<PathBuf> {
@@ -59,6 +61,11 @@ fn jar() -> Option<PathBuf> {
 impl S3 {
     /// Starts s3proxy over `data` and creates the test bucket; None (outside CI) without Java/Maven.
     fn start(dir: &Path) -> Option<S3> {
+        S3::start_in(dir, None)
+    }
+
+    /// [`S3::start`] in network namespace `ns` (its 127.0.0.1), where curl then runs too.
+    fn start_in(dir: &Path, ns: Option<&str>) -> Option<S3> {
         let jar = jar()?;
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -84,6 +91,7 @@ impl S3 {
             conf,
             jar,
             log: dir.join("s3proxy.log"),
+            ns: ns.map(str::to_string),
         };
         s.restart();
         let put = s.curl(&[
@@ -101,7 +109,8 @@ impl S3 {
 
     fn restart(&mut self) {
         let log = fs::File::create(&self.log).unwrap();
-        let child = Command::new("java")
+        let child = self
+            .command("java")
             .args(["-Xmx512m", "-jar"])
             .arg(&self.jar)
             .arg("--properties")
@@ -112,7 +121,7 @@ impl S3 {
             .expect("java");
         self.child = Some(child);
         let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !self.listening() {
             assert!(
                 t0.elapsed() < Duration::from_secs(90),
                 "s3proxy did not listen within 90 s: {}",
@@ -120,6 +129,32 @@ impl S3 {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// `program` in the server's namespace.
+    fn command(&self, program: &str) -> Command {
+        match &self.ns {
+            None => Command::new(program),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, program]);
+                c
+            }
+        }
+    }
+
+    /// Whether the server accepts connections (from inside its namespace).
+    fn listening(&self) -> bool {
+        let port = self.port;
+        let ns = self.ns.clone();
+        std::thread::spawn(move || {
+            if let Some(ns) = ns {
+                testbed::enter_netns(&ns).unwrap();
+            }
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .join()
+        .unwrap()
     }
 
     fn kill(&mut self) {
@@ -139,7 +174,7 @@ impl S3 {
 
     /// curl as an S3 client (SigV4; s3proxy wants the payload hash header).
     fn curl(&self, args: &[&str]) -> Output {
-        Command::new("curl")
+        self.command("curl")
             .args(["-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
             .arg(format!("{KEY_ID}:{SECRET}"))
             .args(["-H", "x-amz-content-sha256:UNSIGNED-PAYLOAD"])
@@ -328,6 +363,7 @@ fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
     want
 }
 
+mod capture;
 mod query;
 mod retention;
 mod upload;
