@@ -93,16 +93,16 @@ fn each_rotated_file_has_a_coverage_record_that_agrees_with_tcpdump() {
             "-C",
             "1",
             "-W",
-            "6",
+            "5",
             "--time-stamp-precision",
             "nano",
             "--json",
             "-q",
         ],
     );
-    // Three bursts of ~3 MB with pauses: about nine 1 MB files, the oldest deleted by -W 6.
+    // Three bursts of ~2.5 MB with pauses: about eight 1 MB files, the oldest deleted by -W 5.
     for burst in 0..3u32 {
-        send(&tb, &common::varied_frames(burst * 3000, 3000, 900));
+        send(&tb, &common::varied_frames(burst * 5000, 5000, 900));
         std::thread::sleep(Duration::from_millis(300));
     }
     std::thread::sleep(Duration::from_millis(500));
@@ -110,7 +110,7 @@ fn each_rotated_file_has_a_coverage_record_that_agrees_with_tcpdump() {
     let t1 = now_ns();
     assert!(out.status.success(), "{}", stderr_text(&out));
     let s = summary(&out);
-    assert!(u(&s["files"]["deleted"]) > 0, "-W 6 deleted nothing: {s}");
+    assert!(u(&s["files"]["deleted"]) > 0, "-W 5 deleted nothing: {s}");
 
     let files = captures(&dir, "cap");
     assert!(files.len() >= 4, "{files:?}");
