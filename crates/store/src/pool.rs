@@ -34,9 +34,10 @@ pub struct OutBuf {
     /// The file ends after this buffer (rotation): the writer closes and renames it.
     pub ends_file: bool,
     /// The capture's drop counters where the file this buffer begins starts, and where the file it
-    /// ends stops (read at the rotation: see `crate::coverage`).
-    pub(crate) start_mark: Option<Mark>,
-    pub(crate) end_mark: Option<Mark>,
+    /// ends stops (read at the rotation: see `crate::coverage`). Boxed: set once per file, and
+    /// the buffer travels between threads at every hand-over.
+    pub(crate) start_mark: Option<Box<Mark>>,
+    pub(crate) end_mark: Option<Box<Mark>>,
     /// First and last packet times of the buffer as the file records them (when `packets > 0`),
     /// set when it is handed on: a file's coverage takes them without a look at every packet.
     pub first_ts: u64,

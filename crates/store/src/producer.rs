@@ -359,7 +359,7 @@ impl Producer {
                 Some(mut cur) => {
                     // An empty buffer still carries the end of the file (the writer closes it).
                     cur.ends_file = due;
-                    cur.end_mark = due.then_some(mark);
+                    cur.end_mark = due.then(|| Box::new(mark));
                     self.hand_on(&mut h, cur);
                     Some(next)
                 }
@@ -368,7 +368,7 @@ impl Producer {
                 None if due && h.next_file.is_some() => {
                     next.reset(0);
                     next.ends_file = true;
-                    next.end_mark = Some(mark);
+                    next.end_mark = Some(Box::new(mark));
                     self.hand_on(&mut h, next);
                     None
                 }
@@ -638,7 +638,7 @@ impl Producer {
         if let Some(start) = h.next_file.take() {
             put_header_in_front(&mut buf, &self.shared.header);
             buf.new_file = Some(start);
-            buf.start_mark = Some(h.next_mark);
+            buf.start_mark = Some(Box::new(h.next_mark));
             h.file_bytes = 0;
             h.file_packets = 0;
         }

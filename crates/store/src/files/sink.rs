@@ -272,10 +272,10 @@ impl FileSink {
         self.closing_at = Some(m.wall_ns);
     }
 
-    fn handle(&mut self, buf: OutBuf, empty: &Sender<OutBuf>) {
+    fn handle(&mut self, mut buf: OutBuf, empty: &Sender<OutBuf>) {
         if buf.new_file.is_some() {
-            if let Some(m) = buf.start_mark {
-                self.boundary(m);
+            if let Some(m) = buf.start_mark.as_deref() {
+                self.boundary(*m);
             }
             self.close_file(false);
         }
@@ -287,7 +287,7 @@ impl FileSink {
         self.counters
             .lost
             .fetch_add(buf.packets.saturating_sub(kept), Relaxed);
-        let (ends, end_mark) = (buf.ends_file, buf.end_mark);
+        let (ends, end_mark) = (buf.ends_file, buf.end_mark.take());
         let placed = self.placed.take();
         let back = match (self.feed.as_mut(), placed) {
             (Some(feed), Some((from, off, len, skip))) => {
@@ -301,7 +301,7 @@ impl FileSink {
         };
         if ends {
             if let Some(m) = end_mark {
-                self.boundary(m);
+                self.boundary(*m);
             }
             self.close_file(false);
         }
@@ -343,7 +343,7 @@ impl FileSink {
                 if !self.open_file(buf.new_file.filter(|_| fresh).unwrap_or_else(sys::now_ns)) {
                     return kept;
                 }
-                if let (true, Some(m)) = (fresh, buf.start_mark) {
+                if let (true, Some(m)) = (fresh, buf.start_mark.as_deref()) {
                     // Named after the wall clock; covered from the producers' boundary.
                     self.cur.as_mut().expect("open").opened_ns = m.wall_ns;
                 }
