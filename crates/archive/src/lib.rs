@@ -211,21 +211,14 @@ impl Archiver {
             .unwrap_or_default();
         let dest = self.opts.dest.url();
         let mut report = PassReport::default();
-        let mut todo = Vec::new();
-        for item in layout::list(&dir, &self.opts.sensor, self.opts.hold.as_ref())? {
-            let Ok(m) = std::fs::metadata(&item.path) else {
-                continue; // deleted since the listing
-            };
-            let mtime = manifest::mtime_ns(&m);
-            let current = entries.iter().any(|e| {
-                e.file == item.name && e.dest == dest && e.bytes == m.len() && e.mtime_ns == mtime
-            });
-            if current {
-                report.current += 1;
-            } else {
-                todo.push((item, m.len(), mtime));
-            }
-        }
+        let (todo, current) = not_archived(
+            &dir,
+            &self.opts.sensor,
+            &dest,
+            self.opts.hold.as_ref(),
+            &entries,
+        )?;
+        report.current = current;
         ev(Event::Planned {
             objects: todo.len(),
             bytes: todo.iter().map(|t| t.1).sum(),
@@ -284,6 +277,46 @@ impl Archiver {
         }
         Ok(report)
     }
+}
+
+/// The items of `dir` the manifest's `entries` do not list as archived to `dest` with their
+/// current size and mtime, with (bytes, mtime); and how many it does list.
+#[allow(clippy::type_complexity)]
+fn not_archived(
+    dir: &Path,
+    sensor: &str,
+    dest: &str,
+    hold: Option<&Hold>,
+    entries: &[ManifestEntry],
+) -> Result<(Vec<(Item, u64, u64)>, usize), ArchiveError> {
+    let mut todo = Vec::new();
+    let mut current = 0;
+    for item in layout::list(dir, sensor, hold)? {
+        let Ok(m) = std::fs::metadata(&item.path) else {
+            continue; // deleted since the listing
+        };
+        let mtime = manifest::mtime_ns(&m);
+        let listed = entries.iter().any(|e| {
+            e.file == item.name && e.dest == dest && e.bytes == m.len() && e.mtime_ns == mtime
+        });
+        if listed {
+            current += 1;
+        } else {
+            todo.push((item, m.len(), mtime));
+        }
+    }
+    Ok((todo, current))
+}
+
+/// The backlog of store `dir` towards `dest`: objects (captures and companions) and bytes not
+/// archived there yet, by the manifest. Reads the directory and the manifest, asks nobody.
+pub fn backlog(dir: &Path, dest: &Dest) -> Result<(u64, u64), ArchiveError> {
+    let entries = manifest::load(dir)
+        .map_err(|e| ArchiveError::io(&manifest::manifest_path(dir), e))?
+        .unwrap_or_default();
+    // The sensor only names keys, which are not needed here.
+    let (todo, _) = not_archived(dir, "-", &dest.url(), None, &entries)?;
+    Ok((todo.len() as u64, todo.iter().map(|t| t.1).sum()))
 }
 
 fn now_ns() -> u64 {

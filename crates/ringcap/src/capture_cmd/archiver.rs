@@ -57,16 +57,15 @@ pub struct ArchiveFlags {
 }
 
 /// What the archiver thread and the capture share.
-#[derive(Default)]
 struct State {
+    /// The output directories and the destination (for the backlog).
+    dirs: Vec<PathBuf>,
+    dest: archive::Dest,
     /// The capture has ended (every file complete and indexed): the next pass is the last.
     finished: AtomicBool,
     /// Set when the last pass is over; wakes the thread for it.
     done: Mutex<bool>,
     wake: Condvar,
-    /// Objects (captures and companions) and bytes not archived yet, as of the latest pass.
-    left_objects: AtomicU64,
-    left_bytes: AtomicU64,
     uploaded_objects: AtomicU64,
     uploaded_bytes: AtomicU64,
     failed_passes: AtomicU64,
@@ -77,7 +76,39 @@ pub struct Archiving {
     state: Arc<State>,
     thread: Option<JoinHandle<()>>,
     wait: Duration,
-    dirs: Vec<PathBuf>,
+}
+
+/// The archiver's counters, for the metrics thread.
+#[derive(Clone)]
+pub struct ArchiveStatus(Arc<State>);
+
+impl ArchiveStatus {
+    /// (objects left, bytes left, objects uploaded, bytes uploaded, failed passes).
+    pub fn read(&self) -> (u64, u64, u64, u64, u64) {
+        let s = &self.0;
+        let (left, left_bytes) = s.backlog();
+        (
+            left,
+            left_bytes,
+            s.uploaded_objects.load(Relaxed),
+            s.uploaded_bytes.load(Relaxed),
+            s.failed_passes.load(Relaxed),
+        )
+    }
+}
+
+impl State {
+    /// Objects (captures and companions, those waiting for their index too) and bytes of the
+    /// store not archived yet: the directories against their manifests, now.
+    fn backlog(&self) -> (u64, u64) {
+        self.dirs.iter().fold((0, 0), |(n, b), d| {
+            let (dn, db) = archive::backlog(d, &self.dest).unwrap_or_else(|e| {
+                log::debug!("archive backlog of {}: {e}", d.display());
+                (0, 0)
+            });
+            (n + dn, b + db)
+        })
+    }
 }
 
 /// What the archive did, for the summary.
@@ -109,7 +140,16 @@ pub fn start(
         )));
     };
     let dest = archive::Dest::parse(url).map_err(fatal)?;
-    let state = Arc::new(State::default());
+    let state = Arc::new(State {
+        dirs: plan.dirs.clone(),
+        dest: dest.clone(),
+        finished: AtomicBool::new(false),
+        done: Mutex::new(false),
+        wake: Condvar::new(),
+        uploaded_objects: AtomicU64::new(0),
+        uploaded_bytes: AtomicU64::new(0),
+        failed_passes: AtomicU64::new(0),
+    });
     let st = Arc::clone(&state);
     // A file's index comes a moment after the file: wait for it (not past the end, when every
     // index this run could write is written).
@@ -155,7 +195,6 @@ pub fn start(
         state,
         thread: Some(thread),
         wait: Duration::from_secs(f.archive_wait),
-        dirs: plan.dirs.clone(),
     }))
 }
 
@@ -207,36 +246,24 @@ fn run(mut archivers: Vec<archive::Archiver>, st: &State) {
 
 /// One pass over every directory; the first failure ends it (the next pass resumes).
 fn pass(archivers: &mut [archive::Archiver], st: &State) -> Result<(), String> {
-    let (mut left_objects, mut left_bytes) = (0u64, 0u64);
-    let mut result = Ok(());
     for a in archivers.iter_mut() {
-        let (mut planned, mut planned_bytes) = (0u64, 0u64);
-        let r = a.pass(&mut |ev| match ev {
-            archive::Event::Planned { objects, bytes } => {
-                (planned, planned_bytes) = (objects as u64, bytes);
-            }
-            archive::Event::Archived { key, bytes, .. } => {
-                planned = planned.saturating_sub(1);
-                planned_bytes = planned_bytes.saturating_sub(bytes);
+        a.pass(&mut |ev| {
+            if let archive::Event::Archived { key, bytes, .. } = ev {
                 st.uploaded_objects.fetch_add(1, Relaxed);
                 st.uploaded_bytes.fetch_add(bytes, Relaxed);
                 log::debug!("archived {key}");
             }
-            archive::Event::Sent(_) => {}
-        });
-        left_objects += planned;
-        left_bytes += planned_bytes;
-        if let Err(e) = r {
-            result = Err(format!("{e:#}"));
-            break;
-        }
+        })
+        .map_err(|e| format!("{e:#}"))?;
     }
-    st.left_objects.store(left_objects, Relaxed);
-    st.left_bytes.store(left_bytes, Relaxed);
-    result
+    Ok(())
 }
 
 impl Archiving {
+    pub fn status(&self) -> ArchiveStatus {
+        ArchiveStatus(Arc::clone(&self.state))
+    }
+
     /// The capture has ended and every file is complete: one last pass, waited for at most
     /// --archive-wait; says what is left for `ringcap archive`.
     pub fn finish(mut self) -> ArchiveReport {
@@ -265,16 +292,17 @@ impl Archiving {
         } else if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        let (left_objects, left_bytes) = st.backlog();
         let r = ArchiveReport {
             uploaded_objects: st.uploaded_objects.load(Relaxed),
             uploaded_bytes: st.uploaded_bytes.load(Relaxed),
-            left_objects: st.left_objects.load(Relaxed),
-            left_bytes: st.left_bytes.load(Relaxed),
+            left_objects,
+            left_bytes,
             failed_passes: st.failed_passes.load(Relaxed),
             timed_out,
         };
         if timed_out || r.left_objects > 0 {
-            let dirs: Vec<String> = self.dirs.iter().map(|d| d.display().to_string()).collect();
+            let dirs: Vec<String> = st.dirs.iter().map(|d| d.display().to_string()).collect();
             log::warn!(
                 "archive: {} objects ({}) not archived yet{}: run `ringcap archive {} --to … --sensor …` \
                  to finish (retention keeps them meanwhile)",

@@ -192,6 +192,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let counters = session.counters();
     if let Some(listener) = metrics_listener {
         let sources = metrics::MetricSources {
+            archive: archiving.as_ref().map(archiver::Archiving::status),
             interfaces: ifaces.clone(),
             interface_of: metric_interface_of.clone(),
             capture: counters.clone(),

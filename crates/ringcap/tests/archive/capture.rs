@@ -168,7 +168,13 @@ fn object_store_killed_mid_capture_costs_no_packet_and_the_backlog_goes_up_after
     let store = tmp.path().join("store");
     fs::create_dir_all(&store).unwrap();
     // -W 3: retention would keep three files; it must wait for the archive instead.
-    let cap = capture_archiving(&tb, &s3, &store, tmp.path(), &["-W", "3"]);
+    let cap = capture_archiving(
+        &tb,
+        &s3,
+        &store,
+        tmp.path(),
+        &["-W", "3", "--metrics", "127.0.0.1:9107"],
+    );
     let mut sent = 0u32;
     let mut burst = |tb: &testbed::Testbed, n: u32| {
         send(tb, &varied_frames(sent, n, 900));
@@ -188,6 +194,22 @@ fn object_store_killed_mid_capture_costs_no_packet_and_the_backlog_goes_up_after
         during.len() >= 6,
         "retention deleted unarchived files: {during:?}"
     );
+    // The backlog shows in the metrics (scraped inside the capture's namespace).
+    let body = s3
+        .command("curl")
+        .args(["-sS", "http://127.0.0.1:9107/metrics"])
+        .output()
+        .unwrap();
+    let body = String::from_utf8_lossy(&body.stdout).to_string();
+    let sample = |name: &str| -> u64 {
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("ringcap_{name} ")))
+            .unwrap_or_else(|| panic!("no {name}: {body}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(sample("archive_backlog_objects") >= 4, "{body}");
+    assert!(sample("archive_failed_passes_total") > 0, "{body}");
     s3.restart();
     let local_now = local_captures(&store).len();
     wait_captures_archived(&s3, local_now, Duration::from_secs(120));
