@@ -1,6 +1,6 @@
 //! Archive retention: a sensor's objects kept by age (`--archive-max-age`) and by bytes
 //! (`--archive-budget`), as capture's `--disk-budget` keeps a local store. A capture file and its
-//! companions (index, flow table) go together, oldest first by their key
+//! companions (index, flow table, coverage) go together, oldest first by their key
 //! (`date=…/hour=…/<name>`: ringcap's names sort by time). The capture object is deleted first,
 //! then its companions: a kill in between leaves an index without its capture, which a query
 //! ignores (it pairs captures with indexes) and the next pass deletes; never a capture whose index
@@ -56,7 +56,7 @@ struct Group {
 /// The capture file name an object belongs to: its own name, or the name its companion suffix
 /// was added to.
 fn capture_name(name: &str) -> &str {
-    for suffix in [".idx", ".flows.parquet"] {
+    for suffix in [".idx", ".flows.parquet", ".coverage.json"] {
         if let Some(c) = name.strip_suffix(suffix) {
             return c;
         }

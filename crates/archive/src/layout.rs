@@ -1,6 +1,6 @@
 //! What of a store gets archived and under which key: every complete capture file (hidden
-//! `.NAME.partial` files are being written and are skipped), with its index and flow table when
-//! they exist, under `PREFIX/sensor=NAME/date=YYYY-MM-DD/hour=HH/<file name>`. Date and hour (UTC)
+//! `.NAME.partial` files are being written and are skipped), with its coverage record, index and
+//! flow table when they exist, under `PREFIX/sensor=NAME/date=YYYY-MM-DD/hour=HH/<file name>`. Date and hour (UTC)
 //! come from the time stamp in a ringcap file's name (`<base>-YYYYMMDDTHHMMSS-<seq>.<ext>`, the
 //! file's start), else from the file's first packet, else from its modification time.
 
@@ -80,8 +80,14 @@ fn date_hour(path: &Path, name: &str) -> (String, String) {
 }
 
 /// The items of store directory `dir` for `sensor`, oldest capture first (by name: ringcap's
-/// names sort by time within a base), each capture followed by its flow table and index.
-pub fn list(dir: &Path, sensor: &str) -> Result<Vec<Item>, ArchiveError> {
+/// names sort by time within a base), each capture followed by its coverage, flow table and index
+/// (the index last: one in the archive says the rest went before it). Captures `hold` says are
+/// not ready (their index is still being written) are left with their companions for later.
+pub fn list(
+    dir: &Path,
+    sensor: &str,
+    hold: Option<&crate::Hold>,
+) -> Result<Vec<Item>, ArchiveError> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .map_err(|e| ArchiveError::io(dir, e))?
         .flatten()
@@ -93,10 +99,14 @@ pub fn list(dir: &Path, sensor: &str) -> Result<Vec<Item>, ArchiveError> {
     let mut out = Vec::new();
     for name in names {
         let path = dir.join(&name);
+        if hold.is_some_and(|h| h(&path)) {
+            continue;
+        }
         let (date, hour) = date_hour(&path, &name);
         let part = format!("sensor={sensor}/date={date}/hour={hour}");
         for p in [
             path.clone(),
+            store::coverage_path(&path),
             store::flows_path(&path),
             store::index_path(&path),
         ] {
@@ -145,20 +155,29 @@ mod tests {
         for n in [
             cap,
             "c-20261201T100000-000001.pcap.idx",
+            "c-20261201T100000-000001.pcap.coverage.json",
+            "c-20261201T110000-000002.pcap",
             ".c-20261201T110000-000002.pcap.partial",
             "notes.txt",
         ] {
             fs::write(d.path().join(n), b"x").unwrap();
         }
-        let items = list(d.path(), "s1").unwrap();
+        let items = list(d.path(), "s1", None).unwrap();
         let keys: Vec<&str> = items.iter().map(|i| i.rel_key.as_str()).collect();
         assert_eq!(
             keys,
             [
                 "sensor=s1/date=2026-12-01/hour=10/c-20261201T100000-000001.pcap",
-                "sensor=s1/date=2026-12-01/hour=10/c-20261201T100000-000001.pcap.idx"
+                "sensor=s1/date=2026-12-01/hour=10/c-20261201T100000-000001.pcap.coverage.json",
+                "sensor=s1/date=2026-12-01/hour=10/c-20261201T100000-000001.pcap.idx",
+                "sensor=s1/date=2026-12-01/hour=11/c-20261201T110000-000002.pcap",
             ]
         );
         assert!(capture_running(d.path()));
+        // A capture held back (its index is being written) waits with its companions.
+        let hold: crate::Hold =
+            std::sync::Arc::new(|p: &Path| p.ends_with("c-20261201T100000-000001.pcap"));
+        let items = list(d.path(), "s1", Some(&hold)).unwrap();
+        assert_eq!(items.len(), 1, "{items:?}");
     }
 }

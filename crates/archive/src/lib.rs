@@ -44,7 +44,13 @@ pub struct Options {
     pub part_size: u64,
     /// What the archive keeps of this sensor (age, bytes).
     pub retention: Retention,
+    /// Captures to leave for a later pass (a capture archiving its own files holds those whose
+    /// index is still being written).
+    pub hold: Option<Hold>,
 }
+
+/// Says whether a complete capture file is to wait for a later pass.
+pub type Hold = std::sync::Arc<dyn Fn(&Path) -> bool + Send + Sync>;
 
 /// Something a user may want to see while a pass runs.
 pub enum Event<'a> {
@@ -180,6 +186,18 @@ impl Archiver {
         ))
     }
 
+    /// Makes the store's retention wait for this archive from now on: an empty manifest where
+    /// there is none (retention deletes only what a manifest lists, once one exists).
+    pub fn gate_retention(&self) -> Result<(), ArchiveError> {
+        let dir = &self.opts.dir;
+        let path = manifest::manifest_path(dir);
+        match manifest::load(dir) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => manifest::save(dir, &[]).map_err(|e| ArchiveError::io(&path, e)),
+            Err(e) => Err(ArchiveError::io(&path, e)),
+        }
+    }
+
     /// Whether a capture is writing into the store now.
     pub fn capture_running(&self) -> bool {
         layout::capture_running(&self.opts.dir)
@@ -193,21 +211,14 @@ impl Archiver {
             .unwrap_or_default();
         let dest = self.opts.dest.url();
         let mut report = PassReport::default();
-        let mut todo = Vec::new();
-        for item in layout::list(&dir, &self.opts.sensor)? {
-            let Ok(m) = std::fs::metadata(&item.path) else {
-                continue; // deleted since the listing
-            };
-            let mtime = manifest::mtime_ns(&m);
-            let current = entries.iter().any(|e| {
-                e.file == item.name && e.dest == dest && e.bytes == m.len() && e.mtime_ns == mtime
-            });
-            if current {
-                report.current += 1;
-            } else {
-                todo.push((item, m.len(), mtime));
-            }
-        }
+        let (todo, current) = not_archived(
+            &dir,
+            &self.opts.sensor,
+            &dest,
+            self.opts.hold.as_ref(),
+            &entries,
+        )?;
+        report.current = current;
         ev(Event::Planned {
             objects: todo.len(),
             bytes: todo.iter().map(|t| t.1).sum(),
@@ -266,6 +277,46 @@ impl Archiver {
         }
         Ok(report)
     }
+}
+
+/// The items of `dir` the manifest's `entries` do not list as archived to `dest` with their
+/// current size and mtime, with (bytes, mtime); and how many it does list.
+#[allow(clippy::type_complexity)]
+fn not_archived(
+    dir: &Path,
+    sensor: &str,
+    dest: &str,
+    hold: Option<&Hold>,
+    entries: &[ManifestEntry],
+) -> Result<(Vec<(Item, u64, u64)>, usize), ArchiveError> {
+    let mut todo = Vec::new();
+    let mut current = 0;
+    for item in layout::list(dir, sensor, hold)? {
+        let Ok(m) = std::fs::metadata(&item.path) else {
+            continue; // deleted since the listing
+        };
+        let mtime = manifest::mtime_ns(&m);
+        let listed = entries.iter().any(|e| {
+            e.file == item.name && e.dest == dest && e.bytes == m.len() && e.mtime_ns == mtime
+        });
+        if listed {
+            current += 1;
+        } else {
+            todo.push((item, m.len(), mtime));
+        }
+    }
+    Ok((todo, current))
+}
+
+/// The backlog of store `dir` towards `dest`: objects (captures and companions) and bytes not
+/// archived there yet, by the manifest. Reads the directory and the manifest, asks nobody.
+pub fn backlog(dir: &Path, dest: &Dest) -> Result<(u64, u64), ArchiveError> {
+    let entries = manifest::load(dir)
+        .map_err(|e| ArchiveError::io(&manifest::manifest_path(dir), e))?
+        .unwrap_or_default();
+    // The sensor only names keys, which are not needed here.
+    let (todo, _) = not_archived(dir, "-", &dest.url(), None, &entries)?;
+    Ok((todo.len() as u64, todo.iter().map(|t| t.1).sum()))
 }
 
 fn now_ns() -> u64 {

@@ -114,7 +114,7 @@ impl EndpointArgs {
     }
 }
 
-fn parse_rate(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let t = t.strip_suffix("/s").unwrap_or(t);
     match units::parse_size(t)? {
@@ -143,6 +143,7 @@ pub fn run(a: ArchiveArgs) -> Result<(), Fatal> {
             max_age: a.archive_max_age,
             budget: a.archive_budget,
         },
+        hold: None,
     };
     let mut arch = archive::Archiver::new(opts).map_err(fatal)?;
     // Never cost a capture a packet: SCHED_IDLE while one writes here (as query), else nice 10.

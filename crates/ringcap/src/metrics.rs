@@ -37,6 +37,8 @@ pub struct MetricSources {
     pub dirs: Vec<PathBuf>,
     /// `--source xdp` (one interface): its program's counters and the AF_XDP drop reasons.
     pub xdp: Option<XdpMetrics>,
+    /// `--archive`: the archiver's backlog and uploads.
+    pub archive: Option<crate::capture_cmd::archiver::ArchiveStatus>,
 }
 
 /// Binds `addr` (e.g. `127.0.0.1:9100`, `[::]:9100`) while ringcap still has its privileges (a port
@@ -418,6 +420,18 @@ fn render(s: &MetricSources, started: f64) -> String {
             "Bytes available to ringcap there (df's Avail).",
             &avail,
         );
+    }
+    if let Some(a) = &s.archive {
+        let (left, left_bytes, up, up_bytes, failed) = a.read();
+        for (name, kind, help, v) in [
+            ("archive_backlog_objects", "gauge", "Objects (captures and their companions) not archived yet, as of the archiver's latest pass.", left),
+            ("archive_backlog_bytes", "gauge", "Their bytes.", left_bytes),
+            ("archive_uploaded_objects_total", "counter", "Objects archived and verified.", up),
+            ("archive_uploaded_bytes_total", "counter", "Their bytes.", up_bytes),
+            ("archive_failed_passes_total", "counter", "Archive passes that failed (the object store was down or refused); retried.", failed),
+        ] {
+            family(&mut out, name, kind, help, &[(String::new(), v as f64)]);
+        }
     }
     if let Some(r) = &s.records {
         let p = r.snapshot();

@@ -24,6 +24,6 @@ mod stop;
 
 pub use cutoff::{Cutoff, CutoffConfig, CutoffStats};
 pub use merge::{MergeConfig, Sll2Interface, SLL2_HEADER_LEN};
-pub use run::{Options, Report, Session};
+pub use run::{drop_meter, Options, Report, Session};
 pub use sink::{InterfaceTotals, Lane, Sink, SinkReport, Totals};
 pub use stop::Stop;

@@ -229,6 +229,17 @@ impl Session {
     }
 }
 
+/// The sources' kernel drops summed (ring full, AF_XDP ring and fill counters), read by the store
+/// at each file boundary for the files' coverage records: the capture loop and the file rotation
+/// meet only there, once per file, never per packet. After the sources are closed it reads their
+/// final counts, the summary's.
+pub fn drop_meter(counters: Vec<Arc<Counters>>) -> store::DropMeter {
+    Arc::new(move || store::Drops {
+        kernel: counters.iter().map(|c| c.kernel_stats().drops).sum(),
+        ..store::Drops::default()
+    })
+}
+
 struct ThreadCtx {
     stop: Stop,
     /// Packets taken by all threads so far (only with a limit): reserved a batch at a time.

@@ -115,12 +115,13 @@ impl Archived {
         })
     }
 
-    /// Whether a capture file may be deleted: it, its index and its flow table (those that exist)
-    /// are all archived.
+    /// Whether a capture file may be deleted: it, its index, its flow table and its coverage
+    /// (those that exist) are all archived.
     pub fn capture_done(&self, capture: &Path) -> bool {
         self.has(capture)
             && self.has(&crate::index_path(capture))
             && self.has(&crate::flows_path(capture))
+            && self.has(&crate::coverage_path(capture))
     }
 }
 

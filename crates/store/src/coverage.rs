@@ -5,6 +5,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The version written; a reader refuses newer ones (their fields may mean something else).
 pub const COVERAGE_VERSION: u32 = 1;
@@ -46,6 +47,23 @@ impl Drops {
     pub fn total(&self) -> u64 {
         self.kernel + self.interface + self.storage
     }
+}
+
+/// The capture's drops so far, cumulative since it began (kernel and interface; `storage` is the
+/// store's own count and is not read from here). A live capture gives one to the file plan
+/// ([`crate::FilePlan::coverage`]); it is read once per file boundary, never per packet.
+pub type DropMeter = Arc<dyn Fn() -> Drops + Send + Sync>;
+
+/// The capture's counters at a file boundary: the drops of a file are the difference between
+/// the marks of its start and its end, so every drop counted lands in exactly one file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// Wall clock of the boundary, ns since the epoch.
+    pub wall_ns: u64,
+    /// Cumulative drops: the meter's kernel and interface counts, the producers' refusals.
+    pub kernel: u64,
+    pub interface: u64,
+    pub refused: u64,
 }
 
 /// Where the coverage of a capture file lives: next to it, the name plus `.coverage.json`.

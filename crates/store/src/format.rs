@@ -124,6 +124,34 @@ impl Encoder {
         }
     }
 
+    /// Whether stamps are kept in µs (pcap µs, pcapng with if_tsresol 6).
+    fn micros(&self) -> bool {
+        match self.format {
+            Format::Pcap { nanos } => !nanos,
+            Format::PcapNg => self.tsresol == TSRESOL_US,
+        }
+    }
+
+    /// A stamp (ns) as the file records it, in ns: cut to the µs where the file keeps µs.
+    pub fn stored_ns(&self, ts_ns: u64) -> u64 {
+        if self.micros() {
+            ts_ns / 1000 * 1000
+        } else {
+            ts_ns
+        }
+    }
+
+    /// The stamp of the packet record at the start of `rest` (this encoder's), in ns; None if it
+    /// is not a whole packet record.
+    pub fn record_ns(&self, rest: &[u8]) -> Option<u64> {
+        let (ts, _, _) = own_record(self.format, rest)?.packet?;
+        // pcapng: `own_record` takes the 64-bit stamp for ns; a µs file holds µs there.
+        Some(match self.format {
+            Format::PcapNg if self.tsresol == TSRESOL_US => ts.saturating_mul(1000),
+            _ => ts,
+        })
+    }
+
     /// Writes one packet record. `caplen` and `rec_len` come from [`Self::caplen`] / [`Self::record_len`].
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]

@@ -62,6 +62,8 @@ pub type CaughtUp = Arc<dyn Fn(u64, bool) + Send + Sync>;
 /// Makes the indexer when the writer starts.
 pub type IndexerFactory = Arc<dyn Fn() -> Box<dyn FileIndexer> + Send + Sync>;
 
+// Nearly every message is a Frame: boxing it would allocate once per buffer for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Msg {
     Begin(PathBuf, Arc<Vec<u8>>),
     Frame {

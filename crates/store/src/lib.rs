@@ -30,7 +30,7 @@ pub use compress::{
 };
 pub use container::{finished_name, Compression};
 pub use coverage::{
-    coverage_path, read_coverage, write_coverage, Coverage, Drops, COVERAGE_VERSION,
+    coverage_path, read_coverage, write_coverage, Coverage, DropMeter, Drops, COVERAGE_VERSION,
 };
 pub use error::StoreError;
 pub use files::{

@@ -2,6 +2,8 @@
 
 use std::ptr::NonNull;
 
+use crate::coverage::Mark;
+
 /// Alignment of every buffer: a page, which covers 512-byte and 4 KiB logical blocks.
 pub const ALIGN: usize = 4096;
 
@@ -31,6 +33,15 @@ pub struct OutBuf {
     pub new_file: Option<u64>,
     /// The file ends after this buffer (rotation): the writer closes and renames it.
     pub ends_file: bool,
+    /// The capture's drop counters where the file this buffer begins starts, and where the file it
+    /// ends stops (read at the rotation: see `crate::coverage`). Boxed: set once per file, and
+    /// the buffer travels between threads at every hand-over.
+    pub(crate) start_mark: Option<Box<Mark>>,
+    pub(crate) end_mark: Option<Box<Mark>>,
+    /// First and last packet times of the buffer as the file records them (when `packets > 0`),
+    /// set when it is handed on: a file's coverage takes them without a look at every packet.
+    pub first_ts: u64,
+    pub last_ts: u64,
     /// Compressed form of the filled bytes (standard frames, one per `cuts` entry), allocated once
     /// per buffer.
     pub out: Vec<u8>,
@@ -100,6 +111,10 @@ impl OutBuf {
             seq: 0,
             new_file: None,
             ends_file: false,
+            start_mark: None,
+            end_mark: None,
+            first_ts: 0,
+            last_ts: 0,
             out: Vec::new(),
             cuts: Vec::new(),
             frame_ends: Vec::new(),
@@ -168,6 +183,10 @@ impl OutBuf {
         self.limit = self.cap;
         self.new_file = None;
         self.ends_file = false;
+        self.start_mark = None;
+        self.end_mark = None;
+        self.first_ts = 0;
+        self.last_ts = 0;
         self.out_len = 0;
         self.cuts.clear();
         self.frame_ends.clear();

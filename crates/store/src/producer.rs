@@ -7,6 +7,7 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::coverage::{DropMeter, Mark};
 use crate::format::{Emit, Encoder, SliceEmit};
 use crate::pool::OutBuf;
 use crate::stats::{ProducerCounters, WriterCounters};
@@ -28,11 +29,31 @@ pub(crate) struct Shared {
     pub files: bool,
     pub max_file_bytes: Option<u64>,
     pub interval_ns: Option<u64>,
+    /// A live capture's drop counters, read at each file boundary for the files' coverage.
+    pub meter: Option<DropMeter>,
 }
 
 impl Shared {
     pub fn lock(&self) -> MutexGuard<'_, Hand> {
         self.hand.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The drop counters at a file boundary at `wall_ns` (only the time without coverage: nothing
+    /// reads the rest). Called under the hand lock, so marks follow the order of the files.
+    pub fn mark(&self, wall_ns: u64) -> Mark {
+        let Some(meter) = &self.meter else {
+            return Mark {
+                wall_ns,
+                ..Mark::default()
+            };
+        };
+        let d = meter();
+        Mark {
+            wall_ns,
+            kernel: d.kernel,
+            interface: d.interface,
+            refused: self.counters.refused(),
+        }
     }
 }
 
@@ -55,6 +76,8 @@ pub(crate) struct Hand {
     pub file: u64,
     /// The next buffer handed on begins a new file (header put in front of it) started at this time.
     pub next_file: Option<u64>,
+    /// The drop counters where that file begins.
+    pub next_mark: Mark,
     /// Bytes and packets of the current file in buffers already handed on.
     pub file_bytes: u64,
     pub file_packets: u64,
@@ -227,7 +250,11 @@ impl Producer {
         if rec_len >= room && room < physical {
             // The soft limit (`-C`) stops us, not the buffer. A file takes at least one packet.
             let empty_file = self.accepted == self.file_first;
-            if !empty_file && !self.rotate(sys::now_ns(), |h, mine| h.file == mine) {
+            // The file is named after the wall clock; its coverage ends at this packet's stamp,
+            // which is the next file's first: no overlap, no gap.
+            let now = sys::now_ns();
+            let at = self.enc.stored_ns(ts_ns).min(now);
+            if !empty_file && !self.rotate_at(now, at, |h, mine| h.file == mine) {
                 return self.refuse();
             }
             // A new file's first buffer is empty: any record fits physically.
@@ -302,9 +329,25 @@ impl Producer {
     /// first), the active buffer is handed on as usual. Needs a free buffer; `false` (nothing
     /// changed) without one.
     fn rotate(&mut self, start_ns: u64, due: impl FnOnce(&Hand, u64) -> bool) -> bool {
+        self.rotate_at(start_ns, start_ns, due)
+    }
+
+    /// [`Self::rotate`], the files' coverage meeting at `boundary_ns` rather than at `start_ns`.
+    fn rotate_at(
+        &mut self,
+        start_ns: u64,
+        boundary_ns: u64,
+        due: impl FnOnce(&Hand, u64) -> bool,
+    ) -> bool {
         let shared = self.shared.clone();
         let mut h = shared.lock();
         let due = shared.files && due(&h, self.file);
+        // Once per rotation: the counters where one file ends and the next begins.
+        let mark = if due {
+            shared.mark(boundary_ns)
+        } else {
+            Mark::default()
+        };
         let keep = !due && self.active.as_ref().is_some_and(|b| b.len == 0);
         let next = if keep {
             self.active.take()
@@ -316,6 +359,7 @@ impl Producer {
                 Some(mut cur) => {
                     // An empty buffer still carries the end of the file (the writer closes it).
                     cur.ends_file = due;
+                    cur.end_mark = due.then(|| Box::new(mark));
                     self.hand_on(&mut h, cur);
                     Some(next)
                 }
@@ -324,6 +368,7 @@ impl Producer {
                 None if due && h.next_file.is_some() => {
                     next.reset(0);
                     next.ends_file = true;
+                    next.end_mark = Some(Box::new(mark));
                     self.hand_on(&mut h, next);
                     None
                 }
@@ -332,6 +377,7 @@ impl Producer {
         };
         if due {
             h.next_file = Some(start_ns);
+            h.next_mark = mark;
             h.file += 1;
             h.schedule_rotation(start_ns, self.shared.interval_ns);
         }
@@ -583,15 +629,21 @@ impl Producer {
                 && buf.packets > 0
                 && h.file_packets > 0
             {
-                h.next_file = Some(sys::now_ns());
+                let now = sys::now_ns();
+                h.next_file = Some(now);
+                h.next_mark = self.shared.mark(now);
                 h.file += 1;
             }
         }
         if let Some(start) = h.next_file.take() {
             put_header_in_front(&mut buf, &self.shared.header);
             buf.new_file = Some(start);
+            buf.start_mark = Some(Box::new(h.next_mark));
             h.file_bytes = 0;
             h.file_packets = 0;
+        }
+        if buf.packets > 0 {
+            self.stamp_times(&mut buf);
         }
         buf.seq = h.next_seq;
         h.next_seq += 1;
@@ -605,6 +657,21 @@ impl Producer {
             self.shared.counters.backlog.fetch_sub(1, Relaxed);
             self.dead = true;
         }
+    }
+
+    /// The buffer's first and last packet times as the file records them, once per buffer (the
+    /// packets themselves are not looked at again): the first whole record after the spilled-in
+    /// tail, read back, and this producer's last packet, which is the buffer's last (a record
+    /// spilling on to the next buffer is counted there, after this hand-on).
+    fn stamp_times(&self, buf: &mut OutBuf) {
+        let last = self.enc.stored_ns(self.last_ts);
+        let (from, to) = (buf.first_boundary, buf.last_boundary);
+        buf.last_ts = last;
+        buf.first_ts = if from < to {
+            self.enc.record_ns(&buf.filled()[from..to]).unwrap_or(last)
+        } else {
+            last
+        };
     }
 
     /// Appends a non-packet block at close, waiting for a buffer if needed (close may block).

@@ -70,6 +70,11 @@ impl WriterCounters {
         producers.iter().map(|c| f(c).load(Relaxed)).sum()
     }
 
+    /// Packets the producers refused (no free buffer, or the output had failed).
+    pub(crate) fn refused(&self) -> u64 {
+        self.sum(|c| &c.refused)
+    }
+
     /// Packets accepted into buffers by all producers.
     pub(crate) fn accepted(&self) -> u64 {
         self.sum(|c| &c.accepted)

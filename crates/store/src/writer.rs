@@ -366,6 +366,11 @@ fn prepare(
         file: 0,
         // The first buffer handed on begins the (first) file.
         next_file: Some(start_ns),
+        // The first file takes every drop from the capture's start (the meter counts from 0).
+        next_mark: crate::coverage::Mark {
+            wall_ns: start_ns,
+            ..Default::default()
+        },
         file_bytes: 0,
         file_packets: 0,
         rotate_at_ns: u64::MAX,
@@ -384,6 +389,7 @@ fn prepare(
         files: plan.is_some(),
         max_file_bytes: plan.and_then(|p| p.rotate_bytes),
         interval_ns,
+        meter: plan.and_then(|p| p.coverage.clone()),
     };
     (Arc::new(shared), filled_rx, empty_tx)
 }

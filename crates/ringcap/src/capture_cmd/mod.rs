@@ -9,6 +9,7 @@ use capture::{BatchSource, CaptureError, Source};
 use session::sinks::{CountSink, LoadSink, PrintSink, RecordSink, WriterSink};
 use session::{Options, Session, Sink, Stop};
 
+pub(crate) mod archiver;
 mod interfaces;
 mod output;
 mod probe;
@@ -103,8 +104,17 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     // thread): give them up before files are opened and packets parsed.
     relinquish_privileges(user.as_ref(), &[sys::CAP_DAC_OVERRIDE])?;
 
-    let plan = file_plan(&a)?;
+    let mut plan = file_plan(&a)?;
+    if let Some(p) = plan.as_mut() {
+        // Each file the capture completes gets its coverage record, with the drops counted
+        // while it was open.
+        p.coverage = Some(session::drop_meter(
+            sources.iter().map(|s| s.counters()).collect(),
+        ));
+    }
     let cutoff = cutoff_config(&a, plan.is_some())?;
+    // Before the writer: its retention must see the archive's manifest from the first file on.
+    let archiving = archiver::start(&a.archive, plan.as_ref(), !a.no_index)?;
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     let mut writer_counters = None;
     let mut written_per_interface = None;
@@ -182,6 +192,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
     let counters = session.counters();
     if let Some(listener) = metrics_listener {
         let sources = metrics::MetricSources {
+            archive: archiving.as_ref().map(archiver::Archiving::status),
             interfaces: ifaces.clone(),
             interface_of: metric_interface_of.clone(),
             capture: counters.clone(),
@@ -214,6 +225,8 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
             printer.maybe_print(&counters, writer_counters.as_deref())
         })
         .map_err(Fatal::runtime)?;
+    // Every file is complete and indexed now: the archive's last pass.
+    let archived = archiving.map(archiver::Archiving::finish);
     let mut summary = Summary::new(&report, a.count, a.drop_all, plan.is_some())
         .interfaces(if merged { ifaces.clone() } else { Vec::new() })
         .timestamps(
@@ -235,6 +248,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
                 .map(|c| (c.snapshot().packets, c.kernel_stats()))
                 .collect(),
         });
+    }
+    if let Some(r) = &archived {
+        summary = summary.archive(r.json(), r.line());
     }
     summary.print(json_lines(&a));
     if !report.sink_errors.is_empty() {

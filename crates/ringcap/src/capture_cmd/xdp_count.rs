@@ -31,6 +31,7 @@ pub fn run(
     let program = Arc::new(program);
     if let Some(listener) = metrics_listener {
         let sources = metrics::MetricSources {
+            archive: None,
             interfaces: a.interface.clone(),
             interface_of: Vec::new(),
             capture: Vec::new(),

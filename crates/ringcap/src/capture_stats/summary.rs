@@ -44,6 +44,8 @@ pub struct Summary {
     /// Several interfaces: each one's name and counters, and the packets written out of stamp order.
     interfaces: Vec<InterfaceSummary>,
     out_of_order: u64,
+    /// `--archive`: what the archiver did and left (JSON, and the text line).
+    archive: Option<(serde_json::Value, String)>,
 }
 
 struct InterfaceSummary {
@@ -116,7 +118,14 @@ impl Summary {
                 })
                 .collect(),
             out_of_order: r.out_of_order,
+            archive: None,
         }
+    }
+
+    /// `--archive`: the archiver's report, as JSON and as a line.
+    pub fn archive(mut self, json: serde_json::Value, line: String) -> Summary {
+        self.archive = Some((json, line));
+        self
     }
 
     /// Several interfaces: their names, in interface-number order (none: one interface, no lines).
@@ -291,6 +300,9 @@ impl Summary {
                     });
                 }
             }
+            if let Some((a, _)) = &self.archive {
+                v["archive"] = a.clone();
+            }
             eprintln!("{v}");
             return;
         }
@@ -342,6 +354,9 @@ impl Summary {
         }
         if let Some(r) = &self.records {
             print_records(r);
+        }
+        if let Some((_, line)) = &self.archive {
+            eprintln!("ringcap: {line}");
         }
         if let Some(c) = &self.cutoff {
             eprintln!("ringcap: {}", cutoff_line(c));

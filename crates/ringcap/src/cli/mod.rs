@@ -387,6 +387,9 @@ pub struct CaptureArgs {
     #[arg(long = "drop-all", conflicts_with = "write")]
     pub drop_all: bool,
 
+    #[command(flatten)]
+    pub archive: crate::capture_cmd::archiver::ArchiveFlags,
+
     /// Lab: limit file writes to this many MB/s (10^6 bytes), to play a slow disk.
     #[arg(long = "max-write-rate", value_name = "MB/s", hide = true)]
     pub max_write_rate: Option<f64>,

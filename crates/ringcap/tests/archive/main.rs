@@ -39,6 +39,8 @@ struct S3 {
     conf: PathBuf,
     jar: PathBuf,
     log: PathBuf,
+    /// The network namespace it runs in (a capture in the testbed reaches it there); None: this one.
+    ns: Option<String>,
 }
 
 fn jar() -> Option<PathBuf> {
@@ -61,7 +63,12 @@ fn jar() -> Option<PathBuf> {
 impl S3 {
     /// Starts s3proxy over `data` and creates the test bucket; None (outside CI) without Java/Maven.
     fn start(dir: &Path) -> Option<S3> {
-        S3::start_with(dir, "", None)
+        S3::start_with(dir, "", None, None)
+    }
+
+    /// [`S3::start`] in network namespace `ns` (its 127.0.0.1), where curl then runs too.
+    fn start_in(dir: &Path, ns: Option<&str>) -> Option<S3> {
+        S3::start_with(dir, "", None, ns)
     }
 
     /// As [`S3::start`], and HTTPS too, with the certificate and key of `keystore` (PKCS#12,
@@ -73,10 +80,10 @@ impl S3 {
              s3proxy.keystore-path={}\ns3proxy.keystore-password=ringcap\n",
             keystore.display()
         );
-        S3::start_with(dir, &extra, Some(tls_port))
+        S3::start_with(dir, &extra, Some(tls_port), None)
     }
 
-    fn start_with(dir: &Path, extra: &str, tls_port: Option<u16>) -> Option<S3> {
+    fn start_with(dir: &Path, extra: &str, tls_port: Option<u16>, ns: Option<&str>) -> Option<S3> {
         let jar = jar()?;
         let port = free_port();
         let data = dir.join("s3data");
@@ -99,6 +106,7 @@ impl S3 {
             conf,
             jar,
             log: dir.join("s3proxy.log"),
+            ns: ns.map(str::to_string),
         };
         s.restart();
         let put = s.curl(&[
@@ -116,7 +124,8 @@ impl S3 {
 
     fn restart(&mut self) {
         let log = fs::File::create(&self.log).unwrap();
-        let child = Command::new("java")
+        let child = self
+            .command("java")
             .args(["-Xmx512m", "-jar"])
             .arg(&self.jar)
             .arg("--properties")
@@ -127,12 +136,7 @@ impl S3 {
             .expect("java");
         self.child = Some(child);
         let t0 = Instant::now();
-        let ports = [Some(self.port), self.tls_port];
-        while ports
-            .iter()
-            .flatten()
-            .any(|&p| TcpStream::connect(("127.0.0.1", p)).is_err())
-        {
+        while !self.listening() {
             assert!(
                 t0.elapsed() < Duration::from_secs(90),
                 "s3proxy did not listen within 90 s: {}",
@@ -140,6 +144,38 @@ impl S3 {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// `program` in the server's namespace.
+    fn command(&self, program: &str) -> Command {
+        match &self.ns {
+            None => Command::new(program),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, program]);
+                c
+            }
+        }
+    }
+
+    /// Whether the server accepts connections (from inside its namespace).
+    /// Whether s3proxy takes connections (on both ports when it has TLS).
+    fn listening(&self) -> bool {
+        let ports: Vec<u16> = [Some(self.port), self.tls_port]
+            .into_iter()
+            .flatten()
+            .collect();
+        let ns = self.ns.clone();
+        std::thread::spawn(move || {
+            if let Some(ns) = ns {
+                testbed::enter_netns(&ns).unwrap();
+            }
+            ports
+                .iter()
+                .all(|&p| TcpStream::connect(("127.0.0.1", p)).is_ok())
+        })
+        .join()
+        .unwrap()
     }
 
     fn kill(&mut self) {
@@ -159,7 +195,7 @@ impl S3 {
 
     /// curl as an S3 client (SigV4; s3proxy wants the payload hash header).
     fn curl(&self, args: &[&str]) -> Output {
-        Command::new("curl")
+        self.command("curl")
             .args(["-sS", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user"])
             .arg(format!("{KEY_ID}:{SECRET}"))
             .args(["-H", "x-amz-content-sha256:UNSIGNED-PAYLOAD"])
@@ -362,6 +398,7 @@ fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
     want
 }
 
+mod capture;
 mod datasets;
 mod fleet;
 mod query;

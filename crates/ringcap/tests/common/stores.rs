@@ -76,9 +76,17 @@ pub fn store_files(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             let n = name(p);
-            let index_or_table = [".idx", ".idx.partial", ".parquet", ".parquet.partial"]
-                .iter()
-                .any(|s| n.ends_with(s));
+            // Companions of a capture file: its index, flow table and coverage record.
+            let index_or_table = [
+                ".idx",
+                ".idx.partial",
+                ".parquet",
+                ".parquet.partial",
+                ".coverage.json",
+                ".coverage.json.tmp",
+            ]
+            .iter()
+            .any(|s| n.ends_with(s));
             !index_or_table && n.contains(".pcap")
         })
         .collect();

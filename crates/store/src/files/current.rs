@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::naming::{age, file_name, parse_name, DoneFile};
 use super::sink::FileSink;
+use crate::coverage::{coverage_path, write_coverage, Coverage, Drops, Mark, COVERAGE_VERSION};
 use crate::error::StoreError;
 use crate::output::Output;
 use crate::stage::Reached;
@@ -30,9 +31,21 @@ pub(super) struct OpenFile {
     /// disk yet (part of them waits in the stage).
     pub pending: Option<(u64, u64)>,
     pub packets: u64,
+    /// When the capture began the file (its boundary's wall clock), ns since the epoch.
+    pub opened_ns: u64,
+    /// Earliest first and latest last packet time of the buffers written into it.
+    pub times: Option<(u64, u64)>,
 }
 
 impl OpenFile {
+    /// Folds in the times of a buffer whose packets went into this file.
+    pub fn note_times(&mut self, first: u64, last: u64) {
+        self.times = Some(match self.times {
+            None => (first, last),
+            Some((f, l)) => (f.min(first), l.max(last)),
+        });
+    }
+
     /// Bookkeeping after a write of records ending at `end` (`packets` of them) reached `r`.
     pub fn reached(&mut self, r: Reached, end: u64, packets: u64) {
         match r {
@@ -112,6 +125,8 @@ impl FileSink {
                     committed: 0,
                     pending: None,
                     packets: 0,
+                    opened_ns: start_ns,
+                    times: None,
                 });
                 true
             }
@@ -188,6 +203,7 @@ impl FileSink {
     /// Syncs, closes and renames the open file into place. After a failure (`failed`) a file
     /// without a single packet is removed instead: it would only be noise.
     pub(super) fn close_file(&mut self, failed: bool) {
+        let closed_ns = self.closing_at.take().unwrap_or_else(sys::now_ns);
         let Some(mut c) = self.cur.take() else {
             return;
         };
@@ -203,21 +219,49 @@ impl FileSink {
             let _ = c.out.truncate(cut);
             c.len = cut;
             failed = true;
-            let placed = self.place(c, failed);
+            let placed = self.place(c, failed, closed_ns);
             if let Some(f) = self.feed.as_mut() {
                 f.end(placed);
             }
             self.on_error(e);
             return;
         }
-        let placed = self.place(c, failed);
+        let placed = self.place(c, failed, closed_ns);
         if let Some(f) = self.feed.as_mut() {
             f.end(placed);
         }
     }
 
+    /// The coverage of `c` (closed at `closed_ns`): the drops counted since the last record
+    /// written, up to the latest boundary; with the counters it was made from.
+    fn coverage_of(&self, c: &OpenFile, size: u64, closed_ns: u64) -> (Coverage, Mark, u64) {
+        let (m, a) = (self.mark, self.attributed);
+        let lost = self.counters.lost.load(Relaxed);
+        let name = c.final_path.file_name().and_then(|n| n.to_str());
+        // A ring may hold packets from before the file was begun (the sockets open before the
+        // writer): the capture covered at least its packets' span.
+        let (first, last) = (c.times.map(|t| t.0), c.times.map(|t| t.1));
+        let cov = Coverage {
+            version: COVERAGE_VERSION,
+            file: name.unwrap_or_default().to_string(),
+            size,
+            packets: c.packets,
+            first_ns: first,
+            last_ns: last,
+            opened_ns: first.map_or(c.opened_ns, |f| f.min(c.opened_ns)),
+            closed_ns: last.map_or(closed_ns, |l| l.max(closed_ns)),
+            drops: Drops {
+                kernel: m.kernel.saturating_sub(a.kernel),
+                interface: m.interface.saturating_sub(a.interface),
+                storage: m.refused.saturating_sub(a.refused)
+                    + lost.saturating_sub(self.lost_attributed),
+            },
+        };
+        (cov, m, lost)
+    }
+
     /// Closes `c` and renames it into place; whether it is there now.
-    fn place(&mut self, mut c: OpenFile, failed: bool) -> bool {
+    fn place(&mut self, mut c: OpenFile, failed: bool, closed_ns: u64) -> bool {
         if failed && c.packets == 0 {
             drop(c.out);
             let _ = fs::remove_file(&c.partial);
@@ -226,13 +270,35 @@ impl FileSink {
         if let Err(e) = c.out.sync() {
             self.event(&format!("fsync of {} failed: {e}", c.partial.display()));
         }
+        let record = self.coverage.is_some().then(|| {
+            let size = fs::metadata(&c.partial).map_or(c.len, |m| m.len());
+            self.coverage_of(&c, size, closed_ns)
+        });
         drop(c.out);
+        // The record goes first: whoever sees the file sees its coverage.
+        let mut covered = None;
+        if let Some((cov, mark, lost)) = record {
+            match write_coverage(&c.final_path, &cov) {
+                Ok(()) => covered = Some((mark, lost)),
+                Err(e) => self.event(&format!(
+                    "cannot write the coverage of {}: {e}",
+                    c.final_path.display()
+                )),
+            }
+        }
         if let Err(e) = fs::rename(&c.partial, &c.final_path) {
             self.event(&format!(
                 "cannot rename {} into place: {e} (run `ringcap repair` on it)",
                 c.partial.display()
             ));
+            if covered.is_some() {
+                let _ = fs::remove_file(coverage_path(&c.final_path));
+            }
             return false;
+        }
+        if let Some((mark, lost)) = covered {
+            self.attributed = mark;
+            self.lost_attributed = lost;
         }
         sync_dir(&self.dirs[c.dir].path);
         self.counters.files_done.fetch_add(1, Relaxed);

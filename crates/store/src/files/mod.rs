@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::compress::CompressMode;
+use crate::coverage::DropMeter;
 use crate::indexing::IndexerFactory;
 
 pub use naming::{extension, flows_path, index_path, parse_name, utc_stamp};
@@ -73,6 +74,10 @@ pub struct FilePlan {
     pub events: Option<EventFn>,
     /// Makes the packet indexer that follows the files (off the hot path; see `indexing`).
     pub indexer: Option<IndexerFactory>,
+    /// A live capture: each file it completes gets its coverage record (`NAME.coverage.json`,
+    /// see [`crate::Coverage`]), the drops read from this meter at every file boundary. None for
+    /// files that are not a capture's (a query's output, a conversion).
+    pub coverage: Option<DropMeter>,
 }
 
 impl FilePlan {
@@ -93,6 +98,7 @@ impl FilePlan {
             max_write_rate: None,
             events: None,
             indexer: None,
+            coverage: None,
         }
     }
 }

@@ -296,9 +296,10 @@ impl Retention {
                 &format!("cannot delete {}: {e}", f.path.display()),
             ),
         }
-        // Its index and flow table go with it (absent when the file was never indexed).
+        // Its index, flow table and coverage go with it (absent when never written).
         let _ = fs::remove_file(index_path(&f.path));
         let _ = fs::remove_file(flows_path(&f.path));
+        let _ = fs::remove_file(crate::coverage::coverage_path(&f.path));
         self.done_bytes[f.dir] = self.done_bytes[f.dir].saturating_sub(f.bytes);
         self.counters.files_deleted.fetch_add(1, Relaxed);
         self.counters.bytes_deleted.fetch_add(f.bytes, Relaxed);

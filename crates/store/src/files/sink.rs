@@ -16,6 +16,7 @@ use super::naming::{extension, list_done};
 use super::retention::{LiveRetention, Retention, RetentionRules};
 use super::{tell, EventFn, FilePlan};
 use crate::compress::{zstd_stored_frame, CompressMode};
+use crate::coverage::{DropMeter, Mark};
 use crate::error::StoreError;
 use crate::format::{walk_own_records, Format};
 use crate::indexing::{Feed, FileIndexer};
@@ -65,6 +66,16 @@ pub(crate) struct FileSink {
     /// This base's complete files found in the directories at start, newest first: handed to
     /// the indexer, which indexes those without a current index (see `FileIndexer::start`).
     older: Vec<PathBuf>,
+    /// A live capture's drop meter: each file placed gets its coverage record.
+    pub(super) coverage: Option<DropMeter>,
+    /// The counters at the latest file boundary seen, and those up to which drops are in a
+    /// record written (a file that is never placed passes its drops on to the next one).
+    pub(super) mark: Mark,
+    pub(super) attributed: Mark,
+    /// `counters.lost` (the writer's own storage drops) up to which they are in a record.
+    pub(super) lost_attributed: u64,
+    /// The wall clock of the boundary that closes the open file (None: closed now, e.g. a full disk).
+    pub(super) closing_at: Option<u64>,
 }
 
 /// Creates and removes a hidden file in `dir` as the capture's files will be created (this process,
@@ -173,6 +184,11 @@ impl FileSink {
             feed: None,
             placed: None,
             older,
+            coverage: plan.coverage,
+            mark: Mark::default(),
+            attributed: Mark::default(),
+            lost_attributed: 0,
+            closing_at: None,
         })
     }
 
@@ -232,6 +248,17 @@ impl FileSink {
         for (_, b) in std::mem::take(&mut waiting) {
             self.handle(b, &empty); // only if a compressor died; keep what we have
         }
+        if let Some(meter) = &self.coverage {
+            // Every producer and source is done: the counters are final, and the last file takes
+            // what the earlier ones did not.
+            let d = meter();
+            self.boundary(Mark {
+                wall_ns: sys::now_ns(),
+                kernel: d.kernel,
+                interface: d.interface,
+                refused: self.counters.refused(),
+            });
+        }
         self.close_file(false);
         if let Some(f) = self.feed.as_mut() {
             f.finish(); // every index written before the capture reports
@@ -239,8 +266,17 @@ impl FileSink {
         self.error.map_or(Ok(()), Err)
     }
 
-    fn handle(&mut self, buf: OutBuf, empty: &Sender<OutBuf>) {
+    /// A file boundary the producers decided: the file open now ends there.
+    fn boundary(&mut self, m: Mark) {
+        self.mark = m;
+        self.closing_at = Some(m.wall_ns);
+    }
+
+    fn handle(&mut self, mut buf: OutBuf, empty: &Sender<OutBuf>) {
         if buf.new_file.is_some() {
+            if let Some(m) = buf.start_mark.as_deref() {
+                self.boundary(*m);
+            }
             self.close_file(false);
         }
         let kept = if self.error.is_some() {
@@ -251,7 +287,7 @@ impl FileSink {
         self.counters
             .lost
             .fetch_add(buf.packets.saturating_sub(kept), Relaxed);
-        let ends = buf.ends_file;
+        let (ends, end_mark) = (buf.ends_file, buf.end_mark.take());
         let placed = self.placed.take();
         let back = match (self.feed.as_mut(), placed) {
             (Some(feed), Some((from, off, len, skip))) => {
@@ -264,6 +300,9 @@ impl FileSink {
             (None, _) => Some(buf),
         };
         if ends {
+            if let Some(m) = end_mark {
+                self.boundary(*m);
+            }
             self.close_file(false);
         }
         self.counters.backlog.fetch_sub(1, Relaxed);
@@ -303,6 +342,10 @@ impl FileSink {
                 }
                 if !self.open_file(buf.new_file.filter(|_| fresh).unwrap_or_else(sys::now_ns)) {
                     return kept;
+                }
+                if let (true, Some(m)) = (fresh, buf.start_mark.as_deref()) {
+                    // Named after the wall clock; covered from the producers' boundary.
+                    self.cur.as_mut().expect("open").opened_ns = m.wall_ns;
                 }
                 if !fresh {
                     if let Some(f) = self.feed.as_mut() {
@@ -346,6 +389,9 @@ impl FileSink {
                     kept += here;
                     let cur = self.cur.as_mut().expect("open");
                     cur.packets += here;
+                    if here > 0 {
+                        cur.note_times(buf.first_ts, buf.last_ts);
+                    }
                     let end = if self.compressed {
                         cur.len
                     } else {
@@ -370,7 +416,12 @@ impl FileSink {
                             let (end, walked) = walk_own_records(self.format, &data[..reach], scan);
                             let spill_kept = u64::from(start == 0 && buf.spill_in_packet);
                             kept += walked + spill_kept;
-                            self.cur.as_mut().expect("open").packets += walked + spill_kept;
+                            let cur = self.cur.as_mut().expect("open");
+                            cur.packets += walked + spill_kept;
+                            if walked + spill_kept > 0 {
+                                // The buffer's times: at most its last packet too late.
+                                cur.note_times(buf.first_ts, buf.last_ts);
+                            }
                             from = end;
                             len_before + (end - start) as u64
                         }
