@@ -223,6 +223,36 @@ fn a_query_over_three_sensors_equals_tcpdump_over_their_merged_files() {
         }
     }
 
+    // Coverage: each sensor's capture wrote a record per file (drops 0 at this rate, one file's
+    // close is the next one's open); a window that begins a minute before the first packet has a
+    // gap from its start, which no file covers.
+    let all = merged_expectation(&work, &sensors, "");
+    let after = all[0].0 - 60_000_000_000;
+    let at = format!("@{}.{:09}", after / 1_000_000_000, after % 1_000_000_000);
+    let mut args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    args.extend(tls.iter().map(String::as_str));
+    args.extend(["--after", &at, "--json"]);
+    let o = Command::new(ringcap())
+        .arg("query")
+        .args(&args)
+        .args(["-w", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (s, src) in sensors.iter().zip(v["sources"].as_array().unwrap()) {
+        let c = &src["coverage"];
+        let files = store_files(&s.store).len() as u64;
+        assert_eq!(c["files"].as_u64(), Some(files), "{src}");
+        assert_eq!(c["unknown"].as_u64(), Some(0), "{src}");
+        assert_eq!(c["drops"]["kernel"].as_u64(), Some(0), "{src}");
+        let gaps = c["gaps"].as_array().unwrap();
+        assert_eq!(gaps.len(), 1, "one gap, before the capture began: {src}");
+        let (lo, hi) = (gaps[0][0].as_u64().unwrap(), gaps[0][1].as_u64().unwrap());
+        assert_eq!(lo, after, "{src}");
+        assert!(hi > after + 50_000_000_000 && hi <= all[0].0, "{src}");
+    }
+
     // The same through a fleet file, with a fourth sensor that is down: named, exit 1, and the
     // three others' packets all there.
     let down = free_port();

@@ -114,6 +114,11 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
             archive["packets"].as_u64().unwrap() + sensor["packets"].as_u64().unwrap(),
             want.len() as u64
         );
+        // Both know what they cover: the capture's records, on the sensor and archived.
+        for src in [archive, sensor] {
+            assert_eq!(src["coverage"]["unknown"].as_u64(), Some(0), "{src}");
+            assert!(src["coverage"]["files"].as_u64().unwrap() > 0, "{src}");
+        }
     }
 
     // `ringcap serve` of the archive itself answers as the query does (curl, plain HTTP on
