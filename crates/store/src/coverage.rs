@@ -110,7 +110,8 @@ pub fn read_coverage(capture: &Path) -> io::Result<Option<Coverage>> {
     Ok(c.describes(name, size).then_some(c))
 }
 
-/// Writes `c` next to `capture` (owner-only, replaced whole: a temporary file renamed).
+/// Writes `c` next to `capture` (owner-only, or the --group's as every file of the store; replaced
+/// whole: a temporary file renamed).
 pub fn write_coverage(capture: &Path, c: &Coverage) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -125,6 +126,8 @@ pub fn write_coverage(capture: &Path, c: &Coverage) -> io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
+    // The store's other files' group and mode (--group: 0640 to that group), as the capture file's.
+    sys::apply_file_group(&f, &tmp)?;
     f.write_all(&serde_json::to_vec(c).map_err(io::Error::other)?)?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)
