@@ -12,13 +12,14 @@ PREFIX ?= /usr/local
 # systemd brings systemd-analyze, which checks the shipped unit (tests/config.rs).
 # Java 17 and Maven run the Apache Kafka broker of tests/kafka.rs (jars fetched by scripts/kafka-jars.sh) and
 # s3proxy, the S3 API server of tests/archive/ (scripts/s3proxy-jar.sh); curl (--aws-sigv4) reads the archive back.
+# rclone is the upload peer `ringcap archive` is measured against (make bench-fleet, issue 35).
 # wireshark-common (also pulled in by tshark) brings text2pcap, editcap and mergecap, which write the other
 # tools' files of tests/differential.
-APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
+.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-fleet bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
 
 all: build
 
@@ -119,6 +120,11 @@ bench-records: build
 # The time machine (issue 11): a >= 20 GB store, queries cold and warm against tcpdump -r; STORE_GB=1 RUNS=1 for a smoke test.
 bench-query: build
 	RINGCAP=$(BIN) scripts/bench-query.sh
+
+# Beyond one sensor (issue 35): three sensors, a >= 5 GB archive on s3proxy, queries over both, upload against
+# rclone, capture loss with archiving on; SIZE_GB=0.3 RUNS=1 UP_RUNS=1 LOSS_ROUNDS=1 for a smoke test.
+bench-fleet: build
+	RINGCAP=$(BIN) scripts/bench-fleet.sh
 
 # A change measured in one run (issue 34): RINGCAP_BEFORE=an older binary; index, query and convert, interleaved.
 bench-before-after: build
