@@ -250,4 +250,3 @@ pub(super) fn compare(
     }
     (!kinds.is_empty()).then_some((kinds, text))
 }
-
