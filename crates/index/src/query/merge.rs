@@ -440,6 +440,17 @@ fn merge(
     for mut s in streams.into_iter().chain(ahead.into_iter().map(|(_, s)| s)) {
         drop(std::mem::replace(&mut s.rx, sync_channel(0).1));
         if let Some(h) = s.handle.take() {
+            // A feed's worker may wait on its sensor (up to its idle timeout) before it sees the
+            // stop: not waited for (`--limit` over a fleet ends at once); its connection closes
+            // when it wakes or the process ends.
+            if matches!(files[s.order], Target::Feed(_)) && !h.is_finished() {
+                reports[s.order] = Some(FileReport {
+                    path: files[s.order].label().to_path_buf(),
+                    how: super::How::Feed,
+                    ..Default::default()
+                });
+                continue;
+            }
             reports[s.order] = Some(h.join().unwrap_or_default());
         }
     }
