@@ -158,7 +158,7 @@ if sel("upload"):
     print()
     print("| uploader | runs | throughput | CPU per GB | objects |")
     print("|---|---:|---:|---:|---:|")
-    desc = {"ringcap": "`ringcap archive sN --once`, N = 1..3 in turn (one 16 MiB part at a time)",
+    desc = {"ringcap": "`ringcap archive sN --once`, N = 1..3 in turn (16 MiB parts, 4 in flight)",
             "rclone": "`rclone copy` defaults (--transfers 4, --s3-upload-concurrency 4, 5 MiB chunks)",
             "rclone-1": "`rclone copy --transfers 1 --s3-upload-concurrency 1 --s3-chunk-size 16M`",
             "curl": "`curl -T FILE` per file, one PUT each (the floor: a trivial uploader)"}
