@@ -86,6 +86,8 @@ pub struct Archiver {
     rt: tokio::runtime::Runtime,
     endpoint_name: String,
     _lock: std::fs::File,
+    /// Set (SIGINT/SIGTERM of `archive --watch`): a pass ends after the object being sent.
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Takes `DIR/.ringcap-archive/lock` so two archivers never interleave manifest writes.
@@ -142,7 +144,14 @@ impl Archiver {
             rt,
             endpoint_name,
             _lock: lock,
+            stop: None,
         })
+    }
+
+    /// A pass ends after the object being sent once `flag` is set (what it did not send is left
+    /// for the next run; nothing is half there: the manifest names only verified objects).
+    pub fn stop_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.stop = Some(flag);
     }
 
     /// `PREFIX/sensor=NAME` as a key.
@@ -226,6 +235,13 @@ impl Archiver {
         let mut pace = upload::Pace::new(self.opts.max_rate);
         let journals = dir.join(manifest::ARCHIVE_DIR).join("uploads");
         for (item, bytes, mtime_ns) in &todo {
+            if self
+                .stop
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            {
+                break;
+            }
             let key_text = match self.opts.dest.prefix.as_str() {
                 "" => item.rel_key.clone(),
                 p => format!("{p}/{}", item.rel_key),

@@ -160,6 +160,9 @@ pub fn run(a: ArchiveArgs) -> Result<(), Fatal> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
+    // A signal ends the pass after the object being sent, not after every new file (bench-fleet
+    // saw --watch outlive SIGINT and SIGTERM by more than 10 s each).
+    arch.stop_when(stop.clone());
     while !stop.load(Relaxed) {
         if let Err(f) = one_pass(&mut arch, &a) {
             if f.code == 2 {

@@ -360,3 +360,62 @@ fn an_https_endpoint_with_a_private_ca_is_trusted_only_with_ca_cert() {
         );
     }
 }
+
+#[test]
+fn watch_ends_soon_after_sigint_even_in_the_middle_of_a_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    let files = small_store(&store);
+    // 12 objects of about 0.8 MB at 400 kB/s: a pass of some 25 s.
+    let mut child = archive(
+        &s3,
+        &store,
+        tmp.path(),
+        &["--watch", "--max-upload-rate", "400kB/s"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let signalled = Instant::now();
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if signalled.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("archive --watch still running 15 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = signalled.elapsed();
+    assert!(status.success(), "{status:?}");
+    // The object being sent when the signal came is finished (at most ~0.8 MB at 400 kB/s).
+    assert!(
+        took < Duration::from_secs(8),
+        "exited {took:?} after SIGINT"
+    );
+    let archived = s3.keys("site/").len();
+    assert!(
+        archived < files.len(),
+        "the whole pass ran: {archived} objects"
+    );
+    // What it left, the next run sends; everything is then there, whole.
+    let o = archive(&s3, &store, tmp.path(), &["--once"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (local, key) in &files {
+        assert_eq!(
+            s3.sha256(key, tmp.path()),
+            Some(sha256_file(local)),
+            "{key}"
+        );
+    }
+}
