@@ -66,12 +66,7 @@ fn capture_archiving(
     ];
     args.extend_from_slice(extra);
     let mut c = common::ringcap_rx(tb, &args);
-    c.env("HOME", home)
-        .env("AWS_ACCESS_KEY_ID", KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_ENDPOINT_URL");
+    with_test_credentials(&mut c, home);
     spawn_listening(c)
 }
 

@@ -7,7 +7,7 @@ use super::*;
 
 /// `ringcap query --sensors FLEET EXPR -w OUT --json` with the test's credentials.
 fn fleet_query(s3: &S3, home: &Path, fleet: &Path, expr: &str, out: &Path) -> Output {
-    Command::new(ringcap())
+    ringcap_with_credentials(home)
         .arg("query")
         .args(["--sensors", fleet.to_str().unwrap(), expr])
         .args([
@@ -17,12 +17,6 @@ fn fleet_query(s3: &S3, home: &Path, fleet: &Path, expr: &str, out: &Path) -> Ou
             "--endpoint",
             &s3.endpoint(),
         ])
-        .env("HOME", home)
-        .env("AWS_ACCESS_KEY_ID", KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_ENDPOINT_URL")
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -129,20 +123,14 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
         .unwrap()
         .port();
     let listen2 = format!("127.0.0.1:{port2}");
-    let mut cmd = Command::new(ringcap());
+    let mut cmd = ringcap_with_credentials(tmp.path());
     cmd.args([
         "serve",
         &format!("s3://{BUCKET}/site"),
         "--listen",
         &listen2,
     ])
-    .args(["--endpoint", &s3.endpoint()])
-    .env("HOME", tmp.path())
-    .env("AWS_ACCESS_KEY_ID", KEY_ID)
-    .env("AWS_SECRET_ACCESS_KEY", SECRET)
-    .env_remove("AWS_PROFILE")
-    .env_remove("AWS_SESSION_TOKEN")
-    .env_remove("AWS_ENDPOINT_URL");
+    .args(["--endpoint", &s3.endpoint()]);
     let mut archive_serve = common::spawn_announced(cmd, "listening");
     let answer = tmp.path().join("served.pcap");
     let o = Command::new("curl")
@@ -216,7 +204,7 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
         "200",
         "PUT of the forged index"
     );
-    let o = Command::new(ringcap())
+    let o = ringcap_with_credentials(tmp.path())
         .arg("query")
         .arg(format!("s3://{BUCKET}/site"))
         .arg(query::CONNECTION)
@@ -228,11 +216,6 @@ fn a_sensor_and_its_archive_give_each_packet_once() {
             "--endpoint",
             &s3.endpoint(),
         ])
-        .env("HOME", tmp.path())
-        .env("AWS_ACCESS_KEY_ID", KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_ENDPOINT_URL")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -316,14 +316,27 @@ fn archive(s3: &S3, store: &Path, home: &Path, extra: &[&str]) -> Command {
         .args(sensor.map(|s| ["--sensor", s]).into_iter().flatten())
         .args(["--endpoint", &s3.endpoint(), "--json"])
         .args(extra)
-        .env("HOME", home)
+        .stdin(Stdio::null());
+    with_test_credentials(&mut c, home);
+    c
+}
+
+/// `ringcap` with the test server's credentials (see [`with_test_credentials`]).
+fn ringcap_with_credentials(home: &Path) -> Command {
+    let mut c = Command::new(ringcap());
+    with_test_credentials(&mut c, home);
+    c
+}
+
+/// The test server's credentials in the environment, and a HOME of the test's own (no ~/.aws of
+/// the machine, no profile, token or endpoint from the caller's environment).
+fn with_test_credentials<'a>(c: &'a mut Command, home: &Path) -> &'a mut Command {
+    c.env("HOME", home)
         .env("AWS_ACCESS_KEY_ID", KEY_ID)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
         .env_remove("AWS_PROFILE")
         .env_remove("AWS_SESSION_TOKEN")
         .env_remove("AWS_ENDPOINT_URL")
-        .stdin(Stdio::null());
-    c
 }
 
 fn json_lines(o: &Output) -> Vec<serde_json::Value> {

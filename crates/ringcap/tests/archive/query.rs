@@ -10,19 +10,13 @@ pub(crate) fn remote_query(
     expr: &str,
     args: &[&str],
 ) -> Output {
-    let mut c = Command::new(ringcap());
+    let mut c = ringcap_with_credentials(home);
     c.arg("query").arg(format!("s3://{BUCKET}/{prefix}"));
     if !expr.is_empty() {
         c.arg(expr);
     }
     c.args(args)
         .args(["--endpoint", &s3.endpoint()])
-        .env("HOME", home)
-        .env("AWS_ACCESS_KEY_ID", KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env_remove("AWS_PROFILE")
-        .env_remove("AWS_SESSION_TOKEN")
-        .env_remove("AWS_ENDPOINT_URL")
         .stdin(Stdio::null())
         .output()
         .unwrap()

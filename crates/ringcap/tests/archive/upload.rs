@@ -310,7 +310,7 @@ fn an_https_endpoint_with_a_private_ca_is_trusted_only_with_ca_cert() {
     let files = small_store(&store);
     let https = format!("https://127.0.0.1:{}", s3.tls_port.unwrap());
     let run = |ca: Option<&Path>| {
-        let mut c = Command::new(ringcap());
+        let mut c = ringcap_with_credentials(tmp.path());
         c.arg("archive")
             .arg(&store)
             .args([
@@ -322,11 +322,6 @@ fn an_https_endpoint_with_a_private_ca_is_trusted_only_with_ca_cert() {
                 "--json",
             ])
             .args(["--endpoint", &https])
-            .env("HOME", tmp.path())
-            .env("AWS_ACCESS_KEY_ID", KEY_ID)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET)
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_ENDPOINT_URL")
             .stdin(Stdio::null());
         if let Some(ca) = ca {
             c.arg("--ca-cert").arg(ca);
