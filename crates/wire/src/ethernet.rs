@@ -17,6 +17,10 @@ pub mod ethertype {
     pub const IPV6: u16 = 0x86dd;
     /// IEEE 802.1ad service VLAN tag (QinQ outer tag).
     pub const QINQ: u16 = 0x88a8;
+    /// MPLS unicast.
+    pub const MPLS_UNICAST: u16 = 0x8847;
+    /// MPLS multicast.
+    pub const MPLS_MULTICAST: u16 = 0x8848;
     /// Pre-standard QinQ outer tag still seen in the wild.
     pub const QINQ_OLD: u16 = 0x9100;
     /// Values below this are an 802.3 length, not an ethertype.

@@ -18,6 +18,10 @@
 //! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
 //! allocating; truncated or malformed frames give what could be read.
 //!
+//! # Tunnels
+//! [`decapsulate`] finds the packet inside VXLAN, GENEVE, GRE, ERSPAN, MPLS and IP-in-IP (bounded
+//! depth) and names each tunnel crossed (kind, VNI / key / session / label, carrier addresses).
+//!
 //! # Header records
 //! [`Record`] is the TICKET header record (48 bytes, 80 for IPv6) built from a frame with
 //! [`Record::from_frame`] and encoded little-endian; see `docs/records.md`.
@@ -56,6 +60,7 @@ pub mod ipv6;
 pub mod parse;
 pub mod record;
 pub mod tcp;
+pub mod tunnel;
 pub mod udp;
 pub mod vlan;
 
@@ -69,6 +74,7 @@ pub use ipv4::{Ipv4Packet, IPV4_HDR};
 pub use ipv6::{skip_extension_headers, Ipv6Fragment, Ipv6Packet, UpperLayer, IPV6_HDR};
 pub use parse::{parse, Headers, IpVersion, LinkType};
 pub use record::{Record, RecordError};
+pub use tunnel::{decapsulate, Decapsulated, Layer, Problem, TunnelKind};
 pub use tcp::{TcpFlags, TcpOption, TcpOptions, TcpPacket, TCP_HDR};
 pub use udp::{UdpPacket, UDP_HDR};
 pub use vlan::{reinsert_tag, reinsert_tag_len, Vlan, VlanHeader, VLAN_TAG_LEN};
@@ -90,16 +96,22 @@ pub mod ip_proto {
     pub const HOPOPTS: u8 = 0;
     /// ICMP.
     pub const ICMP: u8 = 1;
+    /// IPv4 in IP (IP-in-IP).
+    pub const IPIP: u8 = 4;
     /// TCP.
     pub const TCP: u8 = 6;
     /// UDP.
     pub const UDP: u8 = 17;
     /// DCCP.
     pub const DCCP: u8 = 33;
+    /// IPv6 in IP (6in4, IPv6-in-IPv6).
+    pub const IPV6: u8 = 41;
     /// IPv6 routing header.
     pub const ROUTING: u8 = 43;
     /// IPv6 fragment header.
     pub const FRAGMENT: u8 = 44;
+    /// GRE.
+    pub const GRE: u8 = 47;
     /// Authentication header.
     pub const AH: u8 = 51;
     /// ICMPv6.
