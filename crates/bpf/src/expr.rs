@@ -168,6 +168,53 @@ pub enum Prim {
     /// `vlan [N]`. `outer`: no encapsulation keyword (`vlan`, `mpls`, `pppoes`, `geneve`,
     /// `vxlan`) comes before it, so it tests the outer tag; after one, libpcap looks inside.
     Vlan { id: Option<u16>, outer: bool },
+    /// `mpls [N]`, `geneve [N]`, `vxlan [N]`, `pppoes [N]`: after one of these, libpcap's
+    /// following terms (in text order, across `or` too) look inside the encapsulation.
+    Encap { kind: Encap, id: Option<u32> },
+}
+
+/// An encapsulation keyword other than `vlan` (see [`Prim::Encap`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encap {
+    Mpls,
+    Geneve,
+    Vxlan,
+    Pppoes,
+}
+
+impl Encap {
+    fn from_word(w: &str) -> Option<Encap> {
+        Some(match w {
+            "mpls" => Encap::Mpls,
+            "geneve" => Encap::Geneve,
+            "vxlan" => Encap::Vxlan,
+            "pppoes" => Encap::Pppoes,
+            _ => return None,
+        })
+    }
+
+    /// The largest id: a 20-bit label, a 24-bit VNI, a 16-bit session.
+    const fn max_id(self) -> u32 {
+        match self {
+            Encap::Mpls => (1 << 20) - 1,
+            Encap::Geneve | Encap::Vxlan => (1 << 24) - 1,
+            Encap::Pppoes => u16::MAX as u32,
+        }
+    }
+}
+
+/// Where `text` has an encapsulation keyword other than `vlan` (`mpls`, `geneve`, `vxlan`,
+/// `pppoes`), as libpcap's scanner would see the word, wherever it stands: a narrowing must know
+/// about every one, parsed as a primitive or not.
+pub fn encapsulations(text: &str) -> Vec<Span> {
+    tokenize(text)
+        .iter()
+        .filter(|t| t.kind == Tk::Word && Encap::from_word(t.text).is_some())
+        .map(|t| Span {
+            start: t.start,
+            end: t.end,
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -406,6 +453,14 @@ impl Parser<'_> {
                 };
                 let outer = self.outer == Some(run[0].start);
                 return Some(Prim::Vlan { id, outer });
+            }
+            [e, ref n @ ..] if n.len() <= 1 && Encap::from_word(e).is_some() => {
+                let kind = Encap::from_word(e)?;
+                let id = match n.first() {
+                    Some(n) => Some(num(n, kind.max_id())?),
+                    None => None,
+                };
+                return Some(Prim::Encap { kind, id });
             }
             _ => {}
         }

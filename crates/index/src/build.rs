@@ -8,7 +8,7 @@ use crate::file::{
     encode_frames, put_varint, Compression, Frame, Header, BY_B_LEN, DIR_STEP, FLOW_LEN,
 };
 use crate::flows::FlowStat;
-use crate::key::{FlowKey, KIND_IP};
+use crate::key::{FlowKey, KIND_IP, TUNNEL_SHIFT};
 
 /// Packets one index holds at most: with [`MAX_FLOWS`] this bounds the builder's memory
 /// (32 bytes per packet while logging, ~64 per flow in the index and ~100 in the flow table:
@@ -350,6 +350,8 @@ impl Builder {
                 r.key.proto,
                 r.key.kind,
                 r.key.vlan,
+                r.key.tunnel,
+                r.key.tunnel_id,
             )
         });
         let mut new_id = vec![0u32; rows.len()];
@@ -425,6 +427,7 @@ impl Builder {
             postings_len: postings.len() as u64,
             damaged: self.frames.iter().filter(|f| f.is_damaged()).count() as u32,
             read_whole: self.read_whole,
+            tunnelled: rows.iter().filter(|r| r.key.tunnel != 0).count() as u32,
         };
         // The body (everything after the header), stored in chunks (see `file::assemble`).
         let mut body = Vec::with_capacity(
@@ -447,10 +450,11 @@ impl Builder {
             body.extend_from_slice(&r.key.port_a.to_le_bytes());
             body.extend_from_slice(&r.key.port_b.to_le_bytes());
             body.push(r.key.proto);
-            body.push(r.key.kind);
+            body.push(r.key.kind | r.key.tunnel << TUNNEL_SHIFT);
             body.extend_from_slice(&r.key.vlan.to_le_bytes());
             body.extend_from_slice(&counts[n].to_le_bytes());
             body.extend_from_slice(&p.to_le_bytes());
+            body.extend_from_slice(&r.key.tunnel_id.to_le_bytes());
         }
         for &i in &by_b {
             body.extend_from_slice(&rows[i as usize].b.to_le_bytes());

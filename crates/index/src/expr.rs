@@ -7,7 +7,8 @@
 
 use std::net::IpAddr;
 
-use bpf::expr::{Expr, Kind, Node, Op, Prim, Time};
+use bpf::expr::{Encap, Expr, Kind, Node, Op, Prim, Time};
+use wire::TunnelKind;
 use units::time::parse_time;
 
 /// A parsed `ringcap query` expression.
@@ -47,6 +48,13 @@ pub enum Narrow {
     Proto(u8),
     /// Outer 802.1Q VLAN id.
     Vlan(u16),
+    /// libpcap's `geneve [VNI]` or `mpls [LABEL]`: a packet in that tunnel (of that id).
+    Tunnel {
+        kind: TunnelKind,
+        id: Option<u32>,
+    },
+    /// Terms after an encapsulation keyword: they read the packet inside the tunnel.
+    Inner(Box<Narrow>),
     /// Both must hold.
     And(Box<Narrow>, Box<Narrow>),
     /// Either may hold.
@@ -157,14 +165,7 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
         (Some(a), Some(b)) => expr[a.1.span.start..b.1.span.end].trim().to_string(),
         _ => String::new(),
     };
-    let narrow = rest
-        .iter()
-        .map(|(op, n)| (op, narrow(n)))
-        .reduce(|(_, l), (op, r)| match op {
-            Some(Op::Or) => (op, or(l, r)),
-            _ => (op, and(l, r)),
-        })
-        .map_or(Narrow::All, |(_, n)| n);
+    let narrow = narrow_operands(expr, rest);
     Ok(Query {
         filter,
         after_ns,
@@ -189,6 +190,56 @@ fn first_time(n: &Node) -> Option<&Time> {
         Kind::Group(e) => e.operands().find_map(|(_, x)| first_time(x)),
         Kind::Prim(_) | Kind::Opaque => None,
     }
+}
+
+/// The narrowing of the top-level operands of `text`. After an encapsulation keyword libpcap
+/// reads the following terms inside the tunnel, in text order, across `or` and parentheses
+/// too; the index files a tunnelled packet under the packet it carries. So with such a keyword
+/// the terms narrow only in the one shape where "after" is clear: a single keyword, `geneve
+/// [VNI]` or `mpls [LABEL]`, that is a top-level operand of a chain of `and`s. Anything else with
+/// an encapsulation keyword narrows nothing.
+fn narrow_operands(text: &str, rest: &[(Option<Op>, &Node)]) -> Narrow {
+    let encaps = bpf::expr::encapsulations(text);
+    if encaps.is_empty() {
+        return rest
+            .iter()
+            .map(|(op, n)| (op, narrow(n)))
+            .reduce(|(_, l), (op, r)| match op {
+                Some(Op::Or) => (op, or(l, r)),
+                _ => (op, and(l, r)),
+            })
+            .map_or(Narrow::All, |(_, n)| n);
+    }
+    let ([at], false) = (&encaps[..], rest.iter().any(|(op, _)| *op == Some(Op::Or))) else {
+        return Narrow::All;
+    };
+    let keyword = rest.iter().position(|(_, n)| {
+        n.span.start == at.start && matches!(n.kind, Kind::Prim(Prim::Encap { .. }))
+    });
+    let Some(k) = keyword else {
+        return Narrow::All;
+    };
+    let Kind::Prim(Prim::Encap { kind, id }) = rest[k].1.kind else {
+        return Narrow::All;
+    };
+    let kind = match kind {
+        Encap::Geneve => TunnelKind::Geneve,
+        Encap::Mpls => TunnelKind::Mpls,
+        // This libpcap has no `vxlan`; PPPoE is not decapsulated.
+        Encap::Vxlan | Encap::Pppoes => return Narrow::All,
+    };
+    let mut n = Narrow::All;
+    for (i, (_, node)) in rest.iter().enumerate() {
+        n = match i.cmp(&k) {
+            std::cmp::Ordering::Less => and(n, narrow(node)),
+            std::cmp::Ordering::Equal => and(n, Narrow::Tunnel { kind, id }),
+            std::cmp::Ordering::Greater => match narrow(node) {
+                Narrow::All => n,
+                inner => and(n, Narrow::Inner(Box::new(inner))),
+            },
+        };
+    }
+    n
 }
 
 fn narrow_expr(e: &Expr) -> Narrow {
@@ -235,6 +286,8 @@ fn prim(p: &Prim) -> Narrow {
             outer: true,
         } => Narrow::Vlan(id),
         Prim::Vlan { .. } => Narrow::All,
+        // Only reached inside parentheses or after `not`, which `narrow_operands` leaves whole.
+        Prim::Encap { .. } => Narrow::All,
     }
 }
 
@@ -370,12 +423,60 @@ mod tests {
         let cases = "host 10.0.0.1 or 10.0.0.2; not host 10.0.0.1; ! tcp; udp[8:2] = 0x1234; \
             len > 100; (udp[0] & 1) = 1; host example.com; net 10; net 10.1/16; port http; \
             port 0x50; ip proto \\tcp; arp host 10.0.0.1; tcp[tcpflags] & tcp-syn != 0; \
-            port 1 or (; mpls and vlan 5; tcp\u{a0}and udp; ";
+            port 1 or (; tcp\u{a0}and udp; ";
         for e in cases.split("; ") {
             assert_eq!(n(e), All, "{e}");
         }
         let got = n("(udp[8:2] & 0xff) = 3 and host 1.2.3.4");
         assert!(got == All || got == host("1.2.3.4"), "{got:?}");
+    }
+
+    /// After `geneve`/`mpls`, libpcap reads the following terms inside the tunnel; the index
+    /// files tunnelled packets under the carried packet. Only one keyword in a chain of `and`s
+    /// narrows; every other shape with an encapsulation keyword narrows nothing.
+    #[test]
+    fn encapsulation_keywords() {
+        let tunnel = |kind, id| Tunnel { kind, id };
+        let inner = |n| Inner(Box::new(n));
+        let cases = [
+            (
+                "geneve and host 10.0.0.1",
+                and(tunnel(TunnelKind::Geneve, None), inner(host("10.0.0.1"))),
+            ),
+            (
+                "host 192.0.2.1 and geneve 7 and tcp",
+                and(
+                    and(host("192.0.2.1"), tunnel(TunnelKind::Geneve, Some(7))),
+                    inner(Proto(6)),
+                ),
+            ),
+            (
+                "mpls 1000 and (port 53 or net 10.1.0.0/16)",
+                and(
+                    tunnel(TunnelKind::Mpls, Some(1000)),
+                    inner(or(Port(53), net("10.1.0.0", 16))),
+                ),
+            ),
+            // An inner tag is not indexed: the tunnel alone narrows.
+            ("mpls and vlan 5", tunnel(TunnelKind::Mpls, None)),
+            ("geneve", tunnel(TunnelKind::Geneve, None)),
+        ];
+        for (e, want) in cases {
+            assert_eq!(n(e), want, "{e}");
+        }
+        for e in [
+            "geneve or host 10.0.0.1",
+            "host 10.0.0.1 or geneve and tcp",
+            "mpls and mpls and host 10.0.0.1",
+            "not mpls and host 10.0.0.1",
+            "(geneve and udp) and host 10.0.0.1",
+            "geneve 0x7 and host 10.0.0.1",
+            "pppoes and host 10.0.0.1",
+            "vxlan and host 10.0.0.1",
+            "host 10.0.0.1 and (tcp or mpls)",
+        ] {
+            assert_eq!(n(e), All, "{e}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{PrimitiveBuilder, StringBuilder};
-use arrow_array::types::{UInt16Type, UInt64Type, UInt8Type};
+use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use columns::{file_column, file_type, ts_builder, ts_type};
@@ -21,14 +21,16 @@ use parquet::basic::ZstdLevel;
 use parquet::file::metadata::KeyValue;
 
 use crate::file::Identity;
+use wire::TunnelKind;
+
 use crate::key::{FlowKey, KIND_IP, KIND_PORTS, KIND_VLAN};
 
 /// Bumped when a column changes meaning; a table of another version is rebuilt.
-pub const FLOWS_VERSION: u32 = 1;
+pub const FLOWS_VERSION: u32 = 2;
 /// The footer's `ringcap.schema`: the dataset's `flows/MAJOR.MINOR` (docs/datasets.md: a new
 /// column bumps MINOR, any other change MAJOR; either one bumps [`FLOWS_VERSION`] too, so a
 /// store's tables are rebuilt to it).
-pub const FLOWS_SCHEMA: &str = "flows/1.0";
+pub const FLOWS_SCHEMA: &str = "flows/1.1";
 /// Rows per record batch (and row group) while writing: bounds the Arrow columns held at once.
 const CHUNK_ROWS: usize = 64 << 10;
 /// Footer keys (with the `ringcap.` prefix the records tables use).
@@ -51,6 +53,10 @@ pub mod col {
     pub const SRC_BYTES: &str = "src_bytes";
     pub const DST_PACKETS: &str = "dst_packets";
     pub const DST_BYTES: &str = "dst_bytes";
+    pub const TUNNEL: &str = "tunnel";
+    pub const TUNNEL_ID: &str = "tunnel_id";
+    pub const TUNNEL_A: &str = "tunnel_a";
+    pub const TUNNEL_B: &str = "tunnel_b";
 }
 
 /// The flow table's path for `capture`: next to it, `NAME.flows.parquet`.
@@ -117,6 +123,11 @@ pub fn flow_schema() -> SchemaRef {
         f(col::SRC_BYTES, UInt64, false),
         f(col::DST_PACKETS, UInt64, false),
         f(col::DST_BYTES, UInt64, false),
+        // flows/1.1: the tunnel the flow came in (its packets are keyed by what it carries).
+        f(col::TUNNEL, Utf8, true),
+        f(col::TUNNEL_ID, UInt32, true),
+        f(col::TUNNEL_A, Utf8, true),
+        f(col::TUNNEL_B, Utf8, true),
     ]))
 }
 
@@ -165,6 +176,9 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
     let (mut packets, mut bytes) = (u64s(), u64s());
     let (mut src_packets, mut src_bytes, mut dst_packets, mut dst_bytes) =
         (u64s(), u64s(), u64s(), u64s());
+    let mut tunnel = StringBuilder::new();
+    let mut tunnel_id = PrimitiveBuilder::<UInt32Type>::with_capacity(n);
+    let (mut tunnel_a, mut tunnel_b) = (StringBuilder::new(), StringBuilder::new());
     for s in flows {
         let k = &s.key;
         // `src` is the endpoint that sent the flow's earliest packet.
@@ -190,6 +204,14 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
         src_bytes.append_value(s.bytes[fwd]);
         dst_packets.append_value(s.packets[rev]);
         dst_bytes.append_value(s.bytes[rev]);
+        let kind = crate::key::tunnel_kind(k.tunnel);
+        tunnel.append_option(kind.map(|t| t.name()));
+        // Kinds without an id (ERSPAN I, IP-in-IP) have none to show.
+        let has_id = kind.is_some_and(|t| !matches!(t, TunnelKind::Erspan1 | TunnelKind::IpInIp));
+        tunnel_id.append_option(has_id.then_some(k.tunnel_id));
+        let carrier = kind.is_some() && (k.carrier_a != [0; 16] || k.carrier_b != [0; 16]);
+        append_addr(&mut tunnel_a, carrier.then_some(&k.carrier_a));
+        append_addr(&mut tunnel_b, carrier.then_some(&k.carrier_b));
     }
     let cols: Vec<ArrayRef> = vec![
         file_column(file, n),
@@ -207,6 +229,10 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
         Arc::new(src_bytes.finish()),
         Arc::new(dst_packets.finish()),
         Arc::new(dst_bytes.finish()),
+        Arc::new(tunnel.finish()),
+        Arc::new(tunnel_id.finish()),
+        Arc::new(tunnel_a.finish()),
+        Arc::new(tunnel_b.finish()),
     ];
     RecordBatch::try_new(flow_schema(), cols).expect("columns match the schema")
 }

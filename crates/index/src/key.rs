@@ -1,6 +1,6 @@
 //! The flow key of a packet: what the index files packets under.
 
-use wire::{IpVersion, LinkType};
+use wire::{IpVersion, LinkType, TunnelKind};
 
 /// The key has IP addresses.
 pub const KIND_IP: u8 = 1;
@@ -8,11 +8,47 @@ pub const KIND_IP: u8 = 1;
 pub const KIND_PORTS: u8 = 2;
 /// The packet carried an 802.1Q tag (the outer id is in `vlan`).
 pub const KIND_VLAN: u8 = 4;
+/// Where an index row keeps the tunnel's code (see [`tunnel_code`]) in its kind byte: bits 3-6.
+pub const TUNNEL_SHIFT: u32 = 3;
+
+/// The code of a tunnel kind in keys and index rows (0: no tunnel).
+pub const fn tunnel_code(kind: TunnelKind) -> u8 {
+    match kind {
+        TunnelKind::Vxlan => 1,
+        TunnelKind::Geneve => 2,
+        TunnelKind::Gre => 3,
+        TunnelKind::Erspan1 => 4,
+        TunnelKind::Erspan2 => 5,
+        TunnelKind::Erspan3 => 6,
+        TunnelKind::Mpls => 7,
+        TunnelKind::IpInIp => 8,
+    }
+}
+
+/// The tunnel kind of a code from [`tunnel_code`].
+pub const fn tunnel_kind(code: u8) -> Option<TunnelKind> {
+    Some(match code {
+        1 => TunnelKind::Vxlan,
+        2 => TunnelKind::Geneve,
+        3 => TunnelKind::Gre,
+        4 => TunnelKind::Erspan1,
+        5 => TunnelKind::Erspan2,
+        6 => TunnelKind::Erspan3,
+        7 => TunnelKind::Mpls,
+        8 => TunnelKind::IpInIp,
+        _ => return None,
+    })
+}
 
 /// A flow, both directions in one key: the endpoint that sorts first is `a`. Packets without an IP
 /// header (ARP, other ethertypes, unparsable frames) share the key with `kind` 0 and are a
 /// candidate of every query, so narrowing stays a superset of what libpcap accepts (its `host X`
 /// also matches ARP).
+///
+/// A packet inside one tunnel ([`wire::decapsulate`]) is keyed by the packet it carries, with the
+/// tunnel's code, id and carrier addresses; one inside two or more, or whose tunnel header could
+/// not be read whole, shares the key of packets without IP (libpcap's `geneve` or `mpls` may
+/// still look inside it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowKey {
     /// IPv6 address, or IPv4 as `::ffff:a.b.c.d`.
@@ -23,6 +59,13 @@ pub struct FlowKey {
     pub proto: u8,
     pub kind: u8,
     pub vlan: u16,
+    /// The tunnel the packet came in ([`tunnel_code`]; 0: none).
+    pub tunnel: u8,
+    /// Its VNI, GRE key, ERSPAN session or top MPLS label (0 when it has none).
+    pub tunnel_id: u32,
+    /// The tunnel's carrier addresses (the outer IP header), the lower first; zero without.
+    pub carrier_a: [u8; 16],
+    pub carrier_b: [u8; 16],
 }
 
 /// An IPv4 address in the index's 16-byte form.
@@ -53,6 +96,7 @@ impl FlowKey {
             proto: (k >> 24) as u8,
             kind: (k >> 16) as u8,
             vlan: k as u16,
+            ..FlowKey::default()
         }
     }
 
@@ -61,7 +105,7 @@ impl FlowKey {
     #[inline]
     pub fn compact_v4(&self) -> Option<u128> {
         const V4: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
-        if self.a[..12] != V4 || self.b[..12] != V4 {
+        if self.a[..12] != V4 || self.b[..12] != V4 || self.tunnel != 0 {
             return None;
         }
         let a = u32::from_be_bytes(self.a[12..].try_into().unwrap());
@@ -117,6 +161,9 @@ impl FlowKey {
         let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
         let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
         let (sp, dp) = (be16(off + 20)?, be16(off + 22)?);
+        if proto == 17 && matches!(dp, wire::tunnel::VXLAN_PORT | wire::tunnel::GENEVE_PORT) {
+            return None; // a tunnel: keyed by what it carries
+        }
         let a_to_b = (src, sp) <= (dst, dp);
         let ((a, port_a), (b, port_b)) = if a_to_b {
             ((src, sp), (dst, dp))
@@ -133,7 +180,7 @@ impl FlowKey {
         Some((key, a_to_b))
     }
 
-    /// The key of one frame (the outer IP header, as libpcap's `host`/`port` read it).
+    /// The key of one frame: its IP header's, or the carried packet's for a packet in a tunnel.
     pub fn of(frame: &[u8], linktype: LinkType) -> FlowKey {
         Self::directed_of(frame, linktype).0
     }
@@ -141,17 +188,37 @@ impl FlowKey {
     /// [`Self::of`], and whether the packet goes from endpoint `a` to `b` (true for packets
     /// without an IP header).
     pub fn directed_of(frame: &[u8], linktype: LinkType) -> (FlowKey, bool) {
-        let h = wire::parse(frame, linktype);
+        let d = wire::decapsulate(frame, linktype);
+        if d.depth > 1 || d.problem.is_some() {
+            return (FlowKey::default(), true);
+        }
+        let (mut key, a_to_b) = Self::of_headers(&d.inner);
+        if let (Some(l), true) = (d.innermost(), key.kind & KIND_IP != 0) {
+            key.tunnel = tunnel_code(l.kind);
+            key.tunnel_id = l.id.unwrap_or(0);
+            if let Some(v) = l.carrier_version {
+                let (x, y) = (addr_of(v, &l.carrier_src), addr_of(v, &l.carrier_dst));
+                (key.carrier_a, key.carrier_b) = if x <= y { (x, y) } else { (y, x) };
+            }
+            // The outer VLAN tag is libpcap's `vlan` (the inner one is not indexed).
+            key.vlan = 0;
+            key.kind &= !KIND_VLAN;
+            if let Some(vid) = wire::parse(frame, linktype).vlan_outer {
+                key.vlan = vid;
+                key.kind |= KIND_VLAN;
+            }
+        } else if d.depth == 1 {
+            // A tunnel carrying no IP (ARP inside VXLAN): a candidate of every query.
+            return (FlowKey::default(), true);
+        }
+        (key, a_to_b)
+    }
+
+    fn of_headers(h: &wire::Headers) -> (FlowKey, bool) {
         let Some(v) = h.ip_version else {
             return (FlowKey::default(), true);
         };
-        let (src, dst) = match v {
-            IpVersion::V4 => (
-                mapped_v4(h.src_ip[..4].try_into().unwrap()),
-                mapped_v4(h.dst_ip[..4].try_into().unwrap()),
-            ),
-            IpVersion::V6 => (h.src_ip, h.dst_ip),
-        };
+        let (src, dst) = (addr_of(v, &h.src_ip), addr_of(v, &h.dst_ip));
         let mut kind = KIND_IP;
         let (sp, dp) = match (h.src_port, h.dst_port) {
             (Some(s), Some(d)) => {
@@ -181,8 +248,17 @@ impl FlowKey {
             proto: h.protocol.unwrap_or(0),
             kind,
             vlan,
+            ..FlowKey::default()
         };
         (key, a_to_b)
+    }
+}
+
+/// An address of a parsed header in the index's 16-byte form.
+fn addr_of(v: IpVersion, b: &[u8; 16]) -> [u8; 16] {
+    match v {
+        IpVersion::V4 => mapped_v4(b[..4].try_into().unwrap()),
+        IpVersion::V6 => *b,
     }
 }
 
@@ -255,5 +331,50 @@ mod tests {
         for lt in [LinkType::Raw, LinkType::LinuxSll] {
             assert_eq!(FlowKey::compact_v4_of(&template(false, 17), lt), None);
         }
+    }
+
+    /// Ethernet / IPv4 192.0.2.1 -> 192.0.2.2 / UDP to `dport` / `body`.
+    fn udp_carrier(dport: u16, body: &[u8], flags: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x08, 0x00]);
+        let len = (28 + body.len()) as u16;
+        f.extend_from_slice(&[0x45, 0, (len >> 8) as u8, len as u8, 0, 0]);
+        f.extend_from_slice(&flags.to_be_bytes());
+        f.extend_from_slice(&[64, 17, 0, 0, 192, 0, 2, 2, 192, 0, 2, 1]);
+        f.extend_from_slice(&[0xc3, 0x50]);
+        f.extend_from_slice(&dport.to_be_bytes());
+        f.extend_from_slice(&((8 + body.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(body);
+        f
+    }
+
+    #[test]
+    fn a_tunnelled_packet_is_keyed_by_what_it_carries() {
+        // VXLAN VNI 42 around the template's TCP packet (10.0.1.2:5001 -> 10.9.0.1:1024).
+        let mut vx = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+        vx.extend_from_slice(&template(false, 6));
+        let f = udp_carrier(4789, &vx, 0x4000);
+        assert_eq!(FlowKey::compact_v4_of(&f, LinkType::Ethernet), None);
+        let (k, a_to_b) = FlowKey::directed_of(&f, LinkType::Ethernet);
+        assert_eq!(k.a, mapped_v4([10, 0, 1, 2]));
+        assert_eq!(k.b, mapped_v4([10, 9, 0, 1]));
+        assert_eq!((k.port_a, k.port_b, k.proto), (5001, 1024, 6));
+        assert!(a_to_b);
+        assert_eq!((k.tunnel, k.tunnel_id), (tunnel_code(TunnelKind::Vxlan), 42));
+        assert_eq!(k.carrier_a, mapped_v4([192, 0, 2, 1]));
+        assert_eq!(k.carrier_b, mapped_v4([192, 0, 2, 2]));
+        assert_eq!(k.compact_v4(), None);
+        // The first fragment of a tunnel packet, and a VXLAN header without its I flag: the key
+        // of packets without IP, a candidate of every query (libpcap may read inside them).
+        let frag = udp_carrier(4789, &vx, 0x2000);
+        assert_eq!(FlowKey::of(&frag, LinkType::Ethernet), FlowKey::default());
+        vx[0] = 0;
+        let bad = udp_carrier(4789, &vx, 0x4000);
+        assert_eq!(FlowKey::of(&bad, LinkType::Ethernet), FlowKey::default());
+        for code in 1..=8 {
+            assert_eq!(tunnel_kind(code).map(tunnel_code), Some(code));
+        }
+        assert_eq!(tunnel_kind(0), None);
     }
 }

@@ -14,7 +14,7 @@
 //! 0x8847/0x8848 or GRE protocol 0x8847. After the bottom MPLS label the payload is IPv4 or IPv6
 //! by its first nibble, or an Ethernet pseudowire behind a control word when the nibble is 0;
 //! anything else stays undecoded. IP fragments are not decapsulated (the inner header may be in
-//! another fragment): they keep the outer headers.
+//! another fragment): they keep the outer headers, the first one with [`Problem::Truncated`].
 //!
 //! Bounds: at most [`MAX_DEPTH`] tunnels are crossed and [`MAX_LABELS`] MPLS labels read; a
 //! deeper packet keeps the headers reached so far and reports [`Problem::TooDeep`]. A truncated
@@ -116,13 +116,17 @@ pub struct Layer {
 /// Why decapsulation stopped before the innermost packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Problem {
-    /// The frame ends inside a tunnel header, or right after it.
+    /// The frame ends inside a tunnel header, or right after it; or it is the first IP fragment
+    /// of a tunnel packet (the carried packet continues in the next fragment).
     Truncated,
     /// A tunnel header holds an impossible value (VXLAN without its I flag, wrong ERSPAN
     /// version, GENEVE version ≠ 0, MPLS payload that is neither IP nor a pseudowire).
     Malformed,
     /// More than [`MAX_DEPTH`] tunnels or [`MAX_LABELS`] MPLS labels.
     TooDeep,
+    /// A GENEVE payload of a protocol type other than Ethernet, IPv4 or IPv6: a GENEVE packet
+    /// (as libpcap's `geneve` sees it) whose content this module does not decode.
+    Unsupported,
 }
 
 /// What [`decapsulate`] found.
@@ -289,12 +293,25 @@ fn layer(kind: TunnelKind, id: Option<u32>, h: &Headers, inner_offset: usize) ->
 
 /// Looks behind the transport header of `h` for a tunnel.
 fn behind(f: &[u8], h: &Headers) -> Next {
-    if h.ip_version.is_none() || h.is_fragment() {
+    if h.ip_version.is_none() {
         return Next::None;
     }
     let (Some(l3), Some(l4), Some(proto)) = (h.l3_offset, h.l4_offset, h.protocol) else {
         return Next::None;
     };
+    if h.is_fragment() {
+        // The first fragment of a tunnel packet: what it carries is cut.
+        let tunnel = match proto {
+            ip_proto::UDP => matches!(h.dst_port, Some(VXLAN_PORT | GENEVE_PORT)),
+            ip_proto::GRE | ip_proto::IPIP | ip_proto::IPV6 => true,
+            _ => false,
+        };
+        return if tunnel {
+            Next::Bad(Problem::Truncated)
+        } else {
+            Next::None
+        };
+    }
     // The IP packet ends at its length (Ethernet padding is not payload).
     let ip_end = match h.ip_len {
         Some(len) => (l3 as usize + len as usize).min(f.len()),
@@ -351,7 +368,7 @@ fn geneve(f: &[u8], at: usize, end: usize, h: &Headers) -> Next {
     let carried = match be16(g, 2) {
         gre_proto::TEB => At::Ethernet(inner),
         ethertype::IPV4 | ethertype::IPV6 => At::Ip(inner),
-        _ => return Next::None,
+        _ => return Next::Bad(Problem::Unsupported),
     };
     if inner > end {
         return Next::Bad(Problem::Truncated);
@@ -650,6 +667,9 @@ mod tests {
         let d = decapsulate(&outer(17, &udp(1, GENEVE_PORT, &g)), LinkType::Ethernet);
         assert_inner_tcp(&d);
         one_layer(&d, TunnelKind::Geneve, Some(256));
+        let g = [vec![0, 0, 0x88, 0x47, 0, 1, 0, 0], inner_ip()].concat();
+        let d = decapsulate(&outer(17, &udp(1, GENEVE_PORT, &g)), LinkType::Ethernet);
+        assert_eq!((d.depth, d.problem), (0, Some(Problem::Unsupported)));
     }
 
     #[test]

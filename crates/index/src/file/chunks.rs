@@ -69,7 +69,7 @@ pub(super) fn chunk_plan(
     plan
 }
 
-/// Where a flow row keeps its postings offset (the last 8 of its [`FLOW_LEN`] bytes).
+/// Where a flow row keeps its postings offset (8 bytes, before the tunnel id).
 const ROW_POSTINGS_AT: usize = 20;
 
 /// Rows of `width` bytes as a chunk stores them: byte 0 of every row, then byte 1 of every row,
@@ -133,7 +133,8 @@ mod tests {
             let mut row = [0u8; FLOW_LEN];
             row[0] = i as u8;
             row[13] = 0xab;
-            row[ROW_POSTINGS_AT..].copy_from_slice(&off.to_le_bytes());
+            row[ROW_POSTINGS_AT..ROW_POSTINGS_AT + 8].copy_from_slice(&off.to_le_bytes());
+            row[FLOW_LEN - 1] = 0xcd;
             flows.extend_from_slice(&row);
         }
         let packed = pack_rows(&flows, FLOW_LEN);

@@ -3,7 +3,18 @@
 
 use std::ops::{Range, RangeInclusive};
 
-use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
+use wire::TunnelKind;
+
+use crate::expr::Narrow;
+use crate::key::{addr16, tunnel_kind, KIND_IP, KIND_PORTS, KIND_VLAN};
+
+/// Which packet a narrowing term reads: the one on the wire, or the one inside its tunnel
+/// (terms after libpcap's `geneve` or `mpls`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Outer,
+    Inner,
+}
 
 use super::{varint, FlowRow, IndexError, IndexFile, DIR_STEP, FLOW_LEN};
 
@@ -47,23 +58,54 @@ impl IndexFile {
 
     /// Every flow for which `keep` holds, plus those without IP. The flows section is read in
     /// one piece (a copy of ~3 MB per 100 k flows) rather than a look-up per flow.
-    fn flows_where(&self, keep: impl Fn(&FlowRow) -> bool) -> Result<Vec<u32>, IndexError> {
+    fn flows_where(
+        &self,
+        keep: impl Fn(&FlowRow) -> Result<bool, IndexError>,
+    ) -> Result<Vec<u32>, IndexError> {
         let n = self.header.flows as usize;
         let all = self.raw(self.flows_at, n * FLOW_LEN)?;
         let mut out = Vec::new();
         for (i, b) in all.chunks_exact(FLOW_LEN).enumerate() {
             let f = self.flow_row(b)?;
-            if f.kind & KIND_IP == 0 || keep(&f) {
+            if f.kind & KIND_IP == 0 || keep(&f)? {
                 out.push(i as u32);
             }
         }
         Ok(out)
     }
 
+    /// The flows of a host or net term at `level`: those with an endpoint in `ids`, kept or
+    /// widened for tunnelled flows (see [`Self::accepts_at`]).
+    fn flows_with_addr_at(&self, ids: Range<u32>, level: Level) -> Result<Vec<u32>, IndexError> {
+        let listed = self.flows_with_addr(ids)?;
+        if self.header.tunnelled == 0 {
+            return Ok(listed);
+        }
+        match level {
+            // A tunnelled flow's carrier addresses are not indexed: any of them may be the host.
+            Level::Outer => {
+                let mut all = listed;
+                all.extend(self.flows_where(|f| Ok(f.tunnel != 0))?);
+                all.sort_unstable();
+                all.dedup();
+                Ok(all)
+            }
+            Level::Inner => {
+                let mut kept = Vec::with_capacity(listed.len());
+                for i in listed {
+                    let f = self.flow(i)?;
+                    if f.kind & KIND_IP == 0 || f.tunnel != 0 {
+                        kept.push(i);
+                    }
+                }
+                Ok(kept)
+            }
+        }
+    }
+
     /// At most how many flows a narrowing keeps, found cheaply: host and net terms are counted in
     /// the sorted lists (through the directories); any other term may keep every flow.
-    fn estimate(&self, n: &crate::expr::Narrow) -> Result<u64, IndexError> {
-        use crate::expr::Narrow;
+    fn estimate(&self, n: &Narrow) -> Result<u64, IndexError> {
         let all = u64::from(self.header.flows);
         let addrs = |ids: Range<u32>| -> Result<u64, IndexError> {
             if ids.is_empty() {
@@ -82,6 +124,9 @@ impl IndexFile {
                 let (lo, hi) = net_range(*addr, *prefix);
                 addrs(self.addr_ids(&lo, &hi)?)?
             }
+            // An estimate only picks the side of an `and` to list: tunnelled flows, which a host
+            // term at the outer level adds, are not counted.
+            Narrow::Inner(x) => self.estimate(x)?,
             Narrow::And(x, y) => self.estimate(x)?.min(self.estimate(y)?),
             Narrow::Or(x, y) => self.estimate(x)?.saturating_add(self.estimate(y)?),
             _ => all,
@@ -89,14 +134,35 @@ impl IndexFile {
     }
 
     /// Whether flow `f` may hold a packet the narrowing accepts (flows without IP always may):
-    /// the per-flow form of [`Self::candidates`].
-    fn accepts(&self, f: &FlowRow, n: &crate::expr::Narrow) -> Result<bool, IndexError> {
-        use crate::expr::Narrow;
+    /// the per-flow form of [`Self::candidates`], for terms that read the packet at `level`.
+    /// A tunnelled flow's row holds the carried packet's endpoints, ports and protocol and the
+    /// tunnel's kind and id, not the carrier's addresses: outer host and net terms keep it, outer
+    /// port terms when the carrier is UDP (VXLAN, GENEVE: their source ports vary), an outer
+    /// protocol term when it is the carrier's. Inner terms (after `geneve`/`mpls`, which a
+    /// tunnelled flow of that kind satisfies) test the row's fields; no flow without a tunnel
+    /// has an inner packet.
+    fn accepts_at(&self, f: &FlowRow, n: &Narrow, level: Level) -> Result<bool, IndexError> {
         if f.kind & KIND_IP == 0 {
             return Ok(true);
         }
+        let tunnel = tunnel_kind(f.tunnel);
+        if let Narrow::And(x, y) = n {
+            return Ok(self.accepts_at(f, x, level)? && self.accepts_at(f, y, level)?);
+        }
+        if let Narrow::Or(x, y) = n {
+            return Ok(self.accepts_at(f, x, level)? || self.accepts_at(f, y, level)?);
+        }
+        match (n, level, tunnel) {
+            (Narrow::All, _, _) => return Ok(true),
+            (Narrow::Inner(x), _, _) => return self.accepts_at(f, x, Level::Inner),
+            (Narrow::Tunnel { kind, id }, _, t) => {
+                return Ok(t == Some(*kind) && id.is_none_or(|id| id == f.tunnel_id))
+            }
+            (_, Level::Inner, None) => return Ok(false),
+            (_, Level::Outer, Some(t)) => return Ok(carrier_may_match(t, f, n)),
+            _ => {}
+        }
         Ok(match n {
-            Narrow::All => true,
             Narrow::Host(ip) => {
                 let a = addr16(*ip);
                 self.addr(f.a)? == a || self.addr(f.b)? == a
@@ -110,28 +176,33 @@ impl IndexFile {
             Narrow::PortRange(lo, hi) => port_may_match(f, *lo..=*hi),
             Narrow::Proto(p) => f.proto == *p,
             Narrow::Vlan(v) => f.kind & KIND_VLAN != 0 && f.vlan == *v,
-            Narrow::And(x, y) => self.accepts(f, x)? && self.accepts(f, y)?,
-            Narrow::Or(x, y) => self.accepts(f, x)? || self.accepts(f, y)?,
+            Narrow::All | Narrow::Inner(_) | Narrow::Tunnel { .. } => true,
+            Narrow::And(..) | Narrow::Or(..) => unreachable!("handled above"),
         })
     }
 
     /// The candidate flows of a narrowing (`None`: every packet is a candidate).
-    pub fn candidates(&self, n: &crate::expr::Narrow) -> Result<Option<Vec<u32>>, IndexError> {
-        use crate::expr::Narrow;
+    pub fn candidates(&self, n: &Narrow) -> Result<Option<Vec<u32>>, IndexError> {
+        self.candidates_at(n, Level::Outer)
+    }
+
+    fn candidates_at(&self, n: &Narrow, level: Level) -> Result<Option<Vec<u32>>, IndexError> {
         Ok(Some(match n {
             Narrow::All => return Ok(None),
+            Narrow::Inner(x) => return self.candidates_at(x, Level::Inner),
             Narrow::Host(ip) => {
                 let a = addr16(*ip);
-                self.flows_with_addr(self.addr_ids(&a, &a)?)?
+                self.flows_with_addr_at(self.addr_ids(&a, &a)?, level)?
             }
             Narrow::Net { addr, prefix } => {
                 let (lo, hi) = net_range(*addr, *prefix);
-                self.flows_with_addr(self.addr_ids(&lo, &hi)?)?
+                self.flows_with_addr_at(self.addr_ids(&lo, &hi)?, level)?
             }
-            Narrow::Port(p) => self.flows_where(|f| port_may_match(f, *p..=*p))?,
-            Narrow::PortRange(lo, hi) => self.flows_where(|f| port_may_match(f, *lo..=*hi))?,
-            Narrow::Proto(p) => self.flows_where(|f| f.proto == *p)?,
-            Narrow::Vlan(v) => self.flows_where(|f| f.kind & KIND_VLAN != 0 && f.vlan == *v)?,
+            Narrow::Port(_)
+            | Narrow::PortRange(..)
+            | Narrow::Proto(_)
+            | Narrow::Vlan(_)
+            | Narrow::Tunnel { .. } => self.flows_where(|f| self.accepts_at(f, n, level))?,
             Narrow::And(x, y) => {
                 // The side that keeps fewer flows is listed; the other is tested on those flows
                 // only: `udp and src host A and ... dst host B` lists A's flows, not every udp flow
@@ -141,18 +212,18 @@ impl IndexFile {
                 } else {
                     (y, x)
                 };
-                let Some(listed) = self.candidates(few)? else {
-                    return self.candidates(other);
+                let Some(listed) = self.candidates_at(few, level)? else {
+                    return self.candidates_at(other, level);
                 };
                 let mut kept = Vec::with_capacity(listed.len());
                 for i in listed {
-                    if self.accepts(&self.flow(i)?, other)? {
+                    if self.accepts_at(&self.flow(i)?, other, level)? {
                         kept.push(i);
                     }
                 }
                 kept
             }
-            Narrow::Or(x, y) => match (self.candidates(x)?, self.candidates(y)?) {
+            Narrow::Or(x, y) => match (self.candidates_at(x, level)?, self.candidates_at(y, level)?) {
                 (None, _) | (_, None) => return Ok(None),
                 (Some(mut x), Some(y)) => {
                     x.extend(y);
@@ -250,4 +321,29 @@ fn port_may_match(f: &FlowRow, range: RangeInclusive<u16>) -> bool {
         return matches!(f.proto, 6 | 17 | 132);
     }
     range.contains(&f.port_a) || range.contains(&f.port_b)
+}
+
+/// Whether an outer-level leaf term may accept a packet of a flow that came in tunnel `t`: the
+/// term reads the carrier, of which the row knows only what the kind implies.
+fn carrier_may_match(t: TunnelKind, f: &FlowRow, n: &Narrow) -> bool {
+    match n {
+        // The carrier's addresses are not in the row.
+        Narrow::Host(_) | Narrow::Net { .. } => t != TunnelKind::Mpls,
+        // VXLAN and GENEVE ride in UDP with varying source ports; the others have no ports.
+        Narrow::Port(_) | Narrow::PortRange(..) => {
+            matches!(t, TunnelKind::Vxlan | TunnelKind::Geneve)
+        }
+        Narrow::Proto(p) => match t {
+            TunnelKind::Vxlan | TunnelKind::Geneve => *p == 17,
+            TunnelKind::Gre | TunnelKind::Erspan1 | TunnelKind::Erspan2 | TunnelKind::Erspan3 => {
+                *p == 47
+            }
+            TunnelKind::IpInIp => *p == 4 || *p == 41,
+            TunnelKind::Mpls => false,
+        },
+        // The row's VLAN is the outer tag.
+        Narrow::Vlan(v) => f.kind & KIND_VLAN != 0 && f.vlan == *v,
+        Narrow::All | Narrow::Inner(_) | Narrow::Tunnel { .. } => true,
+        Narrow::And(..) | Narrow::Or(..) => true,
+    }
 }

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::key::KIND_IP;
+use crate::key::{KIND_IP, TUNNEL_SHIFT};
 
 mod chunks;
 mod frames;
@@ -30,9 +30,11 @@ pub(crate) const MAGIC: &[u8; 8] = b"RCINDEX\x01";
 /// posting offsets as differences (see `chunks::pack_rows`): 40 % less index on generated traffic.
 /// 6: a plain file indexed after the fact gives its first frame's first record, not the file's
 /// start (version 5 had the file header read as a record there).
-pub const VERSION: u32 = 6;
+/// 7: a packet in a tunnel is filed under the packet it carries; flow rows gain the tunnel's
+/// code (kind bits 3-6) and id (4 more bytes), the header the count of tunnelled flows.
+pub const VERSION: u32 = 7;
 pub(crate) const HEADER_LEN: usize = 128;
-pub(crate) const FLOW_LEN: usize = 28;
+pub(crate) const FLOW_LEN: usize = 32;
 /// A `by_b` entry: the flow's second endpoint (address id), then the flow.
 pub(crate) const BY_B_LEN: usize = 8;
 /// Uncompressed bytes per chunk of the body (each chunk is one zstd frame). A look-up of one
@@ -109,6 +111,8 @@ pub struct Header {
     /// sections after its first packet): the index times the file, and a query that wants any of
     /// it reads it whole.
     pub read_whole: bool,
+    /// Flows of packets that came in a tunnel (their rows have a tunnel code).
+    pub tunnelled: u32,
 }
 
 impl Header {
@@ -135,6 +139,7 @@ impl Header {
         out.extend_from_slice(&self.frames_len.to_le_bytes());
         out.extend_from_slice(&self.damaged.to_le_bytes());
         out.extend_from_slice(&u32::from(self.read_whole).to_le_bytes());
+        out.extend_from_slice(&self.tunnelled.to_le_bytes());
         out.resize(start + HEADER_LEN - 12, 0);
     }
 
@@ -161,6 +166,7 @@ impl Header {
             frames_len: u64_at(92),
             damaged: u32_at(100),
             read_whole: u32_at(104) & 1 != 0,
+            tunnelled: u32_at(108),
             complete: b[72] != 0,
             compression: Compression::from_code(b[73]).unwrap_or_default(),
         };
@@ -325,6 +331,9 @@ pub struct FlowRow {
     /// Entries in the flow's postings: its packets (plain file) or the frames holding them.
     pub entries: u32,
     pub postings: u64,
+    /// The tunnel the flow's packets came in (`key::tunnel_code`; 0: none) and its id.
+    pub tunnel: u8,
+    pub tunnel_id: u32,
 }
 
 /// Why an index cannot be used.
@@ -642,10 +651,12 @@ impl IndexFile {
             port_a: u16_at(8),
             port_b: u16_at(10),
             proto: b[12],
-            kind: b[13],
+            kind: b[13] & ((1 << TUNNEL_SHIFT) - 1),
             vlan: u16_at(14),
             entries: u32_at(16),
             postings: u64::from_le_bytes(b[20..28].try_into().unwrap()),
+            tunnel: b[13] >> TUNNEL_SHIFT,
+            tunnel_id: u32_at(28),
         };
         // Ids and posting offsets must stay inside their sections, whatever the bytes say.
         let addr_ok = |x: u32| (f.kind & KIND_IP == 0) || x < self.header.addrs;

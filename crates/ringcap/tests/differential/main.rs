@@ -73,6 +73,11 @@ const EXPRS: &[&str] = &[
     "vlan 100 and udp",
     "mpls",
     "mpls 1000 and host 10.0.0.3",
+    "geneve",
+    "geneve and host 10.0.0.3",
+    "host 10.0.0.1 and geneve 42 and tcp",
+    "geneve and (port 53 or net 10.1.0.0/16)",
+    "udp port 4789 or ip proto 4",
     "tcp[13] & 2 != 0",
     "ip[8] < 64",
     "ether[0] & 1 = 1",
@@ -107,6 +112,10 @@ const LONG_EXPRS: &[&str] = &[
     "wlan host 02:00:00:00:00:01",
     "src portrange 1000-1010 and ip6",
     "ip and not ip",
+    "mpls and host 10.0.0.3 and udp",
+    "geneve 7 and ip6 and not tcp",
+    "proto 47 and host 10.0.0.2",
+    "ip6 proto 41 or ip proto 41",
 ];
 
 fn ringcap() -> &'static str {

@@ -274,17 +274,145 @@ pub fn arp(rng: &mut Rng) -> Vec<u8> {
     a
 }
 
-/// Any network-layer packet: IPv4, IPv6, ARP, or an experimental EtherType.
+/// An IP packet around `l4` of protocol `proto`: IPv4 (now and then a first fragment) or IPv6.
+fn ip_around(rng: &mut Rng, proto: u8, l4: &[u8]) -> Net {
+    if rng.pct(75) {
+        let mut h = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0];
+        h[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+        if rng.pct(5) {
+            h[6] = 0x20; // more fragments: the carried packet goes on elsewhere
+        }
+        h.extend_from_slice(&rng.pick(&V4[..7]));
+        h.extend_from_slice(&rng.pick(&V4[..7]));
+        let c = fold(sum16(&h, 0));
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        h.extend_from_slice(l4);
+        return Net {
+            ethertype: 0x0800,
+            bytes: h,
+        };
+    }
+    let mut h = vec![0x60, 0, 0, 0, 0, 0, proto, 64];
+    h[4..6].copy_from_slice(&(l4.len() as u16).to_be_bytes());
+    h.extend_from_slice(&rng.pick(&V6[..3]));
+    h.extend_from_slice(&rng.pick(&V6[..3]));
+    h.extend_from_slice(l4);
+    Net {
+        ethertype: 0x86dd,
+        bytes: h,
+    }
+}
+
+/// A packet in a tunnel, as cloud mirroring and switches send them: GENEVE and VXLAN (UDP
+/// 6081, 4789), GRE with or without key carrying IP, Ethernet or ERSPAN II/III, IP-in-IP;
+/// now and then a bad or cut tunnel header, which libpcap's `geneve` still reads through.
+pub fn tunnel(rng: &mut Rng) -> Net {
+    let inner = if rng.pct(70) {
+        Net {
+            ethertype: 0x0800,
+            bytes: ipv4(rng),
+        }
+    } else {
+        Net {
+            ethertype: 0x86dd,
+            bytes: ipv6(rng),
+        }
+    };
+    let eth = |rng: &mut Rng, n: &Net| -> Vec<u8> {
+        let mut f = rng.pick(&MACS[..4]).to_vec();
+        f.extend_from_slice(&rng.pick(&MACS[..4]));
+        if rng.pct(10) {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 100]);
+        }
+        f.extend_from_slice(&n.ethertype.to_be_bytes());
+        f.extend_from_slice(&n.bytes);
+        f
+    };
+    let vni = |rng: &mut Rng| (rng.pick(&[7u32, 42, 1000, 16_777_215]) << 8).to_be_bytes();
+    let udp = |rng: &mut Rng, dport: u16, body: &[u8]| -> Vec<u8> {
+        let mut u = port(rng).to_be_bytes().to_vec();
+        u.extend_from_slice(&dport.to_be_bytes());
+        u.extend_from_slice(&((8 + body.len()) as u16).to_be_bytes());
+        u.extend_from_slice(&[0, 0]);
+        u.extend_from_slice(body);
+        u
+    };
+    let (proto, mut l4) = match rng.below(5) {
+        0 | 1 => {
+            let words = rng.below(3) as u8;
+            let bad = if rng.pct(5) { 0x40 } else { 0 };
+            let (ptype, body) = match rng.below(10) {
+                0..=5 => (0x6558u16, eth(rng, &inner)),
+                6..=8 => (inner.ethertype, inner.bytes.clone()),
+                _ => (0x88b5, inner.bytes.clone()),
+            };
+            let mut g = vec![bad | words, 0];
+            g.extend_from_slice(&ptype.to_be_bytes());
+            g.extend_from_slice(&vni(rng));
+            g.extend_from_slice(&rng.bytes(usize::from(words) * 4));
+            g.extend_from_slice(&body);
+            (17, udp(rng, 6081, &g))
+        }
+        2 => {
+            let mut v = vec![if rng.pct(95) { 0x08 } else { 0 }, 0, 0, 0];
+            v.extend_from_slice(&vni(rng));
+            v.extend_from_slice(&eth(rng, &inner));
+            (17, udp(rng, 4789, &v))
+        }
+        3 => {
+            let (key, seq) = (rng.pct(50), rng.pct(30));
+            let (ptype, body) = match rng.below(5) {
+                0 | 1 => (inner.ethertype, inner.bytes.clone()),
+                2 => (0x6558u16, eth(rng, &inner)),
+                3 => {
+                    let mut e = vec![0x10, 100, 0, rng.pick(&[1u8, 123])];
+                    e.extend_from_slice(&[0, 0, 0, 1]);
+                    e.extend_from_slice(&eth(rng, &inner));
+                    (0x88be, e)
+                }
+                _ => {
+                    let mut e = vec![0x20, 100, 0, 123, 0, 0, 0, 1, 0, 0, 0, 0];
+                    e.extend_from_slice(&eth(rng, &inner));
+                    (0x22eb, e)
+                }
+            };
+            let flags = u16::from(key) << 13 | u16::from(seq || ptype == 0x88be) << 12;
+            let mut g = flags.to_be_bytes().to_vec();
+            g.extend_from_slice(&ptype.to_be_bytes());
+            if key {
+                g.extend_from_slice(&rng.pick(&[5u32, 9]).to_be_bytes());
+            }
+            if flags & 0x1000 != 0 {
+                g.extend_from_slice(&[0, 0, 0, 1]);
+            }
+            g.extend_from_slice(&body);
+            (47, g)
+        }
+        _ => (
+            if inner.ethertype == 0x0800 { 4 } else { 41 },
+            inner.bytes.clone(),
+        ),
+    };
+    if rng.pct(5) {
+        let keep = rng.below(l4.len() as u64) as usize;
+        l4.truncate(keep);
+    }
+    ip_around(rng, proto, &l4)
+}
+
+/// Any network-layer packet: IPv4, IPv6, a packet in a tunnel, ARP, or an experimental
+/// EtherType.
 pub fn net(rng: &mut Rng) -> Net {
     match rng.below(100) {
-        0..=49 => Net {
+        0..=44 => Net {
             ethertype: 0x0800,
             bytes: ipv4(rng),
         },
-        50..=79 => Net {
+        45..=71 => Net {
             ethertype: 0x86dd,
             bytes: ipv6(rng),
         },
+        72..=79 => tunnel(rng),
         80..=91 => Net {
             ethertype: 0x0806,
             bytes: arp(rng),
