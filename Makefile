@@ -15,7 +15,9 @@ PREFIX ?= /usr/local
 # rclone is the upload peer `ringcap archive` is measured against (make bench-fleet, issue 35).
 # wireshark-common (also pulled in by tshark) brings text2pcap, editcap and mergecap, which write the other
 # tools' files of tests/differential.
-APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone
+# python3-scapy (for Debian's /usr/bin/python3) encodes the tunnelled traffic of tests/tunnels.rs
+# (scripts/tunnels.py): this kernel has no GENEVE/GRE/ERSPAN/IP-in-IP devices to make it.
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 

@@ -281,6 +281,132 @@ impl Testbed {
     }
 }
 
+/// A Linux `vxlan` device in both namespaces on top of the veth (see [`Testbed::add_vxlan`]): traffic sent to
+/// one of the peer's inner addresses leaves the veth encapsulated (outer 10.77.0.1 <-> 10.77.0.2, UDP `port`).
+///
+/// The kernels this runs on have CONFIG_VXLAN built in but no GENEVE, GRE, ERSPAN, IP-in-IP or MPLS
+/// devices (`ip link add type geneve` says "Unknown device type"): those tunnels are made by
+/// scripts/tunnels.py instead.
+#[derive(Clone, Debug)]
+pub struct VxlanOptions {
+    /// Device name in both namespaces (≤ 15 bytes), e.g. "vx42".
+    pub name: String,
+    pub vni: u32,
+    /// UDP destination port (4789 is IANA's; Linux's own default without `dstport` is 8472).
+    pub port: u16,
+    /// Inner IPv4 addresses with prefix ("10.200.0.1/24") on the Tx side's device.
+    pub tx_addrs: Vec<String>,
+    /// Inner IPv4 addresses with prefix on the Rx side's device.
+    pub rx_addrs: Vec<String>,
+    /// Inner IPv6 addresses with prefix (Tx, Rx), e.g. ("fd00:200::1/64", "fd00:200::2/64"): IPv6 is turned on
+    /// for this device only (no link-local address, no DAD, no router solicitations).
+    pub ipv6: Option<(String, String)>,
+}
+
+impl Testbed {
+    /// Adds a vxlan device as `o` says in both namespaces, up, with permanent neighbour entries for every
+    /// inner and outer peer address, so no ARP or neighbour discovery joins the traffic a test makes.
+    pub fn add_vxlan(&self, o: &VxlanOptions) -> io::Result<()> {
+        let (vni, port) = (o.vni.to_string(), o.port.to_string());
+        let sides = [
+            (
+                Side::Tx,
+                "10.77.0.1",
+                "10.77.0.2",
+                &o.tx_addrs,
+                o.ipv6.as_ref().map(|v| &v.0),
+            ),
+            (
+                Side::Rx,
+                "10.77.0.2",
+                "10.77.0.1",
+                &o.rx_addrs,
+                o.ipv6.as_ref().map(|v| &v.1),
+            ),
+        ];
+        for (side, local, remote, addrs, v6) in &sides {
+            let (ns, veth) = (self.ns(*side), self.iface(*side));
+            let add = [
+                "ip", "link", "add", &o.name, "type", "vxlan", "id", &vni, "local", local,
+                "remote", remote, "dstport", &port, "dev", veth,
+            ];
+            netns_exec(ns, &add)?;
+            for a in addrs.iter() {
+                netns_exec(ns, &["ip", "addr", "add", a, "dev", &o.name])?;
+            }
+            if let Some(a) = v6 {
+                netns_exec(
+                    ns,
+                    &["ip", "link", "set", "dev", &o.name, "addrgenmode", "none"],
+                )?;
+                for (k, v) in [
+                    ("disable_ipv6", "0"),
+                    ("accept_ra", "0"),
+                    ("router_solicitations", "0"),
+                ] {
+                    netns_exec(
+                        ns,
+                        &[
+                            "sysctl",
+                            "-qw",
+                            &format!("net.ipv6.conf.{}.{k}={v}", o.name),
+                        ],
+                    )?;
+                }
+                netns_exec(ns, &["ip", "-6", "addr", "add", a, "dev", &o.name, "nodad"])?;
+            }
+            netns_exec(ns, &["ip", "link", "set", &o.name, "up"])?;
+        }
+        let tx_vx = read_mac(&self.tx_ns, &o.name)?;
+        let rx_vx = read_mac(&self.rx_ns, &o.name)?;
+        let hex = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
+        let peers = [
+            (
+                Side::Tx,
+                hex(rx_vx),
+                hex(self.rx_mac),
+                "10.77.0.2",
+                &o.rx_addrs,
+                o.ipv6.as_ref().map(|v| &v.1),
+            ),
+            (
+                Side::Rx,
+                hex(tx_vx),
+                hex(self.tx_mac),
+                "10.77.0.1",
+                &o.tx_addrs,
+                o.ipv6.as_ref().map(|v| &v.0),
+            ),
+        ];
+        for (side, vx_mac, veth_mac, outer, addrs, v6) in &peers {
+            let ns = self.ns(*side);
+            let neigh = |addr: &str, mac: &str, dev: &str| {
+                let a = addr.split('/').next().unwrap_or(addr);
+                netns_exec(
+                    ns,
+                    &[
+                        "ip",
+                        "neigh",
+                        "replace",
+                        a,
+                        "lladdr",
+                        mac,
+                        "dev",
+                        dev,
+                        "nud",
+                        "permanent",
+                    ],
+                )
+            };
+            neigh(outer, veth_mac, self.iface(*side))?;
+            for a in addrs.iter().chain(v6.iter().copied()) {
+                neigh(a, vx_mac, &o.name)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Testbed {
     fn drop(&mut self) {
         // Deleting a namespace destroys the veth end inside it, and with it the peer.

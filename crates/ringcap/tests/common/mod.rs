@@ -6,6 +6,7 @@ pub mod auth_harness;
 pub mod collector;
 pub mod disk;
 pub mod stores;
+pub mod tunnels;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
