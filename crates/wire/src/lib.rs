@@ -45,6 +45,7 @@
 mod bytes;
 pub mod checksum;
 mod error;
+mod ja4;
 
 pub mod arp;
 pub mod dns;
@@ -58,6 +59,7 @@ pub mod names;
 pub mod parse;
 pub mod record;
 pub mod tcp;
+pub mod tls;
 pub mod udp;
 pub mod vlan;
 
