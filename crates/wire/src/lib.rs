@@ -52,6 +52,7 @@ pub mod dns;
 pub mod emit;
 pub mod ethernet;
 pub mod format;
+pub mod http;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
