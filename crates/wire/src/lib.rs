@@ -14,6 +14,15 @@
 //! frame. [`Vlan::from_meta`] and [`Vlan::reinsert`] are libpcap's rules for a tag the kernel moved into
 //! packet metadata (VLAN offload) and that writers put back into the frame.
 //!
+//! # Names
+//! The names a flow can be found by, read from the first payload bytes of untrusted peers, without
+//! allocating: [`dns`] (questions, and answers with A/AAAA/CNAME data; bounded, loop-proof name
+//! decompression), [`tls`] (ClientHello SNI, ALPN and the JA4 fingerprint), [`http`] (request line, path
+//! and Host of an HTTP/1.x request). They borrow from the payload, except decompressed DNS names, which
+//! are copied into a [`Name`] of at most [`NAME_MAX`] bytes that says when it was cut. Each reads one
+//! segment or datagram: a TLS hello or HTTP request line continuing in the next segment is
+//! [`Error::Truncated`] with the bytes it needs; none reassembles.
+//!
 //! # Summary parser
 //! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
 //! allocating; truncated or malformed frames give what could be read.
