@@ -12,7 +12,14 @@ fn message(d: &[u8]) {
         assert!(d.len() < wire::dns::DNS_HDR);
         return;
     };
-    let _ = (m.id(), m.flags(), m.is_response(), m.opcode(), m.truncated(), m.rcode());
+    let _ = (
+        m.id(),
+        m.flags(),
+        m.is_response(),
+        m.opcode(),
+        m.truncated(),
+        m.rcode(),
+    );
     let _ = (m.authority_count(), m.additional_count());
     let mut errs = 0;
     for q in m.questions().take(1000) {

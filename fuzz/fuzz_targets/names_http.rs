@@ -22,7 +22,9 @@ fuzz_target!(|data: &[u8]| {
             assert!(r.minor_version() <= 1);
             let _ = r.head_complete();
         }
-        Err(Error::Truncated { need, have, .. }) => assert_eq!((need, have), (data.len() + 1, data.len())),
+        Err(Error::Truncated { need, have, .. }) => {
+            assert_eq!((need, have), (data.len() + 1, data.len()))
+        }
         Err(_) => {}
     }
 });

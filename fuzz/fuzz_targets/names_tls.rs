@@ -9,7 +9,11 @@ use wire::Error;
 
 fn check(h: &ClientHello<'_>) {
     let _ = (h.legacy_version(), h.version(), h.session_id(), h.sni());
-    let _ = (h.cipher_suites().count(), h.extensions().count(), h.alpn().count());
+    let _ = (
+        h.cipher_suites().count(),
+        h.extensions().count(),
+        h.alpn().count(),
+    );
     let _ = h.signature_algorithms().count();
     for t in [Transport::Tcp, Transport::Quic, Transport::Dtls] {
         let j = h.ja4(t);
@@ -17,7 +21,10 @@ fn check(h: &ClientHello<'_>) {
         assert_eq!(s.len(), 36);
         assert!(s.is_ascii());
         assert_eq!((&s[10..11], &s[23..24]), ("_", "_"));
-        assert!(s[11..23].bytes().chain(s[24..].bytes()).all(|b| b.is_ascii_hexdigit()));
+        assert!(s[11..23]
+            .bytes()
+            .chain(s[24..].bytes())
+            .all(|b| b.is_ascii_hexdigit()));
     }
 }
 

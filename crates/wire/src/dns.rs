@@ -145,7 +145,11 @@ impl<T: AsRef<[u8]>> Message<T> {
         Answers {
             msg,
             at,
-            left: if err.is_some() { 1 } else { self.answer_count() },
+            left: if err.is_some() {
+                1
+            } else {
+                self.answer_count()
+            },
             err,
         }
     }
@@ -341,7 +345,9 @@ pub fn read_name(msg: &[u8], at: usize, out: &mut Name) -> Result<usize> {
                 need(HDR, pos + 2, msg.len())?;
                 let target = (be16(msg, pos) & 0x3fff) as usize;
                 if target >= run_start {
-                    return Err(malformed("compression pointer does not point backwards (loop)"));
+                    return Err(malformed(
+                        "compression pointer does not point backwards (loop)",
+                    ));
                 }
                 jumps += 1;
                 if jumps > MAX_POINTERS {

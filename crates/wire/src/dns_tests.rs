@@ -21,7 +21,10 @@ fn names(r: &[Answer<'_>]) -> Vec<String> {
 #[test]
 fn query() {
     let m = Message::new_checked(QUERY).unwrap();
-    assert_eq!((m.id(), m.is_response(), m.opcode(), m.question_count()), (0x5a7e, false, 0, 1));
+    assert_eq!(
+        (m.id(), m.is_response(), m.opcode(), m.question_count()),
+        (0x5a7e, false, 0, 1)
+    );
     let q: Vec<_> = m.questions().collect::<Result<_>>().unwrap();
     assert_eq!(q.len(), 1);
     assert_eq!(q[0].name, "apps.identrust.com");
@@ -32,18 +35,35 @@ fn query() {
 #[test]
 fn cname_chain_with_compression() {
     let m = Message::new_checked(CNAME_CHAIN).unwrap();
-    assert_eq!((m.id(), m.is_response(), m.rcode(), m.answer_count()), (0x5a7e, true, 0, 4));
+    assert_eq!(
+        (m.id(), m.is_response(), m.rcode(), m.answer_count()),
+        (0x5a7e, true, 0, 4)
+    );
     let q = m.questions().next().unwrap().unwrap();
     assert_eq!(q.name, "apps.identrust.com");
     let a: Vec<_> = m.answers().collect::<Result<_>>().unwrap();
     assert_eq!(
         names(&a),
-        ["apps.identrust.com", "identrust.edgesuite.net", "a1952.dscq.akamai.net", "a1952.dscq.akamai.net"]
+        [
+            "apps.identrust.com",
+            "identrust.edgesuite.net",
+            "a1952.dscq.akamai.net",
+            "a1952.dscq.akamai.net"
+        ]
     );
     assert_eq!(a.iter().map(|a| a.rtype).collect::<Vec<_>>(), [5, 5, 1, 1]);
-    assert_eq!(a.iter().map(|a| a.ttl).collect::<Vec<_>>(), [101, 21401, 20, 20]);
-    assert_eq!(a[0].data, Rdata::Cname(Name::from_bytes(b"identrust.edgesuite.net")));
-    assert_eq!(a[1].data, Rdata::Cname(Name::from_bytes(b"a1952.dscq.akamai.net")));
+    assert_eq!(
+        a.iter().map(|a| a.ttl).collect::<Vec<_>>(),
+        [101, 21401, 20, 20]
+    );
+    assert_eq!(
+        a[0].data,
+        Rdata::Cname(Name::from_bytes(b"identrust.edgesuite.net"))
+    );
+    assert_eq!(
+        a[1].data,
+        Rdata::Cname(Name::from_bytes(b"a1952.dscq.akamai.net"))
+    );
     assert_eq!(a[2].data, Rdata::A(Ipv4Addr::new(23, 43, 242, 57)));
     assert_eq!(a[3].data, Rdata::A(Ipv4Addr::new(23, 43, 242, 58)));
 }
@@ -65,7 +85,11 @@ fn aaaa() {
 #[test]
 fn every_prefix_reads_what_is_there() {
     for msg in [CNAME_CHAIN, QUERY, AAAA] {
-        let full = Message::new_checked(msg).unwrap().answers().filter(|r| r.is_ok()).count();
+        let full = Message::new_checked(msg)
+            .unwrap()
+            .answers()
+            .filter(|r| r.is_ok())
+            .count();
         for n in 0..msg.len() {
             let Ok(m) = Message::new_checked(&msg[..n]) else {
                 assert!(n < DNS_HDR);
@@ -147,7 +171,12 @@ fn names_over_255_bytes_are_malformed() {
     ok.push(0);
     assert_eq!(ok.len(), 255);
     let m = with_question(&ok);
-    let q = Message::new_checked(&m[..]).unwrap().questions().next().unwrap().unwrap();
+    let q = Message::new_checked(&m[..])
+        .unwrap()
+        .questions()
+        .next()
+        .unwrap()
+        .unwrap();
     assert_eq!((q.name.len(), q.name.is_cut()), (253, false));
 }
 
@@ -166,11 +195,16 @@ fn label_types_and_truncation() {
 #[test]
 fn wrong_address_length_is_malformed() {
     // Response to `a.` with one A record of 3 bytes.
-    let mut m = vec![0, 1, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0, 1, b'a', 0, 0, 1, 0, 1];
+    let mut m = vec![
+        0, 1, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0, 1, b'a', 0, 0, 1, 0, 1,
+    ];
     m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 3, 1, 2, 3]);
     let msg = Message::new_checked(&m[..]).unwrap();
     let mut a = msg.answers();
-    assert_eq!(a.next(), Some(Err(malformed("address record of the wrong length"))));
+    assert_eq!(
+        a.next(),
+        Some(Err(malformed("address record of the wrong length")))
+    );
     assert_eq!(a.next(), None);
 }
 
@@ -179,6 +213,9 @@ fn tcp_length_prefix() {
     let mut p = (QUERY.len() as u16).to_be_bytes().to_vec();
     p.extend_from_slice(QUERY);
     assert_eq!(strip_tcp_length(&p), Ok(QUERY));
-    assert!(matches!(strip_tcp_length(&p[..20]), Err(Error::Truncated { need: 38, .. })));
+    assert!(matches!(
+        strip_tcp_length(&p[..20]),
+        Err(Error::Truncated { need: 38, .. })
+    ));
     assert!(strip_tcp_length(&p[..1]).is_err());
 }

@@ -89,16 +89,26 @@ impl<'a> Request<'a> {
     pub fn path(&self) -> &'a [u8] {
         let t = self.target;
         let t = match find(t, b"://") {
-            Some(i) if t[..i].iter().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b)) => {
+            Some(i)
+                if t[..i]
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b)) =>
+            {
                 let after = &t[i + 3..];
-                match after.iter().position(|&b| b == b'/' || b == b'?' || b == b'#') {
+                match after
+                    .iter()
+                    .position(|&b| b == b'/' || b == b'?' || b == b'#')
+                {
                     Some(p) if after[p] == b'/' => &after[p..],
                     _ => return b"/",
                 }
             }
             _ => t,
         };
-        let end = t.iter().position(|&b| b == b'?' || b == b'#').unwrap_or(t.len());
+        let end = t
+            .iter()
+            .position(|&b| b == b'?' || b == b'#')
+            .unwrap_or(t.len());
         &t[..end]
     }
 
@@ -168,8 +178,14 @@ fn header_value<'a>(line: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
         return None;
     }
     let v = &line[colon + 1..];
-    let start = v.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(v.len());
-    let end = v.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(start, |e| e + 1);
+    let start = v
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(start, |e| e + 1);
     Some(&v[start..end.max(start)])
 }
 

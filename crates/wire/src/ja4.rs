@@ -65,7 +65,10 @@ pub(crate) fn fingerprint(h: &ClientHello<'_>, transport: Transport) -> Ja4 {
         if !e.is_empty() {
             let mut s = Sha256::new();
             hex_list(&mut s, e);
-            let mut sigs = h.signature_algorithms().filter(|&v| !is_grease(v)).peekable();
+            let mut sigs = h
+                .signature_algorithms()
+                .filter(|&v| !is_grease(v))
+                .peekable();
             if sigs.peek().is_some() {
                 s.update(b"_");
                 for (i, v) in sigs.enumerate() {
@@ -173,15 +176,17 @@ mod tests {
             String::from_utf8(out.to_vec()).unwrap()
         };
         let ciphers = [
-            0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014, 0x009c,
-            0x009d, 0x002f, 0x0035,
+            0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013, 0xc014,
+            0x009c, 0x009d, 0x002f, 0x0035,
         ];
         assert_eq!(hash(&ciphers, &[]), "8daaf6152771");
         let exts = [
-            0x001b, 0x0033, 0x4469, 0x0017, 0x002d, 0x000d, 0x0005, 0x0023, 0x0012, 0x002b, 0xff01, 0x000b,
-            0x000a, 0x0015,
+            0x001b, 0x0033, 0x4469, 0x0017, 0x002d, 0x000d, 0x0005, 0x0023, 0x0012, 0x002b, 0xff01,
+            0x000b, 0x000a, 0x0015,
         ];
-        let sigs = [0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601];
+        let sigs = [
+            0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601,
+        ];
         assert_eq!(hash(&exts, &sigs), "e5627efa2ab1");
         assert_eq!(hash(&exts, &[]), "6d807ffa2a79");
     }

@@ -153,6 +153,9 @@ mod tests {
     fn display_escapes() {
         let n = Name::from_bytes(b"a\x00b\\.c\xff");
         assert_eq!(n.to_string(), "a\\x00b\\x5c.c\\xff");
-        assert_eq!(format!("{:?}", Name::from_bytes(&[b'x'; 256])).len(), 255 + 2 + 6);
+        assert_eq!(
+            format!("{:?}", Name::from_bytes(&[b'x'; 256])).len(),
+            255 + 2 + 6
+        );
     }
 }

@@ -63,7 +63,12 @@ fn sni_alpn_and_ja4_of_real_hellos() {
         let h = ClientHello::parse(c.bytes).unwrap();
         assert_eq!(h.sni(), Some(c.sni.as_bytes()));
         let alpn: Vec<_> = h.alpn().collect();
-        assert_eq!(alpn, c.alpn.iter().map(|a| a.as_bytes()).collect::<Vec<_>>(), "{}", c.sni);
+        assert_eq!(
+            alpn,
+            c.alpn.iter().map(|a| a.as_bytes()).collect::<Vec<_>>(),
+            "{}",
+            c.sni
+        );
         assert_eq!(h.ja4(Transport::Tcp).as_str(), c.ja4, "{}", c.sni);
     }
 }
@@ -88,12 +93,23 @@ fn cut_hellos_say_how_many_bytes_they_need() {
         for n in 0..whole {
             let e = ClientHello::parse(&c.bytes[..n]).unwrap_err();
             let want = if n < RECORD_HDR { RECORD_HDR } else { whole };
-            assert_eq!(e, Error::Truncated { header: HDR, need: want, have: n }, "{n}");
+            assert_eq!(
+                e,
+                Error::Truncated {
+                    header: HDR,
+                    need: want,
+                    have: n
+                },
+                "{n}"
+            );
         }
         // Bytes after the record (the next record of the flight) do not matter.
         let mut more = c.bytes.to_vec();
         more.extend_from_slice(&[23, 3, 3, 0, 1, 0]);
-        assert_eq!(ClientHello::parse(&more).unwrap().sni(), Some(c.sni.as_bytes()));
+        assert_eq!(
+            ClientHello::parse(&more).unwrap().sni(),
+            Some(c.sni.as_bytes())
+        );
     }
 }
 
@@ -102,21 +118,33 @@ fn not_hellos() {
     let b = CASES[0].bytes;
     let mut x = b.to_vec();
     x[0] = 23;
-    assert_eq!(ClientHello::parse(&x), Err(malformed("not a handshake record")));
+    assert_eq!(
+        ClientHello::parse(&x),
+        Err(malformed("not a handshake record"))
+    );
     let mut x = b.to_vec();
     x[5] = 2;
-    assert_eq!(ClientHello::parse(&x), Err(malformed("handshake message is not a ClientHello")));
+    assert_eq!(
+        ClientHello::parse(&x),
+        Err(malformed("handshake message is not a ClientHello"))
+    );
     // A record shorter than the hello it starts.
     let mut x = b.to_vec();
     let short = (b.len() - RECORD_HDR - 10) as u16;
     x[3..5].copy_from_slice(&short.to_be_bytes());
-    assert_eq!(ClientHello::parse(&x), Err(malformed("hello spans several records (not reassembled)")));
+    assert_eq!(
+        ClientHello::parse(&x),
+        Err(malformed("hello spans several records (not reassembled)"))
+    );
     // An extension length one too long.
     let h = ClientHello::parse(b).unwrap();
     let ext_at = h.extensions.as_ptr() as usize - b.as_ptr() as usize;
     let mut x = b.to_vec();
     x[ext_at + 3] += 1;
-    assert!(matches!(ClientHello::parse(&x), Err(Error::Malformed { .. })));
+    assert!(matches!(
+        ClientHello::parse(&x),
+        Err(Error::Malformed { .. })
+    ));
     assert!(ClientHello::parse(b"GET / HTTP/1.1\r\n").is_err());
 }
 
@@ -153,7 +181,10 @@ fn ja4_edge_cases_of_the_spec() {
     // No extensions, no ciphers: "000000000000" for both hashes, "i", "00" ALPN.
     let m = hello(&[], &[]);
     let h = ClientHello::parse(&m).unwrap();
-    assert_eq!(h.ja4(Transport::Tcp).as_str(), "t10i000000_000000000000_000000000000");
+    assert_eq!(
+        h.ja4(Transport::Tcp).as_str(),
+        "t10i000000_000000000000_000000000000"
+    );
     assert_eq!(h.ja4(Transport::Quic).as_bytes()[0], b'q');
     // Only SNI and ALPN: counted, but the extension list hashed is empty. GREASE is not counted.
     let sni: &[u8] = &[0, 6, 0, 0, 3, b'a', b'.', b'b'];
@@ -167,8 +198,14 @@ fn ja4_edge_cases_of_the_spec() {
     // Over 99 ciphers (and over the 256 sorted on the stack): "99", no panic.
     let many: Vec<u16> = (1..=300).collect();
     let m = hello(&many, &[]);
-    assert_eq!(&ClientHello::parse(&m).unwrap().ja4(Transport::Tcp).as_str()[..10], "t10i990000");
+    assert_eq!(
+        &ClientHello::parse(&m).unwrap().ja4(Transport::Tcp).as_str()[..10],
+        "t10i990000"
+    );
     // An unknown version in supported_versions.
     let m = hello(&[1], &[(43, &[4, 0x7a, 0x7a, 0x7f, 0x1c])]);
-    assert_eq!(&ClientHello::parse(&m).unwrap().ja4(Transport::Tcp).as_str()[..3], "t00");
+    assert_eq!(
+        &ClientHello::parse(&m).unwrap().ja4(Transport::Tcp).as_str()[..3],
+        "t00"
+    );
 }

@@ -80,6 +80,8 @@ fn names_allocate_nothing() {
     let dns = include_bytes!("../testdata/dns-latest-frame108.bin");
     let hello = include_bytes!("../testdata/ja4-tls-sni-frame1.bin");
     let request = include_bytes!("../testdata/curl-http11.bin");
+    let initial = include_bytes!("../testdata/ja4-tls-sni-frame2-quic-initial.bin");
+    let (mut plain, mut crypto) = ([0u8; 1500], [0u8; 4096]);
     let before = allocs();
     let mut seen = 0usize;
     for _ in 0..100 {
@@ -91,6 +93,8 @@ fn names_allocate_nothing() {
         seen += h.ja4(tls::Transport::Tcp).as_str().len();
         let r = http::Request::parse(request).unwrap();
         seen += r.host().map_or(0, |h| h.len()) + r.path().len();
+        let h = quic::client_hello(initial, &mut plain, &mut crypto).unwrap();
+        seen += h.sni().map_or(0, |s| s.len());
     }
     assert_eq!(allocs() - before, 0, "names allocated");
     assert!(seen > 0);
