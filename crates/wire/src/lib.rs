@@ -14,6 +14,17 @@
 //! frame. [`Vlan::from_meta`] and [`Vlan::reinsert`] are libpcap's rules for a tag the kernel moved into
 //! packet metadata (VLAN offload) and that writers put back into the frame.
 //!
+//! # Names
+//! The names a flow can be found by, read from the first payload bytes of untrusted peers, without
+//! allocating: [`dns`] (questions, and answers with A/AAAA/CNAME data; bounded, loop-proof name
+//! decompression), [`tls`] (ClientHello SNI, ALPN and the JA4 fingerprint), [`http`] (request line, path
+//! and Host of an HTTP/1.x request), [`quic`] (the ClientHello of a client's QUIC v1/v2 Initial,
+//! decrypted with the keys its Destination Connection ID gives, into buffers the caller lends). They
+//! borrow from the payload, except decompressed DNS names, which are copied into a [`Name`] of at most
+//! [`NAME_MAX`] bytes that says when it was cut. Each reads one segment or datagram: a TLS hello or HTTP
+//! request line continuing in the next segment is [`Error::Truncated`] with the bytes it needs, as is a
+//! hello continuing in a later QUIC Initial; none reassembles.
+//!
 //! # Summary parser
 //! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
 //! allocating; truncated or malformed frames give what could be read.
@@ -49,17 +60,23 @@
 mod bytes;
 pub mod checksum;
 mod error;
+mod ja4;
 
 pub mod arp;
+pub mod dns;
 pub mod emit;
 pub mod ethernet;
 pub mod format;
+pub mod http;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod names;
 pub mod parse;
+pub mod quic;
 pub mod record;
 pub mod tcp;
+pub mod tls;
 pub mod tunnel;
 pub mod udp;
 pub mod vlan;
@@ -72,6 +89,7 @@ pub use format::{format_headers, format_line, Line, TimeOfDay};
 pub use icmp::{IcmpPacket, ICMP_HDR};
 pub use ipv4::{Ipv4Packet, IPV4_HDR};
 pub use ipv6::{skip_extension_headers, Ipv6Fragment, Ipv6Packet, UpperLayer, IPV6_HDR};
+pub use names::{Name, NAME_MAX};
 pub use parse::{parse, Headers, IpVersion, LinkType};
 pub use record::{Record, RecordError};
 pub use tunnel::{decapsulate, Decapsulated, Layer, Problem, TunnelKind};

@@ -74,3 +74,28 @@ fn parse_format_emit_allocate_nothing() {
     assert_eq!(allocs() - before, 1);
     drop(v);
 }
+
+#[test]
+fn names_allocate_nothing() {
+    let dns = include_bytes!("../testdata/dns-latest-frame108.bin");
+    let hello = include_bytes!("../testdata/ja4-tls-sni-frame1.bin");
+    let request = include_bytes!("../testdata/curl-http11.bin");
+    let initial = include_bytes!("../testdata/ja4-tls-sni-frame2-quic-initial.bin");
+    let (mut plain, mut crypto) = ([0u8; 1500], [0u8; 4096]);
+    let before = allocs();
+    let mut seen = 0usize;
+    for _ in 0..100 {
+        let m = dns::Message::new_checked(&dns[..]).unwrap();
+        seen += m.questions().flatten().map(|q| q.name.len()).sum::<usize>();
+        seen += m.answers().flatten().map(|a| a.name.len()).sum::<usize>();
+        let h = tls::ClientHello::parse(hello).unwrap();
+        seen += h.sni().map_or(0, |s| s.len()) + h.alpn().count();
+        seen += h.ja4(tls::Transport::Tcp).as_str().len();
+        let r = http::Request::parse(request).unwrap();
+        seen += r.host().map_or(0, |h| h.len()) + r.path().len();
+        let h = quic::client_hello(initial, &mut plain, &mut crypto).unwrap();
+        seen += h.sni().map_or(0, |s| s.len());
+    }
+    assert_eq!(allocs() - before, 0, "names allocated");
+    assert!(seen > 0);
+}
