@@ -204,7 +204,7 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
         src_bytes.append_value(s.bytes[fwd]);
         dst_packets.append_value(s.packets[rev]);
         dst_bytes.append_value(s.bytes[rev]);
-        let kind = crate::key::tunnel_kind(k.tunnel);
+        let kind = TunnelKind::from_code(k.tunnel);
         tunnel.append_option(kind.map(|t| t.name()));
         // Kinds without an id (ERSPAN I, IP-in-IP) have none to show.
         let has_id = kind.is_some_and(|t| !matches!(t, TunnelKind::Erspan1 | TunnelKind::IpInIp));

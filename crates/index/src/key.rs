@@ -1,6 +1,6 @@
 //! The flow key of a packet: what the index files packets under.
 
-use wire::{IpVersion, LinkType, TunnelKind};
+use wire::{IpVersion, LinkType};
 
 /// The key has IP addresses.
 pub const KIND_IP: u8 = 1;
@@ -8,37 +8,8 @@ pub const KIND_IP: u8 = 1;
 pub const KIND_PORTS: u8 = 2;
 /// The packet carried an 802.1Q tag (the outer id is in `vlan`).
 pub const KIND_VLAN: u8 = 4;
-/// Where an index row keeps the tunnel's code (see [`tunnel_code`]) in its kind byte: bits 3-6.
+/// Where an index row keeps the tunnel's code ([`wire::TunnelKind::code`]) in its kind byte: bits 3-6.
 pub const TUNNEL_SHIFT: u32 = 3;
-
-/// The code of a tunnel kind in keys and index rows (0: no tunnel).
-pub const fn tunnel_code(kind: TunnelKind) -> u8 {
-    match kind {
-        TunnelKind::Vxlan => 1,
-        TunnelKind::Geneve => 2,
-        TunnelKind::Gre => 3,
-        TunnelKind::Erspan1 => 4,
-        TunnelKind::Erspan2 => 5,
-        TunnelKind::Erspan3 => 6,
-        TunnelKind::Mpls => 7,
-        TunnelKind::IpInIp => 8,
-    }
-}
-
-/// The tunnel kind of a code from [`tunnel_code`].
-pub const fn tunnel_kind(code: u8) -> Option<TunnelKind> {
-    Some(match code {
-        1 => TunnelKind::Vxlan,
-        2 => TunnelKind::Geneve,
-        3 => TunnelKind::Gre,
-        4 => TunnelKind::Erspan1,
-        5 => TunnelKind::Erspan2,
-        6 => TunnelKind::Erspan3,
-        7 => TunnelKind::Mpls,
-        8 => TunnelKind::IpInIp,
-        _ => return None,
-    })
-}
 
 /// A flow, both directions in one key: the endpoint that sorts first is `a`. Packets without an IP
 /// header (ARP, other ethertypes, unparsable frames) share the key with `kind` 0 and are a
@@ -59,7 +30,7 @@ pub struct FlowKey {
     pub proto: u8,
     pub kind: u8,
     pub vlan: u16,
-    /// The tunnel the packet came in ([`tunnel_code`]; 0: none).
+    /// The tunnel the packet came in ([`wire::TunnelKind::code`]; 0: none).
     pub tunnel: u8,
     /// Its VNI, GRE key, ERSPAN session or top MPLS label (0 when it has none).
     pub tunnel_id: u32,
@@ -194,7 +165,7 @@ impl FlowKey {
         }
         let (mut key, a_to_b) = Self::of_headers(&d.inner);
         if let (Some(l), true) = (d.innermost(), key.kind & KIND_IP != 0) {
-            key.tunnel = tunnel_code(l.kind);
+            key.tunnel = l.kind.code();
             key.tunnel_id = l.id.unwrap_or(0);
             if let Some(v) = l.carrier_version {
                 let (x, y) = (addr_of(v, &l.carrier_src), addr_of(v, &l.carrier_dst));
@@ -265,6 +236,7 @@ fn addr_of(v: IpVersion, b: &[u8; 16]) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wire::TunnelKind;
 
     /// Ethernet [802.1Q] IPv4 UDP/TCP, 64 bytes of payload.
     fn template(vlan: bool, proto: u8) -> Vec<u8> {
@@ -361,7 +333,7 @@ mod tests {
         assert_eq!(k.b, mapped_v4([10, 9, 0, 1]));
         assert_eq!((k.port_a, k.port_b, k.proto), (5001, 1024, 6));
         assert!(a_to_b);
-        assert_eq!((k.tunnel, k.tunnel_id), (tunnel_code(TunnelKind::Vxlan), 42));
+        assert_eq!((k.tunnel, k.tunnel_id), (TunnelKind::Vxlan.code(), 42));
         assert_eq!(k.carrier_a, mapped_v4([192, 0, 2, 1]));
         assert_eq!(k.carrier_b, mapped_v4([192, 0, 2, 2]));
         assert_eq!(k.compact_v4(), None);
@@ -373,8 +345,8 @@ mod tests {
         let bad = udp_carrier(4789, &vx, 0x4000);
         assert_eq!(FlowKey::of(&bad, LinkType::Ethernet), FlowKey::default());
         for code in 1..=8 {
-            assert_eq!(tunnel_kind(code).map(tunnel_code), Some(code));
+            assert_eq!(TunnelKind::from_code(code).map(TunnelKind::code), Some(code));
         }
-        assert_eq!(tunnel_kind(0), None);
+        assert_eq!(TunnelKind::from_code(0), None);
     }
 }

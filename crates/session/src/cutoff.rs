@@ -85,6 +85,9 @@ impl CutoffStats {
 /// A connection key: both directions of a connection give the same one ([`FlowKey::new`] orders the ends).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowKey {
+    /// The tunnel the packet came in ([`wire::TunnelKind::code`] << 32 | its id; 0 outside one):
+    /// two tenants of a cloud may use the same inner addresses.
+    pub tunnel: u64,
     pub vlan: u16,
     pub v6: bool,
     pub protocol: u8,
@@ -105,6 +108,7 @@ impl FlowKey {
     ) -> FlowKey {
         let (a, b) = if src <= dst { (src, dst) } else { (dst, src) };
         FlowKey {
+            tunnel: 0,
             vlan,
             v6,
             protocol,
@@ -114,20 +118,40 @@ impl FlowKey {
     }
 
     /// The key of a frame of `linktype`, with the tag the kernel stripped (`vlan`); None without an IP header.
+    /// A packet in one tunnel is keyed by the packet it carries and the tunnel (mirrored traffic
+    /// is one outer flow per mirror session: keyed by it, the cutoff would cut whole sessions).
     pub fn of_frame(frame: &[u8], linktype: LinkType, vlan: Option<Vlan>) -> Option<FlowKey> {
-        let h = wire::parse(frame, linktype);
+        let d = wire::decapsulate(frame, linktype);
+        let single = d.depth == 1 && d.problem.is_none() && d.inner.ip_version.is_some();
+        let (h, tunnel) = match d.innermost() {
+            Some(l) if single => (
+                d.inner,
+                u64::from(l.kind.code()) << 32 | u64::from(l.id.unwrap_or(0)),
+            ),
+            // Deeper or broken tunnels keep their outer key, as before decapsulation.
+            _ if d.depth > 0 || d.problem.is_some() => (wire::parse(frame, linktype), 0),
+            _ => (d.inner, 0),
+        };
         let v6 = match h.ip_version? {
             IpVersion::V4 => false,
             IpVersion::V6 => true,
         };
-        let vid = vlan.map(Vlan::id).or(h.vlan_outer).unwrap_or(0);
-        Some(FlowKey::new(
+        // The outer tag: that of the frame (inner tags are the tenant's, kept in the tunnel).
+        let outer_tag = if tunnel != 0 {
+            wire::parse(frame, linktype).vlan_outer
+        } else {
+            h.vlan_outer
+        };
+        let vid = vlan.map(Vlan::id).or(outer_tag).unwrap_or(0);
+        let mut key = FlowKey::new(
             vid,
             v6,
             h.protocol.unwrap_or(255),
             (h.src_ip, h.src_port.unwrap_or(0)),
             (h.dst_ip, h.dst_port.unwrap_or(0)),
-        ))
+        );
+        key.tunnel = tunnel;
+        Some(key)
     }
 
     /// 64 bits, never 0 (0 marks a free entry).
@@ -141,7 +165,7 @@ impl FlowKey {
             | u64::from(self.v6);
         let h = fold(w(&self.a.0, 0) ^ k[0], w(&self.a.0, 8) ^ k[1])
             ^ fold(w(&self.b.0, 0) ^ k[2], w(&self.b.0, 8) ^ k[3]).rotate_left(23);
-        let h = fold(h ^ misc ^ k[1], k[2] ^ 0x9e37_79b9_7f4a_7c15);
+        let h = fold(h ^ misc ^ k[1], k[2] ^ self.tunnel ^ 0x9e37_79b9_7f4a_7c15);
         fmix64(h).max(1)
     }
 }
@@ -401,5 +425,43 @@ mod tests {
         assert!(c.keep(&udp, None, 60, 12));
         assert_eq!(c.stats().connections, 2);
         assert_eq!(c.stats().packets_cut, 1);
+    }
+
+    /// Ethernet / IPv4 192.0.2.1 -> 192.0.2.2 / UDP 4789 / VXLAN `vni` / Ethernet / IPv4
+    /// 10.1.0.1 -> 10.1.0.`host` / UDP 5000 -> 53.
+    fn mirrored(vni: u32, host: u8) -> Vec<u8> {
+        let mut inner = vec![0u8; 12];
+        inner.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        inner.extend_from_slice(&[10, 1, 0, 1, 10, 1, 0, host]);
+        inner.extend_from_slice(&[0x13, 0x88, 0, 53, 0, 8, 0, 0]);
+        let mut vx = vec![0x08, 0, 0, 0];
+        vx.extend_from_slice(&(vni << 8).to_be_bytes());
+        vx.extend_from_slice(&inner);
+        let mut f = vec![0u8; 12];
+        let ip_len = (28 + vx.len()) as u16;
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&ip_len.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2]);
+        f.extend_from_slice(&[0xc3, 0x50, 0x12, 0xb5]);
+        f.extend_from_slice(&((8 + vx.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&vx);
+        f
+    }
+
+    #[test]
+    fn mirrored_traffic_is_cut_per_inner_connection_and_tunnel() {
+        let k = FlowKey::of_frame(&mirrored(42, 2), LinkType::Ethernet, None).unwrap();
+        assert_eq!((k.protocol, k.a.1, k.b.1), (17, 5000, 53));
+        assert_eq!((&k.a.0[..4], &k.b.0[..4]), (&[10, 1, 0, 1][..], &[10, 1, 0, 2][..]));
+        assert_eq!(k.tunnel, u64::from(wire::TunnelKind::Vxlan.code()) << 32 | 42);
+        // Size 1: each inner connection keeps its first packet, in each VNI (tenants may share
+        // addresses); keyed by the outer header the mirror session would be one connection.
+        let mut c = Cutoff::new(CutoffConfig { size: 1, flows: 16 }, LinkType::Ethernet);
+        for (vni, host) in [(42, 2), (42, 3), (43, 2)] {
+            assert!(c.keep(&mirrored(vni, host), None, 100, 1), "{vni} {host}");
+            assert!(!c.keep(&mirrored(vni, host), None, 100, 2), "{vni} {host}");
+        }
+        assert_eq!(c.stats().connections, 3);
     }
 }

@@ -84,6 +84,35 @@ impl TunnelKind {
         }
     }
 
+    /// A small number for keys and index rows (1-8; 0 is left for "no tunnel").
+    pub const fn code(self) -> u8 {
+        match self {
+            TunnelKind::Vxlan => 1,
+            TunnelKind::Geneve => 2,
+            TunnelKind::Gre => 3,
+            TunnelKind::Erspan1 => 4,
+            TunnelKind::Erspan2 => 5,
+            TunnelKind::Erspan3 => 6,
+            TunnelKind::Mpls => 7,
+            TunnelKind::IpInIp => 8,
+        }
+    }
+
+    /// The kind of a [`Self::code`]; `None` for 0 and unknown codes.
+    pub const fn from_code(code: u8) -> Option<TunnelKind> {
+        Some(match code {
+            1 => TunnelKind::Vxlan,
+            2 => TunnelKind::Geneve,
+            3 => TunnelKind::Gre,
+            4 => TunnelKind::Erspan1,
+            5 => TunnelKind::Erspan2,
+            6 => TunnelKind::Erspan3,
+            7 => TunnelKind::Mpls,
+            8 => TunnelKind::IpInIp,
+            _ => return None,
+        })
+    }
+
     /// ERSPAN of any type.
     pub const fn is_erspan(self) -> bool {
         matches!(

@@ -6,7 +6,7 @@ use std::ops::{Range, RangeInclusive};
 use wire::TunnelKind;
 
 use crate::expr::Narrow;
-use crate::key::{addr16, tunnel_kind, KIND_IP, KIND_PORTS, KIND_VLAN};
+use crate::key::{addr16, KIND_IP, KIND_PORTS, KIND_VLAN};
 
 /// Which packet a narrowing term reads: the one on the wire, or the one inside its tunnel
 /// (terms after libpcap's `geneve` or `mpls`).
@@ -145,7 +145,7 @@ impl IndexFile {
         if f.kind & KIND_IP == 0 {
             return Ok(true);
         }
-        let tunnel = tunnel_kind(f.tunnel);
+        let tunnel = TunnelKind::from_code(f.tunnel);
         if let Narrow::And(x, y) = n {
             return Ok(self.accepts_at(f, x, level)? && self.accepts_at(f, y, level)?);
         }

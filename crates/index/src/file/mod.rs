@@ -331,7 +331,7 @@ pub struct FlowRow {
     /// Entries in the flow's postings: its packets (plain file) or the frames holding them.
     pub entries: u32,
     pub postings: u64,
-    /// The tunnel the flow's packets came in (`key::tunnel_code`; 0: none) and its id.
+    /// The tunnel the flow's packets came in (`wire::TunnelKind::code`; 0: none) and its id.
     pub tunnel: u8,
     pub tunnel_id: u32,
 }
