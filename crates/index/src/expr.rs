@@ -8,8 +8,8 @@
 use std::net::IpAddr;
 
 use bpf::expr::{Encap, Expr, Kind, Node, Op, Prim, Time};
-use wire::TunnelKind;
 use units::time::parse_time;
+use wire::TunnelKind;
 
 /// A parsed `ringcap query` expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,10 +49,7 @@ pub enum Narrow {
     /// Outer 802.1Q VLAN id.
     Vlan(u16),
     /// libpcap's `geneve [VNI]` or `mpls [LABEL]`: a packet in that tunnel (of that id).
-    Tunnel {
-        kind: TunnelKind,
-        id: Option<u32>,
-    },
+    Tunnel { kind: TunnelKind, id: Option<u32> },
     /// Terms after an encapsulation keyword: they read the packet inside the tunnel.
     Inner(Box<Narrow>),
     /// Both must hold.

@@ -345,7 +345,10 @@ mod tests {
         let bad = udp_carrier(4789, &vx, 0x4000);
         assert_eq!(FlowKey::of(&bad, LinkType::Ethernet), FlowKey::default());
         for code in 1..=8 {
-            assert_eq!(TunnelKind::from_code(code).map(TunnelKind::code), Some(code));
+            assert_eq!(
+                TunnelKind::from_code(code).map(TunnelKind::code),
+                Some(code)
+            );
         }
         assert_eq!(TunnelKind::from_code(0), None);
     }

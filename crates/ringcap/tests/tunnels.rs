@@ -116,9 +116,25 @@ fn sided(rows: impl IntoIterator<Item = (ConvKey, ConvCounts)>) -> Sided {
     let mut out = Sided::new();
     for ((a, b), c) in rows {
         let (key, v) = if a <= b {
-            ((a, b), [c.a_to_b_frames, c.a_to_b_bytes, c.b_to_a_frames, c.b_to_a_bytes])
+            (
+                (a, b),
+                [
+                    c.a_to_b_frames,
+                    c.a_to_b_bytes,
+                    c.b_to_a_frames,
+                    c.b_to_a_bytes,
+                ],
+            )
         } else {
-            ((b, a), [c.b_to_a_frames, c.b_to_a_bytes, c.a_to_b_frames, c.a_to_b_bytes])
+            (
+                (b, a),
+                [
+                    c.b_to_a_frames,
+                    c.b_to_a_bytes,
+                    c.a_to_b_frames,
+                    c.a_to_b_bytes,
+                ],
+            )
         };
         let e = out.entry(key).or_default();
         for (x, y) in e.iter_mut().zip(v) {
@@ -146,7 +162,10 @@ fn assert_flow_table_is_tshark(c: &Captured, tunnel: &str, filter: &str) {
             let v: Vec<&str> = line.split('\t').collect();
             let n = |i: usize| v[i].parse::<u64>().unwrap_or_else(|_| panic!("{line}"));
             assert_eq!(v[8], tunnel, "{line}");
-            let key = ((v[0].to_string(), n(1) as u16), (v[2].to_string(), n(3) as u16));
+            let key = (
+                (v[0].to_string(), n(1) as u16),
+                (v[2].to_string(), n(3) as u16),
+            );
             let counts = ConvCounts {
                 a_to_b_frames: n(4),
                 a_to_b_bytes: n(5),
@@ -156,7 +175,11 @@ fn assert_flow_table_is_tshark(c: &Captured, tunnel: &str, filter: &str) {
             rows.push((key, counts));
         }
         let want = sided(inner_conversations_by_tshark(&c.file, proto, filter));
-        assert!(!want.is_empty() || proto == "udp", "no inner {proto} in {}", c.file.display());
+        assert!(
+            !want.is_empty() || proto == "udp",
+            "no inner {proto} in {}",
+            c.file.display()
+        );
         assert_eq!(sided(rows), want, "{tunnel} {proto}: flow table vs tshark");
     }
 }

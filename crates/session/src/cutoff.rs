@@ -453,8 +453,14 @@ mod tests {
     fn mirrored_traffic_is_cut_per_inner_connection_and_tunnel() {
         let k = FlowKey::of_frame(&mirrored(42, 2), LinkType::Ethernet, None).unwrap();
         assert_eq!((k.protocol, k.a.1, k.b.1), (17, 5000, 53));
-        assert_eq!((&k.a.0[..4], &k.b.0[..4]), (&[10, 1, 0, 1][..], &[10, 1, 0, 2][..]));
-        assert_eq!(k.tunnel, u64::from(wire::TunnelKind::Vxlan.code()) << 32 | 42);
+        assert_eq!(
+            (&k.a.0[..4], &k.b.0[..4]),
+            (&[10, 1, 0, 1][..], &[10, 1, 0, 2][..])
+        );
+        assert_eq!(
+            k.tunnel,
+            u64::from(wire::TunnelKind::Vxlan.code()) << 32 | 42
+        );
         // Size 1: each inner connection keeps its first packet, in each VNI (tenants may share
         // addresses); keyed by the outer header the mirror session would be one connection.
         let mut c = Cutoff::new(CutoffConfig { size: 1, flows: 16 }, LinkType::Ethernet);

@@ -223,15 +223,17 @@ impl IndexFile {
                 }
                 kept
             }
-            Narrow::Or(x, y) => match (self.candidates_at(x, level)?, self.candidates_at(y, level)?) {
-                (None, _) | (_, None) => return Ok(None),
-                (Some(mut x), Some(y)) => {
-                    x.extend(y);
-                    x.sort_unstable();
-                    x.dedup();
-                    x
+            Narrow::Or(x, y) => {
+                match (self.candidates_at(x, level)?, self.candidates_at(y, level)?) {
+                    (None, _) | (_, None) => return Ok(None),
+                    (Some(mut x), Some(y)) => {
+                        x.extend(y);
+                        x.sort_unstable();
+                        x.dedup();
+                        x
+                    }
                 }
-            },
+            }
         }))
     }
 
