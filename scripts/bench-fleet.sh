@@ -35,8 +35,9 @@
 #   3. Upload: the same files (every non-hidden file of the three stores: captures, .idx, .flows.parquet) into
 #      a fresh bucket per run, UP_RUNS interleaved rounds (the order rotates each round) of
 #        ringcap   `ringcap archive sN --to s3://B/site --sensor sN --once` for N = 1..3 in turn (manifest
-#                  STORE/.ringcap-archive removed first, so everything is sent again; it sends one part of
-#                  16 MiB at a time, and puts itself at nice 10 with idle I/O priority)
+#                  STORE/.ringcap-archive removed first, so everything is sent again; defaults: 4 files at
+#                  once, 16 MiB parts, 4 per file and 8 in all in flight; it puts itself at nice 10 with the
+#                  lowest best-effort I/O priority)
 #        rclone    `rclone copy sensors :s3:B/site` (defaults: --transfers 4, --s3-upload-concurrency 4,
 #                  5 MiB chunks above 200 MiB; hidden files excluded)
 #        rclone-1  the same with --transfers 1 --s3-upload-concurrency 1 --s3-chunk-size 16M (ringcap's shape)

@@ -1,9 +1,10 @@
 //! archive: copies a store's completed capture files, with their index and flow table, to
 //! S3-compatible object storage, and knows what is there (the manifest, see
 //! `store::archive_manifest`). One pass lists the store, skips what the manifest lists as verified
-//! with the same size and mtime, uploads the rest oldest first (multipart for large files,
-//! resumable after a kill), verifies each copy and only then adds it to the manifest. A pass stops
-//! at the first failure: everything verified so far is kept, and the next pass resumes.
+//! with the same size and mtime, uploads the rest oldest first, several files at once (multipart for
+//! large files, resumable after a kill), verifies each copy and only then adds it to the manifest.
+//! A pass stops at the first failure: it starts nothing more, the transfers in flight end after
+//! their parts being sent, everything verified so far is kept, and the next pass resumes.
 
 mod error;
 mod expire;
@@ -14,6 +15,9 @@ mod upload;
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+
+use futures::StreamExt;
 
 use object_store::aws::AmazonS3;
 use object_store::path::Path as Key;
@@ -31,6 +35,10 @@ pub use upload::How;
 pub const DEFAULT_PART_SIZE: u64 = 16 << 20;
 /// S3's smallest part (but the last).
 pub const MIN_PART_SIZE: u64 = 5 << 20;
+/// Files sent at once by default (rclone's `--transfers` default too).
+pub const DEFAULT_TRANSFERS: usize = 4;
+/// Files sent at once at most (each holds a connection; parts in flight are bounded apart).
+pub const MAX_TRANSFERS: usize = 16;
 
 /// What to archive where.
 pub struct Options {
@@ -42,6 +50,8 @@ pub struct Options {
     /// Bytes per second on average, or unlimited.
     pub max_rate: Option<u64>,
     pub part_size: u64,
+    /// Files sent at once (1..=[`MAX_TRANSFERS`]); their parts in flight share one budget.
+    pub transfers: usize,
     /// What the archive keeps of this sensor (age, bytes).
     pub retention: Retention,
     /// Captures to leave for a later pass (a capture archiving its own files holds those whose
@@ -86,7 +96,7 @@ pub struct Archiver {
     rt: tokio::runtime::Runtime,
     endpoint_name: String,
     _lock: std::fs::File,
-    /// Set (SIGINT/SIGTERM of `archive --watch`): a pass ends after the object being sent.
+    /// Set (SIGINT/SIGTERM of `archive --watch`): a pass ends after the parts being sent.
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
@@ -123,6 +133,12 @@ impl Archiver {
                 opts.sensor
             )));
         }
+        if !(1..=MAX_TRANSFERS).contains(&opts.transfers) {
+            return Err(ArchiveError::Usage(format!(
+                "--transfers {}: between 1 and {MAX_TRANSFERS}",
+                opts.transfers
+            )));
+        }
         if opts.part_size < MIN_PART_SIZE {
             return Err(ArchiveError::Usage(format!(
                 "part size {} is below S3's minimum of 5 MiB",
@@ -148,8 +164,9 @@ impl Archiver {
         })
     }
 
-    /// A pass ends after the object being sent once `flag` is set (what it did not send is left
-    /// for the next run; nothing is half there: the manifest names only verified objects).
+    /// A pass ends after the parts being sent once `flag` is set (what it did not send is left for
+    /// the next run, a multipart upload with its journal; nothing is half there: the manifest names
+    /// only verified objects).
     pub fn stop_when(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
         self.stop = Some(flag);
     }
@@ -232,67 +249,160 @@ impl Archiver {
             objects: todo.len(),
             bytes: todo.iter().map(|t| t.1).sum(),
         });
-        let mut pace = upload::Pace::new(self.opts.max_rate);
-        let journals = dir.join(manifest::ARCHIVE_DIR).join("uploads");
-        for (item, bytes, mtime_ns) in &todo {
-            if self
-                .stop
-                .as_ref()
-                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
-            {
-                break;
-            }
+        let mut jobs = Vec::with_capacity(todo.len());
+        for (item, bytes, mtime_ns) in todo {
             let key_text = match self.opts.dest.prefix.as_str() {
                 "" => item.rel_key.clone(),
                 p => format!("{p}/{}", item.rel_key),
             };
             let key = Key::parse(&key_text)
                 .map_err(|e| ArchiveError::Usage(format!("object key `{key_text}`: {e}")))?;
-            let mut sent = |n| ev(Event::Sent(n));
-            let mut up = upload::Uploader {
-                s3: &self.s3,
-                endpoint: &self.endpoint_name,
-                bucket: &self.opts.dest.bucket,
-                part_size: self.opts.part_size,
-                pace: &mut pace,
-                journals: journals.clone(),
-                sent: &mut sent,
-            };
-            let v = self
-                .rt
-                .block_on(up.put_file(&item.path, &key, *bytes, *mtime_ns))?;
-            // Verified: only now does the manifest name it.
-            entries.retain(|e| !(e.file == item.name && e.dest == dest));
-            entries.push(ManifestEntry {
-                file: item.name.clone(),
-                dest: dest.clone(),
-                key: key_text.clone(),
-                bytes: *bytes,
-                mtime_ns: *mtime_ns,
-                sha256: v.sha256.clone(),
-                etag: v.etag.clone(),
-                verified: v.method.to_string(),
-                at_ns: now_ns(),
-            });
-            manifest::save(&dir, &entries)
-                .map_err(|e| ArchiveError::io(&manifest::manifest_path(&dir), e))?;
-            match v.how {
-                How::Present => report.present += 1,
-                How::Uploaded { .. } => {
-                    report.uploaded += 1;
-                    report.uploaded_bytes += bytes;
-                }
-            }
-            ev(Event::Archived {
+            jobs.push(Job {
                 item,
-                key: &key_text,
-                bytes: *bytes,
-                how: v.how,
-                method: v.method,
+                key,
+                key_text,
+                bytes,
+                mtime_ns,
             });
         }
-        Ok(report)
+        let ev = std::cell::RefCell::new(ev);
+        let sent = |n| (ev.borrow_mut())(Event::Sent(n));
+        let pace = std::cell::RefCell::new(upload::Pace::new(self.opts.max_rate));
+        let parts = tokio::sync::Semaphore::new(upload::PARTS_IN_FLIGHT_TOTAL);
+        let halt = std::cell::Cell::new(false);
+        let up = upload::Uploader {
+            s3: &self.s3,
+            endpoint: &self.endpoint_name,
+            bucket: &self.opts.dest.bucket,
+            part_size: self.opts.part_size,
+            pace: &pace,
+            parts: &parts,
+            journals: dir.join(manifest::ARCHIVE_DIR).join("uploads"),
+            sent: &sent,
+            halt: &halt,
+        };
+        let stop = self.stop.clone();
+        let stopped = || stop.as_ref().is_some_and(|f| f.load(Relaxed));
+        let transfers = self.opts.transfers;
+        let mut first_err = None;
+        // Apart from `jobs`: the transfers in flight borrow their jobs while states change.
+        let mut states = vec![JobState::Waiting; jobs.len()];
+        self.rt.block_on(async {
+            let mut in_flight = futures::stream::FuturesUnordered::new();
+            loop {
+                if stopped() {
+                    halt.set(true);
+                }
+                while !halt.get() && in_flight.len() < transfers {
+                    let Some(i) = next_job(&jobs, &states) else {
+                        break;
+                    };
+                    states[i] = JobState::Sending;
+                    let (up, job) = (&up, &jobs[i]);
+                    in_flight.push(async move {
+                        let r = up
+                            .put_file(&job.item.path, &job.key, job.bytes, job.mtime_ns)
+                            .await;
+                        (i, r)
+                    });
+                }
+                let (i, r) = tokio::select! {
+                    Some(done) = in_flight.next(), if !in_flight.is_empty() => done,
+                    // A look at the stop flag now and then (a signal sets it; nothing wakes us).
+                    _ = tokio::time::sleep(STOP_POLL), if !in_flight.is_empty() => continue,
+                    else => break,
+                };
+                let v = match r {
+                    Ok(Some(v)) => v,
+                    Ok(None) => continue, // halted before it was sent: the next run sends it
+                    Err(e) => {
+                        // What is in flight ends after its parts being sent (journaled); the
+                        // first failure is the pass's.
+                        halt.set(true);
+                        first_err.get_or_insert(e);
+                        continue;
+                    }
+                };
+                let job = &jobs[i];
+                // Verified: only now does the manifest name it.
+                entries.retain(|e| !(e.file == job.item.name && e.dest == dest));
+                entries.push(ManifestEntry {
+                    file: job.item.name.clone(),
+                    dest: dest.clone(),
+                    key: job.key_text.clone(),
+                    bytes: job.bytes,
+                    mtime_ns: job.mtime_ns,
+                    sha256: v.sha256.clone(),
+                    etag: v.etag.clone(),
+                    verified: v.method.to_string(),
+                    at_ns: now_ns(),
+                });
+                if let Err(e) = manifest::save(&dir, &entries) {
+                    halt.set(true);
+                    first_err.get_or_insert(ArchiveError::io(&manifest::manifest_path(&dir), e));
+                    continue;
+                }
+                match v.how {
+                    How::Present => report.present += 1,
+                    How::Uploaded { .. } => {
+                        report.uploaded += 1;
+                        report.uploaded_bytes += job.bytes;
+                    }
+                }
+                (ev.borrow_mut())(Event::Archived {
+                    item: &job.item,
+                    key: &job.key_text,
+                    bytes: job.bytes,
+                    how: v.how,
+                    method: v.method,
+                });
+                states[i] = JobState::Done;
+            }
+        });
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
     }
+}
+
+/// How often a pass looks at its stop flag while transfers run.
+const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One file of a pass.
+struct Job {
+    item: Item,
+    key: Key,
+    key_text: String,
+    bytes: u64,
+    mtime_ns: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum JobState {
+    Waiting,
+    Sending,
+    Done,
+}
+
+/// The first waiting job that may start, in the listing's order (oldest capture first). A capture's
+/// index waits until its capture and other companions of this pass are verified: an index in the
+/// archive says the rest of its capture went first (docs/archive.md).
+fn next_job(jobs: &[Job], states: &[JobState]) -> Option<usize> {
+    let waits = |j: &Job| {
+        let Some(capture) = j.item.name.strip_suffix(".idx") else {
+            return false;
+        };
+        jobs.iter().zip(states).any(|(o, s)| {
+            *s != JobState::Done
+                && (o.item.name == capture
+                    || o.item
+                        .name
+                        .strip_prefix(capture)
+                        .is_some_and(|rest| rest.starts_with('.') && !rest.ends_with(".idx")))
+        })
+    };
+    (0..jobs.len()).find(|&i| states[i] == JobState::Waiting && !waits(&jobs[i]))
 }
 
 /// The items of `dir` the manifest's `entries` do not list as archived to `dest` with their

@@ -18,8 +18,9 @@ Each complete capture file of STORE (not the hidden .NAME.partial being written)
 (date and hour in UTC from the file name's time stamp, else its first packet), verified (size and
 the store's MD5 ETag, else a read-back SHA-256) and only then listed in
 STORE/.ringcap-archive/manifest.jsonl. Running again uploads only what is not listed; a large file
-cut by a kill resumes at its next part. With a manifest present, capture's retention deletes only
-files the manifest lists (see docs/archive.md).
+cut by a kill resumes with the parts it had not sent. --transfers files go at once, oldest first (a
+capture's index only once the rest of its capture is verified). With a manifest present, capture's
+retention deletes only files the manifest lists (see docs/archive.md).
 Credentials as AWS tools take them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN),
 else profile --profile / AWS_PROFILE / default of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE).
 Region: --region, AWS_REGION, AWS_DEFAULT_REGION, ~/.aws/config, us-east-1.
@@ -56,6 +57,11 @@ pub struct ArchiveArgs {
     /// Average upload rate at most, e.g. 20MB/s or 100MiB/s (a part goes at full speed).
     #[arg(long = "max-upload-rate", value_name = "SIZE/s", value_parser = parse_rate)]
     pub max_upload_rate: Option<u64>,
+    /// Files sent at once (1-16, like rclone's --transfers); their parts in flight share one budget
+    /// of 8 parts (128 MiB at the default part size). 1 sends one file at a time.
+    #[arg(long = "transfers", value_name = "N", default_value_t = archive::DEFAULT_TRANSFERS,
+          value_parser = parse_transfers)]
+    pub transfers: usize,
     /// Multipart part size (files larger than this are sent in parts); at least 5MiB.
     #[arg(long = "part-size", value_name = "SIZE", default_value = "16MiB",
           value_parser = crate::cli::parse_size_arg)]
@@ -114,6 +120,16 @@ impl EndpointArgs {
     }
 }
 
+fn parse_transfers(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=archive::MAX_TRANSFERS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{s}`: a number of files from 1 to {}",
+            archive::MAX_TRANSFERS
+        )),
+    }
+}
+
 pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let t = t.strip_suffix("/s").unwrap_or(t);
@@ -139,6 +155,7 @@ pub fn run(a: ArchiveArgs) -> Result<(), Fatal> {
         sensor: a.sensor.clone(),
         max_rate: a.max_upload_rate,
         part_size: a.part_size,
+        transfers: a.transfers,
         retention: archive::Retention {
             max_age: a.archive_max_age,
             budget: a.archive_budget,

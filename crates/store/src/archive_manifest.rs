@@ -30,7 +30,8 @@ pub struct ManifestEntry {
     pub bytes: u64,
     /// The local file's modification time (ns) when it was uploaded.
     pub mtime_ns: u64,
-    /// SHA-256 of the bytes, hex.
+    /// SHA-256 of the bytes, hex, when a read-back verified the copy; empty for "etag-md5" (the
+    /// ETag is the checksum kept; `ringcap archive` no longer hashes each file a second time).
     pub sha256: String,
     /// The ETag the object store reported, without quotes.
     pub etag: String,

@@ -170,6 +170,9 @@ pub fn start(
             sensor: f.sensor.clone().unwrap_or_default(),
             max_rate: f.max_upload_rate,
             part_size: archive::DEFAULT_PART_SIZE,
+            // One file at a time: the capture's archiving takes only what the capture leaves
+            // (SCHED_IDLE); `ringcap archive` catches up a backlog with several.
+            transfers: 1,
             retention: archive::Retention::default(),
             hold: Some(Arc::clone(&hold)),
         };

@@ -414,3 +414,140 @@ fn watch_ends_soon_after_sigint_even_in_the_middle_of_a_pass() {
         );
     }
 }
+
+/// Parts of `name`'s multipart upload its journal lists as sent (0 without a journal).
+fn journaled_parts(store: &Path, name: &str) -> usize {
+    fs::read(store.join(format!(".ringcap-archive/uploads/{name}.json")))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| {
+            v["parts"]
+                .as_array()
+                .map(|a| a.iter().filter(|p| !p.is_null()).count())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn parallel_transfers_killed_mid_upload_resume_and_every_object_is_whole_and_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(s3) = S3::start(tmp.path()) else {
+        return;
+    };
+    let store = tmp.path().join("store");
+    let mut want = small_store(&store);
+    // Three captures of ~30 MB (4 parts of 8 MiB each), indexed: .idx and .flows.parquet too.
+    let mut big = Vec::new();
+    for i in 0..3u32 {
+        let name = format!("cap-20261203T1{i}0000-00001{i}.pcap");
+        write_pcap(
+            &store.join(&name),
+            20_000,
+            1500,
+            1_796_299_200 + i * 600,
+            40 + i as u64,
+        );
+        big.push(name);
+    }
+    let o = Command::new(ringcap())
+        .args(["index", "-q"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (i, name) in big.iter().enumerate() {
+        for suffix in ["", ".idx", ".flows.parquet"] {
+            want.push((
+                store.join(format!("{name}{suffix}")),
+                format!("site/sensor=s1/date=2026-12-03/hour=1{i}/{name}{suffix}"),
+            ));
+        }
+    }
+    let first_out = tmp.path().join("first.jsonl");
+    let args = ["--once", "--transfers", "3", "--part-size", "8MiB"];
+    let mut child = archive(&s3, &store, tmp.path(), &args)
+        .args(["--max-upload-rate", "20MB/s"])
+        .stdout(fs::File::create(&first_out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed while at least two of the large files are part-way: uploads in parallel.
+    let t0 = Instant::now();
+    loop {
+        let part_way = big
+            .iter()
+            .filter(|n| journaled_parts(&store, n) >= 1)
+            .count();
+        if part_way >= 2 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "never two multipart uploads at once"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    // No half object under a final name; the manifest lists only whole objects.
+    let manifest =
+        || fs::read_to_string(store.join(".ringcap-archive/manifest.jsonl")).unwrap_or_default();
+    let listed = manifest();
+    for (local, key) in &want {
+        let name = local.file_name().unwrap().to_str().unwrap();
+        match s3.sha256(key, tmp.path()) {
+            None => assert!(
+                !listed.contains(&format!("\"{name}\"")),
+                "{key} listed, not there"
+            ),
+            Some(got) => assert_eq!(got, sha256_file(local), "{key}: half an object"),
+        }
+    }
+    let o = archive(&s3, &store, tmp.path(), &args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "rerun: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let second = json_lines(&o);
+    assert!(
+        second.iter().filter(|v| v["status"] == "resumed").count() >= 2,
+        "{second:?}"
+    );
+    for (local, key) in &want {
+        assert_eq!(
+            s3.sha256(key, tmp.path()).as_deref(),
+            Some(sha256_file(local).as_str()),
+            "{key}"
+        );
+    }
+    // Each verified by its ETag (s3proxy's multipart ETag is S3's): nothing was read back.
+    let entries: Vec<serde_json::Value> = manifest()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), want.len());
+    assert!(
+        entries.iter().all(|e| e["verified"] == "etag-md5"),
+        "{entries:?}"
+    );
+    // An index went only after its capture, in each run.
+    let first: Vec<serde_json::Value> = fs::read_to_string(&first_out)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for (r, run) in [&first, &second].into_iter().enumerate() {
+        let keys: Vec<&str> = run.iter().filter_map(|v| v["key"].as_str()).collect();
+        for (at, k) in keys.iter().enumerate() {
+            if let Some(capture) = k.strip_suffix(".idx") {
+                assert!(
+                    keys[..at].contains(&capture)
+                        || (r == 1 && first.iter().any(|v| v["key"] == capture)),
+                    "{k} before its capture: {keys:?}"
+                );
+            }
+        }
+    }
+}
