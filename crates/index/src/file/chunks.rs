@@ -49,7 +49,7 @@ pub(super) fn chunk_plan(
     let mut cut = |from: usize, to: usize, layout: Layout| {
         let step = match layout {
             Layout::Bytes => CHUNK,
-            Layout::Rows(w) => CHUNK / w * w,
+            Layout::Rows(w) => rows_per_chunk(w) * w,
         };
         let mut at = from;
         while at < to {
@@ -67,6 +67,21 @@ pub(super) fn chunk_plan(
     cut(by_b_at, postings_at, Layout::Rows(BY_B_LEN));
     cut(postings_at, body_len, Layout::Bytes);
     plan
+}
+
+/// Rows of `w` bytes in a chunk: as many as fit in [`CHUNK`], 64 fewer (one cache line per
+/// column) when that is a power of two. [`pack_rows`] writes a row's bytes that many bytes apart,
+/// and L1 sets repeat every 4 KiB: 2048 apart (32-byte flow rows), a row's 32 lines share 2 sets
+/// of 8 ways and the transposition cost ~10 ns per packet more than with 28-byte rows; 2047
+/// apart, 3-4 sets (still ~8 ns); 1984 = 31 × 64 apart, a set each (~0; BENCHMARKS.md,
+/// "Decapsulation in the indexer"). So: 1984 flow rows, 8128 `by_b` rows.
+pub(super) fn rows_per_chunk(w: usize) -> usize {
+    let n = CHUNK / w;
+    if n.is_power_of_two() {
+        n - 64
+    } else {
+        n
+    }
 }
 
 /// Where a flow row keeps its postings offset (8 bytes, before the tunnel id).
@@ -170,10 +185,11 @@ mod tests {
         }
         assert_eq!(next, body_len);
         let rows = |w| plan.iter().filter(|c| c.layout == Layout::Rows(w)).count();
-        assert_eq!(
-            rows(FLOW_LEN),
-            (flows * FLOW_LEN).div_ceil(CHUNK / FLOW_LEN * FLOW_LEN)
-        );
-        assert_eq!(rows(BY_B_LEN), (flows * BY_B_LEN).div_ceil(CHUNK));
+        assert_eq!(rows(FLOW_LEN), flows.div_ceil(rows_per_chunk(FLOW_LEN)));
+        assert_eq!(rows(BY_B_LEN), flows.div_ceil(rows_per_chunk(BY_B_LEN)));
+        // A row's bytes, stored that many apart, fall in different cache sets.
+        assert_eq!(rows_per_chunk(32), 1984);
+        assert_eq!(rows_per_chunk(8), 8128);
+        assert_eq!(rows_per_chunk(28), 2340);
     }
 }
