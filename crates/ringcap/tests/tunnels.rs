@@ -1,19 +1,20 @@
-//! Tunnelled traffic end to end (issue 36), before ringcap decapsulates: every kind of tunnel is
-//! captured by `ringcap capture` from a real veth, then
+//! Tunnelled traffic end to end (issue 36): every kind of tunnel is captured by `ringcap capture`
+//! from a real veth, then
 //! - tshark's decode of the captured file shows what the encoder sent: per frame the length, the
 //!   innermost 5-tuple, the VLAN tags, MPLS labels, GRE key, VXLAN/GENEVE VNI and ERSPAN session
 //!   (a check of scripts/tunnels.py and of the capture, and of the harness the inner comparisons
-//!   will use, common/tunnels.rs);
+//!   use, common/tunnels.rs);
 //! - `ringcap query` equals `tcpdump -r` of the same file for outer expressions and for libpcap's
-//!   own tunnel keywords (`vlan`, `mpls`, `geneve`; libpcap 1.10 has no `vxlan`, `gre` or `erspan`);
+//!   own tunnel keywords (`vlan`, `mpls`, `geneve`; libpcap 1.10 has no `vxlan`, `gre` or `erspan`),
+//!   whose inner terms the index narrows by the carried packet;
 //! - where libpcap can say an inner host or a tunnel id (its keywords, or byte offsets for GRE keys,
-//!   VXLAN VNIs and IP-in-IP), tcpdump selects exactly the packets tshark's decode does.
+//!   VXLAN VNIs and IP-in-IP), tcpdump selects exactly the packets tshark's decode does;
+//! - the flow table's rows of tunnelled flows (keyed by the carried packet) equal tshark's
+//!   conversations of the innermost 5-tuples.
+//!
 //! VXLAN comes both from the encoder and from real Linux vxlan devices; the other kinds only from the
 //! encoder, as this kernel has no such devices (see scripts/tunnels.py).
 //!
-//! - the flow table's rows of tunnelled flows (keyed by the carried packet) equal tshark's
-//!   conversations of the innermost 5-tuples, and `geneve`/`mpls` inner terms are narrowed by the
-//!   index and still equal tcpdump.
 //! Still to come: ringcap's own `vxlan`, `gre`, `erspan` terms against `inner_host_packets_by_tshark`
 //! (see the end of this file).
 
