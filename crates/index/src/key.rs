@@ -174,7 +174,7 @@ impl FlowKey {
             // The outer VLAN tag is libpcap's `vlan` (the inner one is not indexed).
             key.vlan = 0;
             key.kind &= !KIND_VLAN;
-            if let Some(vid) = wire::parse(frame, linktype).vlan_outer {
+            if let Some(vid) = d.outer_vlan {
                 key.vlan = vid;
                 key.kind |= KIND_VLAN;
             }

@@ -138,7 +138,7 @@ impl FlowKey {
         };
         // The outer tag: that of the frame (inner tags are the tenant's, kept in the tunnel).
         let outer_tag = if tunnel != 0 {
-            wire::parse(frame, linktype).vlan_outer
+            d.outer_vlan
         } else {
             h.vlan_outer
         };

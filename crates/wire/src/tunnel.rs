@@ -168,6 +168,8 @@ pub struct Decapsulated {
     pub layers: [Layer; MAX_DEPTH],
     /// Tunnels crossed.
     pub depth: u8,
+    /// The first VLAN id of the frame itself (libpcap's `vlan`), whatever the inner packet has.
+    pub outer_vlan: Option<u16>,
     /// Why it stopped early, if it did: then `inner` is the last level read whole and the
     /// tunnel that could not be read is not among the layers.
     pub problem: Option<Problem>,
@@ -209,8 +211,10 @@ enum Next {
 
 /// Decapsulates `frame` of link type `linktype`; never panics, never allocates.
 pub fn decapsulate(frame: &[u8], linktype: LinkType) -> Decapsulated {
+    let outer = parse(frame, linktype);
     let mut d = Decapsulated {
-        inner: parse(frame, linktype),
+        inner: outer,
+        outer_vlan: outer.vlan_outer,
         ..Decapsulated::default()
     };
     // An MPLS stack straight over the link has no IP header for `behind` to look at.
