@@ -322,7 +322,9 @@ pub fn parse(text: &str) -> Result<Expr, String> {
             _ => {}
         }
     }
-    let encaps = ["vlan", "mpls", "pppoes", "geneve", "vxlan"];
+    // libpcap's encapsulation keywords and ringcap's own tunnel terms (`gre`, `erspan`; index's
+    // tunnel_term), after which terms read the packet inside: a `vlan` there is not the outer tag.
+    let encaps = ["vlan", "mpls", "pppoes", "geneve", "vxlan", "gre", "erspan"];
     let outer = toks
         .iter()
         .find(|t| t.kind == Tk::Word && encaps.contains(&t.text))

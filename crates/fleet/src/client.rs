@@ -23,7 +23,10 @@ pub fn query_text(q: &index::Query) -> String {
     if let Some(b) = q.before_ns {
         terms.push(format!("before {}", at(b)));
     }
-    if !q.filter.is_empty() {
+    if q.tunnel.is_some() {
+        // A tunnel term stands at the top level, in a chain of `and`s only.
+        terms.push(q.filter.clone());
+    } else if !q.filter.is_empty() {
         // In parentheses: `and` and `or` bind alike in pcap-filter, left to right.
         terms.push(format!("({})", q.filter));
     }
@@ -212,5 +215,13 @@ mod tests {
         let again = index::parse_query(&text, 0).unwrap();
         assert_eq!((again.after_ns, again.before_ns), (q.after_ns, q.before_ns));
         assert_eq!(again.filter, "(host 10.0.0.1 or port 53)");
+        // A tunnel term may not stand in parentheses: the chain of `and`s is passed as it is.
+        let q = index::parse_query(
+            "udp and vxlan 42 and host 10.0.0.1 and after @1700000000",
+            0,
+        )
+        .unwrap();
+        let again = index::parse_query(&query_text(&q), 0).unwrap();
+        assert_eq!((again.filter, again.tunnel), (q.filter, q.tunnel));
     }
 }

@@ -11,6 +11,8 @@ use bpf::expr::{Encap, Expr, Kind, Node, Op, Prim, Time};
 use units::time::parse_time;
 use wire::TunnelKind;
 
+use crate::tunnel_term::{self, TunnelTerm};
+
 /// A parsed `ringcap query` expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Query {
@@ -23,6 +25,9 @@ pub struct Query {
     pub before_ns: Option<u64>,
     /// Index narrowing; a superset of the packets `filter` accepts.
     pub narrow: Narrow,
+    /// ringcap's `vxlan`/`gre`/`erspan` term, when `filter` has one: then libpcap compiles the
+    /// term's outer and inner parts, not `filter` whole.
+    pub tunnel: Option<TunnelTerm>,
 }
 
 /// Index narrowing: which packets are candidates. Always a superset of the
@@ -162,12 +167,41 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
         (Some(a), Some(b)) => expr[a.1.span.start..b.1.span.end].trim().to_string(),
         _ => String::new(),
     };
-    let narrow = narrow_operands(expr, rest);
+    let (narrow, tunnel) = match tunnel_term::find(expr, rest)? {
+        None => (narrow_operands(expr, rest), None),
+        Some((term, k)) => {
+            // The outer part narrows as any expression does; the term by the tunnel's kind and
+            // id; the inner part as the terms after libpcap's `geneve`.
+            let outer = narrow_operands(expr, &rest[..k]);
+            let tunnel = term
+                .word
+                .kinds()
+                .iter()
+                .map(|&kind| Narrow::Tunnel { kind, id: term.id })
+                .reduce(or)
+                .unwrap_or(Narrow::All);
+            // A keyword after the term (`vxlan and geneve and …`) reads a tunnel inside the
+            // carried packet, which the index does not file: no narrowing there.
+            let after = &rest[k + 1..];
+            let nested = after.first().is_some_and(|(_, first)| {
+                bpf::expr::encapsulations(expr)
+                    .iter()
+                    .any(|s| s.start >= first.span.start)
+            });
+            let inner = match narrow_operands(expr, after) {
+                _ if nested => Narrow::All,
+                Narrow::All => Narrow::All,
+                n => Narrow::Inner(Box::new(n)),
+            };
+            (and(and(outer, tunnel), inner), Some(term))
+        }
+    };
     Ok(Query {
         filter,
         after_ns,
         before_ns,
         narrow,
+        tunnel,
     })
 }
 
@@ -196,7 +230,14 @@ fn first_time(n: &Node) -> Option<&Time> {
 /// [VNI]` or `mpls [LABEL]`, that is a top-level operand of a chain of `and`s. Anything else with
 /// an encapsulation keyword narrows nothing.
 fn narrow_operands(text: &str, rest: &[(Option<Op>, &Node)]) -> Narrow {
-    let encaps = bpf::expr::encapsulations(text);
+    let (Some(first), Some(last)) = (rest.first(), rest.last()) else {
+        return Narrow::All;
+    };
+    let (lo, hi) = (first.1.span.start, last.1.span.end);
+    let encaps: Vec<_> = bpf::expr::encapsulations(text)
+        .into_iter()
+        .filter(|s| s.start >= lo && s.end <= hi)
+        .collect();
     if encaps.is_empty() {
         return rest
             .iter()
@@ -469,11 +510,60 @@ mod tests {
             "(geneve and udp) and host 10.0.0.1",
             "geneve 0x7 and host 10.0.0.1",
             "pppoes and host 10.0.0.1",
-            "vxlan and host 10.0.0.1",
             "host 10.0.0.1 and (tcp or mpls)",
         ] {
             assert_eq!(n(e), All, "{e}");
         }
+    }
+
+    /// ringcap's own `vxlan`/`gre`/`erspan` terms narrow as `geneve` does: outer terms, the tunnel
+    /// (every ERSPAN type for `erspan`), inner terms; a tag after them is not indexed.
+    #[test]
+    fn tunnel_terms() {
+        let tunnel = |kind, id| Tunnel { kind, id };
+        let inner = |n| Inner(Box::new(n));
+        let cases = [
+            (
+                "udp and vxlan 42 and host 10.0.0.1 and after 2026-11-23",
+                and(
+                    and(Proto(17), tunnel(TunnelKind::Vxlan, Some(42))),
+                    inner(host("10.0.0.1")),
+                ),
+            ),
+            ("gre 0x5 and vlan 7", tunnel(TunnelKind::Gre, Some(5))),
+            (
+                "erspan and port 443",
+                and(
+                    or(
+                        or(
+                            tunnel(TunnelKind::Erspan1, None),
+                            tunnel(TunnelKind::Erspan2, None),
+                        ),
+                        tunnel(TunnelKind::Erspan3, None),
+                    ),
+                    inner(Port(443)),
+                ),
+            ),
+            // libpcap's keyword after ringcap's reads the carried packet: narrows nothing there.
+            (
+                "vxlan and geneve and host 10.0.0.1",
+                tunnel(TunnelKind::Vxlan, None),
+            ),
+        ];
+        for (e, want) in cases {
+            let q = parse_query(e, NOW).unwrap();
+            assert_eq!(q.narrow, want, "{e}");
+            assert!(q.tunnel.is_some(), "{e}");
+        }
+        let q = parse_query("vxlan 42 and host 10.0.0.1 and after 2026-11-23", NOW).unwrap();
+        let term = q.tunnel.unwrap();
+        assert_eq!(
+            (term.outer.as_str(), term.inner.as_str()),
+            ("", "host 10.0.0.1")
+        );
+        assert_eq!(q.filter, "vxlan 42 and host 10.0.0.1");
+        assert!(parse_query("vxlan or tcp", NOW).is_err());
+        assert_eq!(parse_query("ip proto gre", NOW).unwrap().tunnel, None);
     }
 
     #[test]

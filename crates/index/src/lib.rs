@@ -16,6 +16,7 @@ pub mod ranges;
 pub mod scan;
 #[cfg(test)]
 mod testdata;
+pub mod tunnel_term;
 
 pub use build::Builder;
 pub use expr::{parse_query, Narrow, Query};
@@ -24,10 +25,11 @@ pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use flows::{check_flow_table, check_flow_table_footer, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
 pub use query::{
-    prepare_query, Feed, FileError, FileReport, Hit, How, Priority, Progress, QueryError,
-    QueryOptions, ScanWhy,
+    compile_query, prepare_query, Feed, FileError, FileReport, Hit, How, Matcher, Priority,
+    Progress, QueryError, QueryOptions, ScanWhy,
 };
 pub use ranges::{RangeFile, ReadAt};
 pub use scan::{index_file, Indexed};
+pub use tunnel_term::{TunnelTerm, TunnelWord};
 /// Times as `after`/`before` take them (`units::time`); here for the query code.
 pub use units::time::parse_time;

@@ -249,7 +249,7 @@ fn verdict(expr: &str, links: &[bpf::SavefileLink], allow_names: bool) -> (u8, S
         links
     };
     for &link in links {
-        match bpf::compile_for_file(&q.filter, link) {
+        match index::compile_query(&q, link) {
             Ok(_) => {}
             Err(bpf::FilterError::Syntax { message, .. }) if out_of_memory(&message) => {
                 return (EXIT_NO_MEMORY, message)
@@ -382,6 +382,10 @@ const KEYWORDS: &[&str] = &[
     "pppoed",
     "pppoes",
     "geneve",
+    // ringcap's own tunnel terms (index::tunnel_term).
+    "vxlan",
+    "gre",
+    "erspan",
     "lane",
     "llc",
     "metac",
@@ -562,9 +566,9 @@ pub fn looked_up_name(filter: &str) -> Option<&str> {
                 | "reason" | "action" | "llc" => next_is_local = true,
                 "and" | "or" | "not" | "less" | "greater" | "len" | "length" | "byte"
                 | "broadcast" | "multicast" | "inbound" | "outbound" | "ifindex" | "vlan"
-                | "mpls" | "pppoed" | "pppoes" | "geneve" | "mask" | "icmptype" | "icmpcode"
-                | "icmp6type" | "icmp6code" | "tcpflags" | "rnr" | "rulenum" | "srnr"
-                | "subrulenum" => {}
+                | "mpls" | "pppoed" | "pppoes" | "geneve" | "vxlan" | "gre" | "erspan" | "mask"
+                | "icmptype" | "icmpcode" | "icmp6type" | "icmp6code" | "tcpflags" | "rnr"
+                | "rulenum" | "srnr" | "subrulenum" => {}
                 // host, net, gateway, src, dst, a protocol or link: a host from here on.
                 _ => names = Names::Host,
             }

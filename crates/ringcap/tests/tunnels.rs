@@ -94,6 +94,57 @@ fn assert_tcpdump_is_tshark(c: &Captured, expr: &str, numbers: &[u64]) {
     );
 }
 
+/// ringcap's own tunnel term (`vxlan`, `gre`, `erspan`: no keyword in this libpcap) selects, from
+/// the store and from the captured file, exactly the packets tshark's display filter numbers.
+fn assert_query_is_tshark(c: &Captured, expr: &str, numbers: &[u64]) {
+    assert!(!numbers.is_empty(), "`{expr}`: tshark selected nothing");
+    assert!(
+        !libpcap_accepts(expr),
+        "libpcap knows `{expr}` now: compare with tcpdump"
+    );
+    let want = decoded_by_numbers(&c.file, numbers);
+    for source in [&c.store, &c.file] {
+        let got = query_decoded(source, &c.work, expr);
+        assert!(
+            got == want,
+            "`{expr}` over {}: ringcap selected {} packets {:?}, tshark {numbers:?}",
+            source.display(),
+            got.len(),
+            got.iter().map(|g| g.0).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// `TERM and host H` for every inner IPv4 host H is tshark's `TSHARK` with H in the innermost
+/// IP header; at least one host has packets.
+fn assert_inner_hosts_are_tshark(c: &Captured, term: &str, tshark: &str) {
+    let mut some = false;
+    // The hosts of tshark's innermost IPv4 headers (the kernel's VXLAN traffic has no manifest).
+    let mut hosts: Vec<String> = tshark_decoded(&c.file, tshark)
+        .into_iter()
+        .filter_map(|d| d.inner)
+        .flat_map(|i| [i.src, i.dst])
+        .filter(|a| !a.contains(':'))
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    for h in hosts {
+        let want = inner_host_packets_by_tshark(&c.file, tshark, &h);
+        if want.is_empty() {
+            let got = query_decoded(&c.store, &c.work, &format!("{term} and host {h}"));
+            assert!(
+                got.is_empty(),
+                "`{term} and host {h}`: {} packets, tshark none",
+                got.len()
+            );
+            continue;
+        }
+        some = true;
+        assert_query_is_tshark(c, &format!("{term} and host {h}"), &want);
+    }
+    assert!(some, "`{term}`: no inner host has packets");
+}
+
 /// The inner IPv4 hosts the manifest names (sorted).
 fn inner_hosts(c: &Captured) -> Vec<String> {
     let mut h: Vec<String> = c
@@ -290,6 +341,15 @@ fn gre_without_key() {
             "udp",
         ],
     );
+    // ringcap's `gre`: GRE carrying IP, Ethernet or MPLS (not ERSPAN); terms after it read the
+    // carried packet.
+    assert_query_is_tshark(&c, "gre", &tshark_numbers(&c.file, "gre && !erspan"));
+    assert_inner_hosts_are_tshark(&c, "gre", "gre && !erspan");
+    assert_query_is_tshark(
+        &c,
+        "gre and ip6 and tcp",
+        &tshark_numbers(&c.file, "gre && ipv6 && tcp"),
+    );
 }
 
 #[test]
@@ -308,6 +368,16 @@ fn gre_with_key() {
         sent_with(&c, "key", 5)
     );
     assert_tcpdump_is_tshark(&c, key5, &sent_with(&c, "key", 5));
+    for key in [5, 6] {
+        let want = tshark_numbers(&c.file, &format!("gre.key == {key}"));
+        assert_query_is_tshark(&c, &format!("gre {key}"), &want);
+        assert_inner_hosts_are_tshark(&c, &format!("gre {key}"), &format!("gre.key == {key}"));
+    }
+    assert_query_is_tshark(
+        &c,
+        "proto gre and dst host 192.0.2.1 and gre 0x5 and udp",
+        &tshark_numbers(&c.file, "ip.dst == 192.0.2.1 && gre.key == 5 && udp"),
+    );
 }
 
 #[test]
@@ -324,6 +394,13 @@ fn gretap() {
             "proto gre and ip[22:2] = 0x6558",
             "proto gre and ip[20:2] & 0x2000 != 0",
         ],
+    );
+    assert_query_is_tshark(&c, "gre 9", &tshark_numbers(&c.file, "gre.key == 9"));
+    assert_inner_hosts_are_tshark(&c, "gre", "gre");
+    assert_query_is_tshark(
+        &c,
+        "gre 9 and tcp port 443",
+        &tshark_numbers(&c.file, "gre.key == 9 && tcp.port == 443"),
     );
 }
 
@@ -344,6 +421,11 @@ fn erspan_type_2() {
         sent_with(&c, "span", 123)
     );
     assert_tcpdump_is_tshark(&c, span, &sent_with(&c, "span", 123));
+    assert_query_is_tshark(&c, "erspan 123", &sent_with(&c, "span", 123));
+    assert_query_is_tshark(&c, "erspan", &tshark_numbers(&c.file, "erspan"));
+    assert_inner_hosts_are_tshark(&c, "erspan 124", "erspan.spanid == 124");
+    // ERSPAN rides in GRE, but `gre` is GRE carrying IP, Ethernet or MPLS.
+    assert!(query_decoded(&c.store, &c.work, "gre").is_empty());
 }
 
 #[test]
@@ -357,6 +439,12 @@ fn erspan_type_3() {
     let span = "proto gre and ip[22:2] = 0x22eb and ip[30:2] & 0x3ff = 126";
     assert_query_equals_tcpdump(&c, &[span, "proto gre"]);
     assert_tcpdump_is_tshark(&c, span, &sent_with(&c, "span", 126));
+    assert_query_is_tshark(
+        &c,
+        "erspan 126",
+        &tshark_numbers(&c.file, "erspan.spanid == 126"),
+    );
+    assert_inner_hosts_are_tshark(&c, "erspan", "erspan");
 }
 
 #[test]
@@ -375,6 +463,19 @@ fn vxlan_from_the_encoder() {
     assert_eq!(
         tshark_numbers(&c.file, "vxlan.vni == 44"),
         sent_with(&c, "vni", 44)
+    );
+    // ringcap's `vxlan [VNI]`: UDP port 4789 as tshark decodes it (8472 is not VXLAN to either).
+    for vni in [42, 43] {
+        let want = tshark_numbers(&c.file, &format!("vxlan.vni == {vni}"));
+        assert_eq!(want, sent_with(&c, "vni", vni));
+        assert_query_is_tshark(&c, &format!("vxlan {vni}"), &want);
+        assert_inner_hosts_are_tshark(&c, &format!("vxlan {vni}"), &format!("vxlan.vni == {vni}"));
+    }
+    assert!(query_decoded(&c.store, &c.work, "vxlan 44").is_empty());
+    assert_query_is_tshark(
+        &c,
+        "udp and vxlan and (udp port 5300 or udp port 12300)",
+        &tshark_numbers(&c.file, "vxlan && (udp.port == 5300 || udp.port == 12300)"),
     );
 }
 
@@ -505,6 +606,13 @@ fn nested_tunnels() {
         "{:?}",
         deep[0].protocols
     );
+    // ringcap's terms find a tunnel at any depth; terms after it read what it carries.
+    assert_query_is_tshark(
+        &c,
+        "vlan 10 and gre 9 and udp port 4789",
+        &tshark_numbers(&c.file, "gre.key == 9"),
+    );
+    assert_inner_hosts_are_tshark(&c, "vxlan 77", "vxlan.vni == 77");
 }
 
 #[test]
@@ -603,6 +711,13 @@ fn kernel_vxlan_devices() {
         want.len(),
         tshark_numbers(&c.file, &format!("vxlan.vni == 42 && ip.addr#2 == {h}")).len()
     );
+    // ringcap's `vxlan` over the kernel's own encapsulation, real sockets inside.
+    assert_inner_hosts_are_tshark(&c, "vxlan 42", "vxlan.vni == 42");
+    assert_query_is_tshark(
+        &c,
+        "vxlan 43 and tcp",
+        &tshark_numbers(&c.file, "vxlan.vni == 43 && tcp"),
+    );
 }
 
 /// What tshark's conversation statistics count for tunnelled packets (see common/tunnels.rs).
@@ -653,12 +768,3 @@ fn tshark_conversations_of_tunnelled_packets() {
         inner_conversations_by_tshark(&c.file, "tcp", "")
     );
 }
-
-// For the decapsulation's tests (to add when `wire::tunnel` lands), with `c` from capture_kind(KIND)
-// or capture_kernel_vxlan():
-//   query_decoded(&c.store, &c.work, "vxlan 42 and host 10.200.42.4")
-//       == decoded_by_numbers(&c.file, &inner_host_packets_by_tshark(&c.file, "vxlan.vni == 42", "10.200.42.4"))
-//   likewise "gre key 5 and host H" / "gre.key == 5", "erspan 123 and host H" / "erspan.spanid == 123",
-//   "geneve 7 and host H" / "geneve.vni == 7" (also tcpdump's), "mpls 100 and host H" / "mpls.label == 100";
-//   flow-table rows per inner 5-tuple (packets, bytes each way) == inner_conversations_by_tshark(&c.file, "tcp"|"udp", "")
-//   (whole-frame bytes, A = first sender), and malformed frames keyed by their outer header.

@@ -140,6 +140,20 @@ pub struct Layer {
     pub carrier_dst: [u8; 16],
     /// Offset of the carried packet in the frame.
     pub inner_offset: u32,
+    /// What starts at `inner_offset`.
+    pub payload: Payload,
+}
+
+/// What a tunnel carries: the link type its packet would have in a capture file of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// An Ethernet frame (VXLAN, gretap, ERSPAN, GENEVE 0x6558, an MPLS pseudowire).
+    #[default]
+    Ethernet,
+    /// An IPv4 or IPv6 packet, version in its first nibble.
+    Ip,
+    /// An MPLS label stack (GRE 0x8847): the next layer says what the stack carries.
+    Mpls,
 }
 
 /// Why decapsulation stopped before the innermost packet.
@@ -233,7 +247,14 @@ pub fn decapsulate(frame: &[u8], linktype: LinkType) -> Decapsulated {
                 d.problem = Some(p);
                 return d;
             }
-            Next::Tunnel(layer, at, end) => (layer, at, end),
+            Next::Tunnel(mut layer, at, end) => {
+                layer.payload = match at {
+                    At::Ethernet(_) => Payload::Ethernet,
+                    At::Ip(_) => Payload::Ip,
+                    At::Mpls(_) => Payload::Mpls,
+                };
+                (layer, at, end)
+            }
         };
         if usize::from(d.depth) == MAX_DEPTH {
             d.problem = Some(Problem::TooDeep);
@@ -319,6 +340,7 @@ fn layer(kind: TunnelKind, id: Option<u32>, h: &Headers, inner_offset: usize) ->
         carrier_src: h.src_ip,
         carrier_dst: h.dst_ip,
         inner_offset: inner_offset as u32,
+        payload: Payload::Ethernet,
     }
 }
 

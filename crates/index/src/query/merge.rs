@@ -182,7 +182,7 @@ impl Survey {
     /// Compiles the query's filter for the files' links. [`QueryError::Filter`], with libpcap's
     /// words, when it does not compile for one of them.
     pub fn plan(self, query: &Query) -> Result<Plan, QueryError> {
-        let filters = Arc::new(Filters::new(&query.filter));
+        let filters = Arc::new(Filters::new(query));
         let mut order: Vec<(u64, usize)> = self
             .firsts
             .iter()

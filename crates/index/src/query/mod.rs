@@ -11,6 +11,7 @@
 mod error;
 mod feed;
 mod filter;
+pub use filter::{compile_query, Matcher};
 mod indexed;
 mod merge;
 mod pace;

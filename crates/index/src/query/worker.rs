@@ -8,8 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use libc::sock_filter;
-
+use super::filter::Matcher;
 use super::indexed::by_index;
 use super::pace::{Paced, ReadPace};
 use super::{Batch, BatchMeta, FileError, FileReport, How, Job, ScanWhy, Target};
@@ -23,7 +22,7 @@ const STOP_CHECK_PACKETS: u64 = 4096;
 enum FileFilter {
     /// No expression: every packet.
     All,
-    Program(Arc<Vec<sock_filter>>),
+    Matcher(Arc<Matcher>),
     /// Not compiled yet (the survey did not see the file's link).
     Pending,
 }
@@ -71,7 +70,7 @@ fn query_indexed(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
     let filter = match job.link.map(|l| job.filters.for_link(l)) {
         None => FileFilter::Pending,
         Some(Ok(None)) => FileFilter::All,
-        Some(Ok(Some(p))) => FileFilter::Program(p),
+        Some(Ok(Some(m))) => FileFilter::Matcher(m),
         Some(Err(e)) => {
             r.error = Some(FileError::Filter(e));
             return r;
@@ -138,7 +137,7 @@ impl Out<'_> {
         if let (FileFilter::Pending, Some(link)) = (&self.filter, reader.link()) {
             self.filter = match self.job.filters.for_link(link).map_err(FileError::Filter)? {
                 None => FileFilter::All,
-                Some(p) => FileFilter::Program(p),
+                Some(m) => FileFilter::Matcher(m),
             };
         }
         Ok(())
@@ -164,7 +163,7 @@ impl Out<'_> {
         }
         let accept = match &self.filter {
             FileFilter::All => true,
-            FileFilter::Program(insns) => bpf::run_filter(insns, p.data, p.wire_len) != 0,
+            FileFilter::Matcher(m) => m.accepts(p.data, p.wire_len),
             FileFilter::Pending => return Err(FileError::LinkUnknown),
         };
         if !accept {
