@@ -1,5 +1,6 @@
 //! wire: `decapsulate` on any bytes under every link type: no panic, offsets inside the frame,
-//! the depth bound kept, and a packet without tunnel decoded exactly as `parse` does.
+//! the depth bound kept, a packet without tunnel decoded exactly as `parse` does, and the VXLAN
+//! fast path (`vxlan_fast`) never saying other than `decapsulate`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -26,6 +27,11 @@ fuzz_target!(|data: &[u8]| {
         }
         if d.depth == 0 {
             assert_eq!(d.inner, parse(data, lt));
+        }
+        if let Some((vni, off)) = tunnel::vxlan_fast(data, lt) {
+            let l = d.layers()[0];
+            assert_eq!((l.kind, l.id, l.inner_offset), (TunnelKind::Vxlan, Some(vni), off));
+            assert_eq!(l.payload, Payload::Ethernet);
         }
     }
 });

@@ -171,6 +171,39 @@ fn vxlan_without_its_i_flag_or_cut_short_keeps_the_outer_headers() {
     assert_eq!((d.depth, d.problem), (0, Some(Problem::Truncated)));
 }
 
+/// The fast path says what `decapsulate` says, or nothing: for the plain VXLAN frame, each of its
+/// bytes changed and every length it can be cut to.
+#[test]
+fn vxlan_fast_path_agrees_with_decapsulate() {
+    let f = outer(17, &vxlan(42, &inner_eth()));
+    assert_eq!(vxlan_fast(&f, LinkType::Ethernet), Some((42, 50)));
+    assert_eq!(vxlan_fast(&f, LinkType::Raw), None);
+    let mut said = 0;
+    let mut check = |g: &[u8]| {
+        if let Some((vni, off)) = vxlan_fast(g, LinkType::Ethernet) {
+            let d = decapsulate(g, LinkType::Ethernet);
+            let l = d.layers().first().copied();
+            assert_eq!(
+                l.map(|l| (l.kind, l.id, l.inner_offset, l.payload)),
+                Some((TunnelKind::Vxlan, Some(vni), off, Payload::Ethernet)),
+                "{g:02x?}"
+            );
+            said += 1;
+        }
+    };
+    for cut in 0..=f.len() {
+        check(&f[..cut]);
+    }
+    for i in 0..f.len() {
+        for v in [0x00, 0x01, 0x08, 0x11, 0x45, 0x81, 0xff] {
+            let mut g = f.clone();
+            g[i] = v;
+            check(&g);
+        }
+    }
+    assert!(said > 300, "{said}");
+}
+
 #[test]
 fn geneve_skips_its_options_and_carries_ethernet_or_ip() {
     let mut g = vec![0x02, 0, 0x65, 0x58, 0, 0, 7, 0];

@@ -64,6 +64,16 @@ impl TunnelMatcher {
         let Some(link) = self.link else {
             return false;
         };
+        if self.term.word == TunnelWord::Vxlan {
+            // Most packets of a mirror store, in a few loads (`vxlan_fast` says why); another
+            // VNI may still have the asked one inside it: `decapsulate` decides.
+            if let Some((vni, off)) = wire::tunnel::vxlan_fast(frame, link) {
+                if self.term.id.is_none_or(|id| id == vni) {
+                    let len = wire_len.saturating_sub(off);
+                    return run(&self.ethernet, &frame[off as usize..], len);
+                }
+            }
+        }
         let d = wire::decapsulate(frame, link);
         let layers = d.layers();
         let Some(at) = layers.iter().position(|l| self.term.names(l.kind, l.id)) else {
