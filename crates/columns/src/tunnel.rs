@@ -103,7 +103,13 @@ mod tests {
     #[test]
     fn addresses_are_spelled_as_std_does() {
         let mut b = StringBuilder::new();
-        let cases = ["0.0.0.0", "10.1.0.3", "192.0.2.255", "255.255.255.255", "100.9.99.1"];
+        let cases = [
+            "0.0.0.0",
+            "10.1.0.3",
+            "192.0.2.255",
+            "255.255.255.255",
+            "100.9.99.1",
+        ];
         for c in cases {
             let ip: std::net::Ipv4Addr = c.parse().unwrap();
             let mut a = [0u8; 16];

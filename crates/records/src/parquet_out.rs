@@ -543,7 +543,10 @@ mod tests {
         assert_eq!(text(col::TUNNEL_A, ipip6).as_deref(), Some("2001:db8::1"));
         assert_eq!(text(col::TUNNEL_A, mpls), None);
         assert_eq!(text(col::TUNNEL, tcp), None);
-        assert_eq!(text(col::TUNNEL_PROBLEM, broken).as_deref(), Some("malformed"));
+        assert_eq!(
+            text(col::TUNNEL_PROBLEM, broken).as_deref(),
+            Some("malformed")
+        );
         let id = prim::<UInt32Type>(&b, col::TUNNEL_ID).unwrap();
         assert_eq!((id.value(vxlan), id.value(mpls)), (42, 100));
         assert!(id.is_null(ipip6) && id.is_null(tcp));

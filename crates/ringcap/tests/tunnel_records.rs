@@ -129,7 +129,12 @@ fn outer_by_tshark(file: &Path) -> Vec<(Option<(String, String)>, Option<u16>)> 
     tshark_rows(file, "", &["ip.src", "ip.dst", "udp.dstport"])
         .into_iter()
         .map(|r| {
-            let first = |s: &str| s.split(',').next().filter(|v| !v.is_empty()).map(str::to_string);
+            let first = |s: &str| {
+                s.split(',')
+                    .next()
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_string)
+            };
             let ip = first(&r[0]).zip(first(&r[1]));
             (ip, first(&r[2]).map(|p| p.parse().unwrap()))
         })
@@ -193,11 +198,18 @@ fn check_single_tunnel_kind(kind: &str) {
     }
     assert!(in_tunnel > 0, "{kind}: no frame in a tunnel");
     // Per inner flow: the records' frames and bytes each way are tshark's innermost conversations.
-    let filter = if kind == "vxlan" { "!(udp.port == 8472)" } else { "" };
+    let filter = if kind == "vxlan" {
+        "!(udp.port == 8472)"
+    } else {
+        ""
+    };
     for proto in ["tcp", "udp"] {
         let want = inner_conversations_by_tshark(&c.file, proto, filter);
         let got = conversations(records.iter().filter(|r| r.tunnel.is_some()), proto);
-        assert_eq!(got, want, "{kind} {proto}: records per inner flow vs tshark");
+        assert_eq!(
+            got, want,
+            "{kind} {proto}: records per inner flow vs tshark"
+        );
     }
     check_analyze(kind, &c, &decoded, filter);
 }
@@ -212,7 +224,10 @@ fn conversations<'a>(
         let Some(t) = r.tuple.as_ref().filter(|t| t.proto == proto) else {
             continue;
         };
-        let (s, d) = ((t.src.clone(), t.sport.unwrap()), (t.dst.clone(), t.dport.unwrap()));
+        let (s, d) = (
+            (t.src.clone(), t.sport.unwrap()),
+            (t.dst.clone(), t.dport.unwrap()),
+        );
         if let Some(c) = out.get_mut(&(d.clone(), s.clone())) {
             c.b_to_a_frames += r.packets;
             c.b_to_a_bytes += r.wire_len;
@@ -231,11 +246,28 @@ fn check_analyze(kind: &str, c: &Captured, decoded: &[Decoded], filter: &str) {
     let trace = c.work.join("trace");
     let report = c.work.join("report");
     for args in [
-        vec!["convert", c.file.to_str().unwrap(), "-o", trace.to_str().unwrap()],
-        vec!["analyze", trace.to_str().unwrap(), "--report", report.to_str().unwrap()],
+        vec![
+            "convert",
+            c.file.to_str().unwrap(),
+            "-o",
+            trace.to_str().unwrap(),
+        ],
+        vec![
+            "analyze",
+            trace.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
     ] {
-        let out = std::process::Command::new(ringcap()).args(&args).output().unwrap();
-        assert!(out.status.success(), "ringcap {args:?}: {}", stderr_text(&out));
+        let out = std::process::Command::new(ringcap())
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ringcap {args:?}: {}",
+            stderr_text(&out)
+        );
     }
     let flows = report.join("flows.parquet");
     let version = python(&format!(
@@ -256,7 +288,10 @@ fn check_analyze(kind: &str, c: &Captured, decoded: &[Decoded], filter: &str) {
         if let Some(t) = &d.inner {
             let e = expected_record(kind, d, &None);
             let prev = ids.insert(t.clone(), e.clone());
-            assert!(prev.is_none_or(|p| p.tunnel_id == e.tunnel_id), "{t:?} in two tunnels");
+            assert!(
+                prev.is_none_or(|p| p.tunnel_id == e.tunnel_id),
+                "{t:?} in two tunnels"
+            );
         }
     }
     let mut got = BTreeMap::new();
@@ -264,7 +299,11 @@ fn check_analyze(kind: &str, c: &Captured, decoded: &[Decoded], filter: &str) {
         let t = r.tuple.clone().expect("tunnelled flows are IP");
         if t.proto == "tcp" || t.proto == "udp" {
             let want = &ids[&t];
-            assert_eq!((&r.tunnel, r.tunnel_id), (&want.tunnel, want.tunnel_id), "{r:?}");
+            assert_eq!(
+                (&r.tunnel, r.tunnel_id),
+                (&want.tunnel, want.tunnel_id),
+                "{r:?}"
+            );
             got.insert(t, (r.packets, r.wire_len));
         }
     }
@@ -323,7 +362,11 @@ fn nested_tunnels_are_records_of_their_outer_headers() {
     for ((s, (ip, _)), got) in c.sent.iter().zip(&outer).zip(&records) {
         let what = format!("frame {} ({:?})", s.n, s.ids);
         assert_eq!(got.tunnel, None, "{what}");
-        let want = if s.ids["depth"].as_u64() > Some(4) { "too_deep" } else { "nested" };
+        let want = if s.ids["depth"].as_u64() > Some(4) {
+            "too_deep"
+        } else {
+            "nested"
+        };
         assert_eq!(got.problem.as_deref(), Some(want), "{what}");
         // MPLS straight over Ethernet has no outer IP header: the record has none either.
         let src = got.tuple.as_ref().map(|t| (t.src.clone(), t.dst.clone()));
@@ -355,11 +398,23 @@ fn malformed_tunnels_are_records_of_their_outer_headers() {
         let what = format!("frame {} ({why})", s.n);
         match want {
             Some("decapsulated") => {
-                assert_eq!((got.tunnel.as_deref(), got.tunnel_id), (Some("vxlan"), Some(42)), "{what}");
-                assert_eq!(got.tuple.as_ref().map(|t| t.src.as_str()), Some("10.1.0.1"), "{what}");
+                assert_eq!(
+                    (got.tunnel.as_deref(), got.tunnel_id),
+                    (Some("vxlan"), Some(42)),
+                    "{what}"
+                );
+                assert_eq!(
+                    got.tuple.as_ref().map(|t| t.src.as_str()),
+                    Some("10.1.0.1"),
+                    "{what}"
+                );
             }
             p => {
-                assert_eq!((got.tunnel.as_deref(), got.problem.as_deref()), (None, p), "{what}");
+                assert_eq!(
+                    (got.tunnel.as_deref(), got.problem.as_deref()),
+                    (None, p),
+                    "{what}"
+                );
                 let src = got.tuple.as_ref().map(|t| (t.src.clone(), t.dst.clone()));
                 if ip.is_some() && !why.starts_with("qinq") {
                     assert_eq!(&src, ip, "{what}: the outer addresses");

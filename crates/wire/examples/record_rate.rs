@@ -15,10 +15,32 @@ use wire::LinkType;
 fn vxlan(inner: &[u8]) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
     let ip_len = (20 + 8 + 8 + inner.len()) as u16;
-    f.extend_from_slice(&[0x45, 0, (ip_len >> 8) as u8, ip_len as u8, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&[
+        0x45,
+        0,
+        (ip_len >> 8) as u8,
+        ip_len as u8,
+        0,
+        0,
+        0x40,
+        0,
+        64,
+        17,
+        0,
+        0,
+    ]);
     f.extend_from_slice(&[192, 0, 2, 1, 192, 0, 2, 2]);
     let udp_len = ip_len - 20;
-    f.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb5, (udp_len >> 8) as u8, udp_len as u8, 0, 0]);
+    f.extend_from_slice(&[
+        0xc0,
+        0x00,
+        0x12,
+        0xb5,
+        (udp_len >> 8) as u8,
+        udp_len as u8,
+        0,
+        0,
+    ]);
     f.extend_from_slice(&[0x08, 0, 0, 0, 0, 0, 42, 0]);
     f.extend_from_slice(inner);
     f

@@ -84,8 +84,8 @@ pub mod udp;
 pub mod vlan;
 
 pub use arp::{ArpPacket, ARP_ETH_IPV4_LEN};
-pub use emit::{IpPair, TcpFrameSpec, UdpFrameSpec};
 pub use describe::{describe, Described, TunnelId, TunnelProblem};
+pub use emit::{IpPair, TcpFrameSpec, UdpFrameSpec};
 pub use error::{Error, Result};
 pub use ethernet::{ethertype, EthernetFrame, MacAddr, ETH_HDR};
 pub use format::{format_headers, format_line, Line, TimeOfDay};

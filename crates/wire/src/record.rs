@@ -315,11 +315,8 @@ impl Record {
                 have: buf.len(),
             });
         };
-        let (ip_version, follows, problem) = (
-            b28 & 0x0f,
-            b28 & TUNNEL_FOLLOWS != 0,
-            b28 >> PROBLEM_SHIFT,
-        );
+        let (ip_version, follows, problem) =
+            (b28 & 0x0f, b28 & TUNNEL_FOLLOWS != 0, b28 >> PROBLEM_SHIFT);
         let base = match ip_version {
             _ if !flags && b28 >> 4 != 0 => return Err(RecordError::BadIpVersion(b28)),
             0 | 4 => RECORD_LEN,
@@ -327,7 +324,9 @@ impl Record {
             _ => return Err(RecordError::BadIpVersion(b28)),
         };
         if problem != 0 && (follows || TunnelProblem::from_code(problem).is_none()) {
-            return Err(RecordError::BadTunnel("unknown problem code, or a problem with a tunnel"));
+            return Err(RecordError::BadTunnel(
+                "unknown problem code, or a problem with a tunnel",
+            ));
         }
         if !follows {
             return Ok(base);
@@ -342,7 +341,9 @@ impl Record {
             return Err(RecordError::BadTunnel("unknown tunnel kind"));
         }
         if !matches!(e[1], 0 | 4 | 6) || e[2] != 0 || e[3] != 0 {
-            return Err(RecordError::BadTunnel("carrier version not 0, 4 or 6, or reserved bytes set"));
+            return Err(RecordError::BadTunnel(
+                "carrier version not 0, 4 or 6, or reserved bytes set",
+            ));
         }
         Ok(base + TUNNEL_EXT_LEN + Self::carrier_len(e[1]))
     }

@@ -325,9 +325,37 @@ fn records_iterator_over_mixed_stream() {
 /// Ethernet (MACs `mac_last` 1 → 2) / IPv4 `src` → `dst` / `proto` / `payload`; no checksums
 /// (nothing here reads them).
 fn eth_ipv4(mac_last: u8, proto: u8, src: [u8; 4], dst: [u8; 4], payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![2, 0, 0, 0, 0, mac_last + 1, 2, 0, 0, 0, 0, mac_last, 0x08, 0x00];
+    let mut f = vec![
+        2,
+        0,
+        0,
+        0,
+        0,
+        mac_last + 1,
+        2,
+        0,
+        0,
+        0,
+        0,
+        mac_last,
+        0x08,
+        0x00,
+    ];
     let len = (20 + payload.len()) as u16;
-    f.extend_from_slice(&[0x45, 0, (len >> 8) as u8, len as u8, 0, 0, 0x40, 0, 64, proto, 0, 0]);
+    f.extend_from_slice(&[
+        0x45,
+        0,
+        (len >> 8) as u8,
+        len as u8,
+        0,
+        0,
+        0x40,
+        0,
+        64,
+        proto,
+        0,
+        0,
+    ]);
     f.extend_from_slice(&src);
     f.extend_from_slice(&dst);
     f.extend_from_slice(payload);
@@ -348,7 +376,13 @@ fn udp_hdr(dport: u16, payload: &[u8]) -> Vec<u8> {
 /// VXLAN VNI 42 from 192.0.2.2 to 192.0.2.1 (the higher carrier address first) around an inner
 /// Ethernet / 10.1.0.3 → 10.1.0.4 / UDP 40000 → 53 with 10 payload bytes.
 fn vxlan_frame() -> Vec<u8> {
-    let inner = eth_ipv4(0x10, 17, [10, 1, 0, 3], [10, 1, 0, 4], &udp_hdr(53, &[0; 10]));
+    let inner = eth_ipv4(
+        0x10,
+        17,
+        [10, 1, 0, 3],
+        [10, 1, 0, 4],
+        &udp_hdr(53, &[0; 10]),
+    );
     let mut vx = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
     vx.extend_from_slice(&inner);
     eth_ipv4(1, 17, [192, 0, 2, 2], [192, 0, 2, 1], &udp_hdr(4789, &vx))
@@ -362,10 +396,20 @@ fn a_tunnelled_packet_is_described_by_what_it_carries() {
     assert_eq!(f.len(), 102);
     assert_eq!((r.wire_len, r.ip_version, r.protocol), (102, 4, 17));
     assert_eq!((r.src_ip4, r.dst_ip4), ([10, 1, 0, 3], [10, 1, 0, 4]));
-    assert_eq!((r.src_port, r.dst_port, r.l4_len, r.ip_len), (40000, 53, 18, 38));
-    assert_eq!((r.dst_mac, r.src_mac), ([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 0, 0x10]));
+    assert_eq!(
+        (r.src_port, r.dst_port, r.l4_len, r.ip_len),
+        (40000, 53, 18, 38)
+    );
+    assert_eq!(
+        (r.dst_mac, r.src_mac),
+        ([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 0, 0x10])
+    );
     assert_eq!((r.tunnel, r.tunnel_id, r.carrier_version), (1, 42, 4));
-    assert_eq!(&r.carrier_a[..4], &[192, 0, 2, 1], "the lower carrier address first");
+    assert_eq!(
+        &r.carrier_a[..4],
+        &[192, 0, 2, 1],
+        "the lower carrier address first"
+    );
     assert_eq!(&r.carrier_b[..4], &[192, 0, 2, 2]);
     assert_eq!(r.tunnel_problem, 0);
     assert_eq!(r.encoded_len(), 48 + 8 + 8);
@@ -392,7 +436,10 @@ fn broken_and_nested_tunnels_keep_the_outer_headers() {
     round_trip(&r);
     // Cut inside the VXLAN header: truncated.
     let r = Record::from_frame(1, 102, &vxlan_frame()[..46], LinkType::Ethernet);
-    assert_eq!((r.src_ip4, r.tunnel, r.tunnel_problem), ([192, 0, 2, 2], 0, 1));
+    assert_eq!(
+        (r.src_ip4, r.tunnel, r.tunnel_problem),
+        ([192, 0, 2, 2], 0, 1)
+    );
     round_trip(&r);
     // VXLAN in IP-in-IP: two tunnels, described by the outermost headers.
     let v = vxlan_frame();
@@ -409,21 +456,42 @@ fn tunnel_fields_are_checked_when_decoded() {
     let mut b = [0u8; 64];
     r.encode(&mut b);
     for n in 0..64 {
-        assert!(matches!(Record::decode(&b[..n]), Err(RecordError::Truncated { .. })), "{n}");
+        assert!(
+            matches!(Record::decode(&b[..n]), Err(RecordError::Truncated { .. })),
+            "{n}"
+        );
     }
     // A batch v2 record has no flags.
-    assert_eq!(Record::len_at(&b, false), Err(RecordError::BadIpVersion(0x14)));
+    assert_eq!(
+        Record::len_at(&b, false),
+        Err(RecordError::BadIpVersion(0x14))
+    );
     assert_eq!(Record::len_at(&b, true), Ok(64));
     let bad = |i: usize, v: u8| {
         let mut c = b;
         c[i] = v;
         Record::decode(&c)
     };
-    assert!(matches!(bad(48, 9), Err(RecordError::BadTunnel(_))), "kind 9");
-    assert!(matches!(bad(49, 5), Err(RecordError::BadTunnel(_))), "carrier v5");
-    assert!(matches!(bad(50, 1), Err(RecordError::BadTunnel(_))), "reserved");
-    assert!(matches!(bad(28, 0x34), Err(RecordError::BadTunnel(_))), "problem and tunnel");
-    assert!(matches!(bad(28, 0xc4), Err(RecordError::BadTunnel(_))), "problem 6");
+    assert!(
+        matches!(bad(48, 9), Err(RecordError::BadTunnel(_))),
+        "kind 9"
+    );
+    assert!(
+        matches!(bad(49, 5), Err(RecordError::BadTunnel(_))),
+        "carrier v5"
+    );
+    assert!(
+        matches!(bad(50, 1), Err(RecordError::BadTunnel(_))),
+        "reserved"
+    );
+    assert!(
+        matches!(bad(28, 0x34), Err(RecordError::BadTunnel(_))),
+        "problem and tunnel"
+    );
+    assert!(
+        matches!(bad(28, 0xc4), Err(RecordError::BadTunnel(_))),
+        "problem 6"
+    );
     // An IPv6 carrier: 32 bytes of addresses.
     let v6 = Record {
         carrier_version: 6,

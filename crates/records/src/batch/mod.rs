@@ -432,7 +432,13 @@ mod tests {
         let (bytes, recs) = sealed(10, 0);
         assert_eq!(bytes[4], 3);
         let v2 = as_version(bytes, 2);
-        assert_eq!(open(&v2, &key(), CID).unwrap().records().collect::<Vec<_>>(), recs);
+        assert_eq!(
+            open(&v2, &key(), CID)
+                .unwrap()
+                .records()
+                .collect::<Vec<_>>(),
+            recs
+        );
         // A record in a tunnel: 48 + 8 + 8 bytes (IPv4 carrier).
         let t = Record {
             tunnel: wire::TunnelKind::Vxlan.code(),
@@ -456,7 +462,10 @@ mod tests {
         // A version from the future names both ends' versions.
         let (bytes, _) = sealed(1, 0);
         let e = open(&as_version(bytes, 4), &key(), CID).unwrap_err();
-        assert!(matches!(e, BatchError::BadVersion { version: 4, .. }), "{e:?}");
+        assert!(
+            matches!(e, BatchError::BadVersion { version: 4, .. }),
+            "{e:?}"
+        );
         assert!(e.to_string().contains("reads v2 and v3"), "{e}");
     }
 }
