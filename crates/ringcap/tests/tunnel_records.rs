@@ -124,8 +124,11 @@ fn capture_with_records(kind: &str) -> (Captured, Vec<Row>) {
     (c, rows)
 }
 
+/// A frame's outermost IPv4 source and destination, and UDP destination port.
+type Outer = (Option<(String, String)>, Option<u16>);
+
 /// Each frame's outermost IPv4 addresses and UDP destination port as tshark decodes them.
-fn outer_by_tshark(file: &Path) -> Vec<(Option<(String, String)>, Option<u16>)> {
+fn outer_by_tshark(file: &Path) -> Vec<Outer> {
     tshark_rows(file, "", &["ip.src", "ip.dst", "udp.dstport"])
         .into_iter()
         .map(|r| {
