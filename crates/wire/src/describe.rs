@@ -8,7 +8,7 @@
 use crate::ethernet::ethertype;
 use crate::ip_proto;
 use crate::parse::{parse, Headers, IpVersion, LinkType};
-use crate::tunnel::{decapsulate, Problem, TunnelKind, GENEVE_PORT, VXLAN_PORT};
+use crate::tunnel::{decapsulate_parsed, Problem, TunnelKind, GENEVE_PORT, VXLAN_PORT};
 
 /// Why a packet with a tunnel is described by its outer headers (the `tunnel_problem` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,7 +135,7 @@ pub fn describe(frame: &[u8], linktype: LinkType) -> Described {
             ..Described::default()
         };
     }
-    describe_tunnel(frame, linktype)
+    describe_tunnel(frame, linktype, h)
 }
 
 /// Whether [`decapsulate`] could find a tunnel behind `h` (a frame's [`parse`]): what its look
@@ -156,9 +156,11 @@ pub fn may_hold_tunnel(h: &Headers) -> bool {
     }
 }
 
+/// [`describe`] of a frame whose [`parse`] is `outer`, when [`may_hold_tunnel`] says it may hold
+/// a tunnel (else it is `outer` itself).
 #[inline(never)]
-fn describe_tunnel(frame: &[u8], linktype: LinkType) -> Described {
-    let d = decapsulate(frame, linktype);
+pub fn describe_tunnel(frame: &[u8], linktype: LinkType, outer: Headers) -> Described {
+    let d = decapsulate_parsed(frame, linktype, outer);
     let mut out = Described {
         headers: d.inner,
         outer_vlan: d.outer_vlan,
@@ -189,10 +191,10 @@ fn describe_tunnel(frame: &[u8], linktype: LinkType) -> Described {
             out.tunnel = Some(t);
         }
         // A single tunnel carrying no IP (ARP in VXLAN) is keyed by its outer headers: no problem.
-        ([_], None) => out.headers = parse(frame, linktype),
+        ([_], None) => out.headers = outer,
         (_, p) => {
             out.problem = Some(p.map_or(TunnelProblem::Nested, TunnelProblem::of));
-            out.headers = parse(frame, linktype);
+            out.headers = outer;
         }
     }
     out
@@ -256,7 +258,14 @@ mod tests {
             let frame = &f[..n];
             for lt in [LinkType::Ethernet, LinkType::Raw] {
                 let fast = describe(frame, lt);
-                assert_eq!(fast, describe_tunnel(frame, lt), "{frame:02x?}");
+                let all = describe_tunnel(frame, lt, parse(frame, lt));
+                assert_eq!(fast, all, "{frame:02x?}");
+                // ... and what decapsulating from scratch gives.
+                let d = crate::tunnel::decapsulate(frame, lt);
+                assert_eq!(fast.outer_vlan, d.outer_vlan);
+                if fast.tunnel.is_some() {
+                    assert_eq!(fast.headers, d.inner);
+                }
                 tunnelled += usize::from(fast.tunnel.is_some());
             }
         }

@@ -84,7 +84,9 @@ pub mod udp;
 pub mod vlan;
 
 pub use arp::{ArpPacket, ARP_ETH_IPV4_LEN};
-pub use describe::{describe, may_hold_tunnel, Described, TunnelId, TunnelProblem};
+pub use describe::{
+    describe, describe_tunnel, may_hold_tunnel, Described, TunnelId, TunnelProblem,
+};
 pub use emit::{IpPair, TcpFrameSpec, UdpFrameSpec};
 pub use error::{Error, Result};
 pub use ethernet::{ethertype, EthernetFrame, MacAddr, ETH_HDR};

@@ -20,7 +20,7 @@
 
 use core::fmt;
 
-use crate::describe::{describe, may_hold_tunnel, TunnelId, TunnelProblem};
+use crate::describe::{describe_tunnel, may_hold_tunnel, TunnelId, TunnelProblem};
 use crate::parse::{parse, IpVersion, LinkType};
 use crate::tunnel::TunnelKind;
 use crate::{ethertype, ip_proto};
@@ -133,7 +133,8 @@ impl Record {
     /// Builds the record of one captured frame; never panics, fills what could be parsed.
     ///
     /// Hot path of the probe (one call per packet, straight from the ring slot): one [`parse`],
-    /// and [`describe`] only for a packet that may hold a tunnel; no allocation.
+    /// and the look behind it ([`crate::describe()`]) only for a packet that may hold a tunnel; no
+    /// allocation.
     #[inline]
     pub fn from_frame(ts_ns: u64, wire_len: u32, frame: &[u8], link: LinkType) -> Record {
         let mut r = Record {
@@ -146,7 +147,7 @@ impl Record {
         let outer = parse(frame, link);
         let described;
         let (h, outer_vlan) = if may_hold_tunnel(&outer) {
-            described = describe(frame, link);
+            described = describe_tunnel(frame, link, outer);
             r.tunnel_problem = described.problem.map_or(0, TunnelProblem::code);
             if let Some(t) = &described.tunnel {
                 r.set_tunnel(t);
