@@ -14,6 +14,9 @@
 //! - `file` is dictionary encoded (one distinct value per input); `offset` is the byte offset of the
 //!   packet's first captured byte in the decompressed input (the record header is just before it).
 //! - Header records use the packet table's names and types where the fields overlap.
+//! - A packet inside one tunnel is described by the packet it carries (`wire::describe`), with the
+//!   tunnel in `tunnel`, `tunnel_id`, `tunnel_a`, `tunnel_b` (the flow table's columns); a broken
+//!   or nested tunnel leaves the outer headers and says why in `tunnel_problem`.
 
 mod flow_hash;
 mod packets;
@@ -21,6 +24,7 @@ mod properties;
 mod records;
 mod schema;
 mod shared;
+mod tunnel;
 
 pub use flow_hash::flow_hash;
 pub use packets::PacketColumns;
@@ -64,4 +68,13 @@ pub mod col {
     pub const PROBE_ID: &str = "probe_id";
     /// The probe's stream (one per probe process start).
     pub const STREAM_ID: &str = "stream_id";
+    /// The tunnel a packet came in (`wire::TunnelKind::name`): the flow table's names and types.
+    pub const TUNNEL: &str = "tunnel";
+    /// VNI, GRE key, ERSPAN session, top MPLS label.
+    pub const TUNNEL_ID: &str = "tunnel_id";
+    /// The carrier's addresses, the lower first.
+    pub const TUNNEL_A: &str = "tunnel_a";
+    pub const TUNNEL_B: &str = "tunnel_b";
+    /// Why a packet's tunnel was not decoded (`wire::TunnelProblem::name`).
+    pub const TUNNEL_PROBLEM: &str = "tunnel_problem";
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use arrow_array::builder::PrimitiveBuilder;
 use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::RecordBatch;
-use wire::{Headers, IpVersion};
+use wire::{Described, IpVersion};
 
 use crate::shared::{batch, builder, Addresses, SharedColumns};
 use crate::{col, file_column, flow_hash, mac_to_u64, packet_schema};
@@ -48,7 +48,7 @@ impl PacketColumns {
         self.rows == 0
     }
 
-    /// Appends one packet.
+    /// Appends one packet, as [`wire::describe`] sees it.
     #[inline]
     pub fn push(
         &mut self,
@@ -57,8 +57,9 @@ impl PacketColumns {
         cap_len: u32,
         linktype: u32,
         offset: u64,
-        h: &Headers,
+        d: &Described,
     ) {
+        let h = &d.headers;
         self.rows += 1;
         let s = &mut self.shared;
         s.push_ts(ts_ns);
@@ -69,7 +70,8 @@ impl PacketColumns {
         s.src_mac.append_option(h.src_mac.map(|m| mac_to_u64(m.0)));
         s.dst_mac.append_option(h.dst_mac.map(|m| mac_to_u64(m.0)));
         s.ethertype.append_option(h.ethertype);
-        s.vlan.append_option(h.vlan_outer);
+        // The frame's own tag (libpcap's `vlan`), also when the row describes a carried packet.
+        s.vlan.append_option(d.outer_vlan);
         let (a, b) = (&h.src_ip, &h.dst_ip);
         let (version, addresses) = match h.ip_version {
             Some(IpVersion::V4) => (
@@ -92,6 +94,7 @@ impl PacketColumns {
         s.icmp_code.append_option(h.icmp_code);
         self.flow_hash.append_option(flow_hash(h));
         self.offset.append_value(offset);
+        s.tunnel.push(d.tunnel.as_ref(), d.problem);
     }
 
     /// The rows so far as a batch (`file` names their input); the builders start over, empty.
@@ -118,9 +121,9 @@ mod tests {
 
     #[test]
     fn every_column_of_the_schema_is_built() {
-        let h = wire::parse(&[0u8; 60], wire::LinkType::Ethernet);
+        let d = wire::describe(&[0u8; 60], wire::LinkType::Ethernet);
         let mut c = PacketColumns::with_capacity(4);
-        c.push(1, 60, 60, 1, 0, &h);
+        c.push(1, 60, 60, 1, 0, &d);
         let b = c.finish(&Arc::from("f.pcap"));
         assert_eq!((b.schema(), b.num_rows()), (packet_schema(), 1));
         assert!(c.is_empty());

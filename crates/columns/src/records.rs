@@ -2,7 +2,8 @@
 //!
 //! Columns that do not apply are null: IP fields for non-IP frames, `tcp_flags`/`tcp_header_len` unless
 //! TCP, `udp_len` unless UDP, `icmp_type`/`icmp_code` unless ICMP/ICMPv6 (whose record keeps them in the
-//! port fields), ports for ICMP and for other protocols without ports, `vlan` when untagged.
+//! port fields), ports for ICMP and for other protocols without ports, `vlan` when untagged, the
+//! tunnel columns outside tunnels.
 
 use std::sync::Arc;
 
@@ -87,6 +88,8 @@ impl RecordColumns {
         s.icmp_code.append_option(icmp.then_some(r.dst_port as u8));
         self.probe_id.append_value(probe_id);
         self.stream_id.append_value(stream_id);
+        let problem = wire::TunnelProblem::from_code(r.tunnel_problem);
+        s.tunnel.push(r.tunnel().as_ref(), problem);
     }
 
     /// The rows so far as a batch; the builders start over, empty.

@@ -64,6 +64,12 @@ pub fn packet_schema() -> SchemaRef {
         f(col::FLOW_HASH, UInt64, true),
         f(col::FILE, file_type(), false),
         f(col::OFFSET, UInt64, false),
+        // packets/1.1: the tunnel a row's packet came in (the columns above describe what it carried).
+        f(col::TUNNEL, Utf8, true),
+        f(col::TUNNEL_ID, UInt32, true),
+        f(col::TUNNEL_A, Utf8, true),
+        f(col::TUNNEL_B, Utf8, true),
+        f(col::TUNNEL_PROBLEM, Utf8, true),
     ]))
 }
 
@@ -96,6 +102,12 @@ pub fn record_schema() -> SchemaRef {
         f(col::ICMP_CODE, UInt8, true),
         f(col::PROBE_ID, UInt64, false),
         f(col::STREAM_ID, UInt32, false),
+        // records/1.1: as in the packet table.
+        f(col::TUNNEL, Utf8, true),
+        f(col::TUNNEL_ID, UInt32, true),
+        f(col::TUNNEL_A, Utf8, true),
+        f(col::TUNNEL_B, Utf8, true),
+        f(col::TUNNEL_PROBLEM, Utf8, true),
     ]))
 }
 

@@ -8,6 +8,7 @@ use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64
 use arrow_array::{ArrayRef, ArrowPrimitiveType, RecordBatch};
 use arrow_schema::SchemaRef;
 
+use crate::tunnel::TunnelColumns;
 use crate::{col, ts_builder};
 
 /// A MAC address as the 48-bit big-endian number it spells (`02:00:00:00:00:01` is `0x020000000001`).
@@ -57,6 +58,7 @@ pub(crate) struct SharedColumns {
     pub udp_len: PrimitiveBuilder<UInt16Type>,
     pub icmp_type: PrimitiveBuilder<UInt8Type>,
     pub icmp_code: PrimitiveBuilder<UInt8Type>,
+    pub tunnel: TunnelColumns,
 }
 
 impl SharedColumns {
@@ -82,6 +84,7 @@ impl SharedColumns {
             udp_len: builder(n),
             icmp_type: builder(n),
             icmp_code: builder(n),
+            tunnel: TunnelColumns::with_capacity(n),
         }
     }
 
@@ -140,7 +143,10 @@ impl SharedColumns {
             col::UDP_LEN => Arc::new(self.udp_len.finish()),
             col::ICMP_TYPE => Arc::new(self.icmp_type.finish()),
             col::ICMP_CODE => Arc::new(self.icmp_code.finish()),
-            _ => panic!("no builder for column `{name}`"),
+            _ => self
+                .tunnel
+                .finish(name)
+                .unwrap_or_else(|| panic!("no builder for column `{name}`")),
         }
     }
 }

@@ -246,6 +246,7 @@ fn append_rows(b: &RecordBatch, out: &mut Vec<StoredRecord>) -> Result<u64, Stri
     let icmp_code = prim::<UInt8Type>(b, col::ICMP_CODE)?;
     let probe_id = prim::<UInt64Type>(b, col::PROBE_ID)?;
     let stream_id = prim::<UInt32Type>(b, col::STREAM_ID)?;
+    let tunnels = Tunnels::of(b)?;
     out.reserve(b.num_rows());
     for i in 0..b.num_rows() {
         let mut r = Record {
@@ -284,6 +285,9 @@ fn append_rows(b: &RecordBatch, out: &mut Vec<StoredRecord>) -> Result<u64, Stri
             .map(u16::from)
             .or(opt(udp_len, i))
             .unwrap_or(0);
+        if let Some(t) = &tunnels {
+            t.fill(i, &mut r)?;
+        }
         out.push(StoredRecord {
             record: r,
             probe_id: probe_id.value(i),
@@ -291,6 +295,71 @@ fn append_rows(b: &RecordBatch, out: &mut Vec<StoredRecord>) -> Result<u64, Stri
         });
     }
     Ok(b.num_rows() as u64)
+}
+
+/// The tunnel columns of a records file; `None` for a `records/1.0` file, which has none.
+struct Tunnels<'a> {
+    kind: &'a arrow_array::StringArray,
+    id: &'a arrow_array::PrimitiveArray<UInt32Type>,
+    a: &'a arrow_array::StringArray,
+    b: &'a arrow_array::StringArray,
+    problem: &'a arrow_array::StringArray,
+}
+
+impl<'a> Tunnels<'a> {
+    fn of(b: &'a RecordBatch) -> Result<Option<Tunnels<'a>>, String> {
+        if b.column_by_name(col::TUNNEL).is_none() {
+            return Ok(None);
+        }
+        let string = |name: &str| {
+            b.column_by_name(name)
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| format!("column `{name}` missing or not a string"))
+        };
+        Ok(Some(Tunnels {
+            kind: string(col::TUNNEL)?,
+            id: prim::<UInt32Type>(b, col::TUNNEL_ID)?,
+            a: string(col::TUNNEL_A)?,
+            b: string(col::TUNNEL_B)?,
+            problem: string(col::TUNNEL_PROBLEM)?,
+        }))
+    }
+
+    /// Row `i`'s tunnel fields into `r` (the inverse of `columns`' tunnel columns).
+    fn fill(&self, i: usize, r: &mut Record) -> Result<(), String> {
+        if self.problem.is_valid(i) {
+            let p = self.problem.value(i);
+            r.tunnel_problem = wire::TunnelProblem::from_name(p)
+                .ok_or_else(|| format!("unknown tunnel_problem `{p}`"))?
+                .code();
+        }
+        if !self.kind.is_valid(i) {
+            return Ok(());
+        }
+        let k = self.kind.value(i);
+        r.tunnel = wire::TunnelKind::from_name(k)
+            .ok_or_else(|| format!("unknown tunnel `{k}`"))?
+            .code();
+        r.tunnel_id = opt(self.id, i).unwrap_or(0);
+        for (addr, out) in [(self.a, &mut r.carrier_a), (self.b, &mut r.carrier_b)] {
+            if !addr.is_valid(i) {
+                continue;
+            }
+            let text = addr.value(i);
+            match text.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(a)) => {
+                    out[..4].copy_from_slice(&a.octets());
+                    r.carrier_version = 4;
+                }
+                Ok(std::net::IpAddr::V6(a)) => {
+                    *out = a.octets();
+                    r.carrier_version = 6;
+                }
+                Err(_) => return Err(format!("tunnel address `{text}` is not an IP address")),
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -355,7 +424,32 @@ mod tests {
             wire_len: 60,
             ..Record::default()
         };
-        [tcp, udp, icmp, gre, v6, arp]
+        let mut vxlan = Record {
+            tunnel: wire::TunnelKind::Vxlan.code(),
+            tunnel_id: 42,
+            carrier_version: 4,
+            ..tcp
+        };
+        vxlan.carrier_a[..4].copy_from_slice(&[192, 0, 2, 1]);
+        vxlan.carrier_b[..4].copy_from_slice(&[192, 0, 2, 2]);
+        let ipip6 = Record {
+            tunnel: wire::TunnelKind::IpInIp.code(),
+            tunnel_id: 0,
+            carrier_version: 6,
+            carrier_a: v6.src_ip6,
+            carrier_b: v6.dst_ip6,
+            ..udp
+        };
+        let mpls = Record {
+            tunnel: wire::TunnelKind::Mpls.code(),
+            tunnel_id: 100,
+            ..udp
+        };
+        let broken = Record {
+            tunnel_problem: wire::TunnelProblem::Malformed.code(),
+            ..gre
+        };
+        [tcp, udp, icmp, gre, v6, arp, vxlan, ipip6, mpls, broken]
             .into_iter()
             .enumerate()
             .map(|(i, r)| StoredRecord {
@@ -437,5 +531,24 @@ mod tests {
         );
         assert!(prim::<UInt16Type>(&b, col::UDP_LEN).unwrap().is_null(tcp));
         assert_eq!(b.schema(), record_schema());
+        // The tunnel columns, spelled as the flow table spells them.
+        let text = |name: &str, i: usize| {
+            let c = b.column_by_name(name).unwrap().as_string::<i32>();
+            c.is_valid(i).then(|| c.value(i).to_string())
+        };
+        let (vxlan, ipip6, mpls, broken) = (6, 7, 8, 9);
+        assert_eq!(text(col::TUNNEL, vxlan).as_deref(), Some("vxlan"));
+        assert_eq!(text(col::TUNNEL_A, vxlan).as_deref(), Some("192.0.2.1"));
+        assert_eq!(text(col::TUNNEL_B, vxlan).as_deref(), Some("192.0.2.2"));
+        assert_eq!(text(col::TUNNEL_A, ipip6).as_deref(), Some("2001:db8::1"));
+        assert_eq!(text(col::TUNNEL_A, mpls), None);
+        assert_eq!(text(col::TUNNEL, tcp), None);
+        assert_eq!(
+            text(col::TUNNEL_PROBLEM, broken).as_deref(),
+            Some("malformed")
+        );
+        let id = prim::<UInt32Type>(&b, col::TUNNEL_ID).unwrap();
+        assert_eq!((id.value(vxlan), id.value(mpls)), (42, 100));
+        assert!(id.is_null(ipip6) && id.is_null(tcp));
     }
 }

@@ -13,7 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The footer's `ringcap.schema` of a records file: `records/MAJOR.MINOR` (docs/datasets.md says
 /// when each part changes).
-pub const SCHEMA: &str = "records/1.0";
+pub const SCHEMA: &str = "records/1.1";
 
 /// Whether `name` can be a sensor's name: it is one path component and one partition value, so
 /// not empty and without '/', '=' or NUL (the rule of `ringcap archive --sensor`, plus NUL).

@@ -27,9 +27,10 @@ pub const SPOOL_MAGIC: &[u8; 8] = b"RCSPOOL1";
 pub const FRAME_HEADER: usize = 24;
 /// Largest payload of one frame (a batch payload is at most 64 KiB).
 pub const MAX_PAYLOAD: usize = 65536;
-/// Bytes of the smallest and largest record (IPv4/non-IP, IPv6): bounds a plausible payload length.
+/// Bytes of the smallest and largest record (IPv4/non-IP; IPv6 in a tunnel with an IPv6 carrier):
+/// bound a plausible payload length.
 const MIN_RECORD: usize = wire::record::RECORD_LEN;
-const MAX_RECORD: usize = wire::record::RECORD_V6_LEN;
+const MAX_RECORD: usize = wire::record::RECORD_MAX_LEN;
 
 /// Appends frames to one spool file.
 pub struct SpoolWriter {

@@ -745,7 +745,7 @@ fn sensor_writes_the_partitioned_dataset_layout() {
          parquet_kv_metadata('{}/sensor=*/date=*/hour=*/*.parquet') WHERE decode(key) = 'ringcap.schema'\").fetchall())))",
         out.display()
     ));
-    assert_eq!(versions, "['records/1.0']");
+    assert_eq!(versions, "['records/1.1']");
     // Owner-only: the partition directories 0700, the files 0600; nothing hidden left behind.
     let part = out.join("sensor=edge-1").join(&before);
     let part = if part.is_dir() {

@@ -22,7 +22,7 @@ use parquet::basic::ZstdLevel;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use serde::Serialize;
-use wire::{Headers, LinkType};
+use wire::{Described, LinkType};
 
 use crate::error::TraceError;
 use units::time::utc_hour;
@@ -389,10 +389,11 @@ fn read_input(
             link = LinkType::from_pcap(p.linktype);
         }
         let h = match link {
-            Some(lt) => wire::parse(p.data, lt),
+            // A packet in one tunnel is a row of the packet it carries (wire::describe).
+            Some(lt) => wire::describe(p.data, lt),
             None => {
                 rep.undecoded += 1;
-                Headers::default()
+                Described::default()
             }
         };
         cols.push(
@@ -599,7 +600,7 @@ fn writer_properties(
         KeyValue::new(
             "ringcap.schema".into(),
             // The dataset's version; docs/datasets.md says when it changes.
-            "packets/1.0".to_string(),
+            "packets/1.1".to_string(),
         ),
     ];
     Ok(columns::writer_properties(level, kv)

@@ -31,10 +31,11 @@
 //!
 //! # Tunnels
 //! [`decapsulate`] finds the packet inside VXLAN, GENEVE, GRE, ERSPAN, MPLS and IP-in-IP (bounded
-//! depth) and names each tunnel crossed (kind, VNI / key / session / label, carrier addresses).
+//! depth) and names each tunnel crossed (kind, VNI / key / session / label, carrier addresses);
+//! [`describe`] applies the tables' rule (one tunnel read whole: the carried packet).
 //!
 //! # Header records
-//! [`Record`] is the TICKET header record (48 bytes, 80 for IPv6) built from a frame with
+//! [`Record`] is the TICKET header record (48 bytes, 80 for IPv6, + 16 or 40 in a tunnel) built from a frame with
 //! [`Record::from_frame`] and encoded little-endian; see `docs/records.md`.
 //!
 //! # Printing
@@ -59,6 +60,7 @@
 
 mod bytes;
 pub mod checksum;
+pub mod describe;
 mod error;
 mod ja4;
 
@@ -82,6 +84,9 @@ pub mod udp;
 pub mod vlan;
 
 pub use arp::{ArpPacket, ARP_ETH_IPV4_LEN};
+pub use describe::{
+    describe, describe_tunnel, may_hold_tunnel, Described, TunnelId, TunnelProblem,
+};
 pub use emit::{IpPair, TcpFrameSpec, UdpFrameSpec};
 pub use error::{Error, Result};
 pub use ethernet::{ethertype, EthernetFrame, MacAddr, ETH_HDR};

@@ -1,26 +1,42 @@
-//! TICKET header record v1 (seed 001 §3.2): a fixed-size, little-endian summary of one packet's headers.
+//! TICKET header record (seed 001 §3.2): a little-endian summary of one packet's headers.
 //!
-//! 48 bytes for IPv4 and non-IP frames, 80 for IPv6 (the 48-byte base + 32 bytes of addresses).
+//! 48 bytes for IPv4 and non-IP frames, 80 for IPv6 (the 48-byte base + 32 bytes of addresses),
+//! and, for a packet described by the packet it carries in a tunnel ([`crate::describe`]), a
+//! tunnel extension of 16 bytes (IPv4 carrier) or 40 (IPv6 carrier) or 8 (MPLS over Ethernet).
 //! Layout (offset, size, field), all integers little-endian; `docs/records.md` has the full table:
 //!
 //! ```text
 //!  0 8 ts_ns       8 4 wire_len    12 6 dst_mac   18 6 src_mac   24 2 ethertype  26 2 vlan (outer TCI)
-//! 28 1 ip_version 29 1 ip_hdr_len  30 1 protocol  31 1 tcp_flags 32 4 src_ip4    36 4 dst_ip4
+//! 28 1 ip_version | flags          29 1 ip_hdr_len  30 1 protocol  31 1 tcp_flags 32 4 src_ip4  36 4 dst_ip4
 //! 40 2 ip_len     42 2 src_port    44 2 dst_port  46 2 l4_len    [48 16 src_ip6  64 16 dst_ip6]
+//! then, when flag 0x10 is set: 0 1 tunnel kind  1 1 carrier version  2 2 reserved  4 4 tunnel_id
+//!                              8 4|16 carrier_a  then 4|16 carrier_b
 //! ```
 //!
-//! The version of the format is carried by the batch header that holds the records (`records::batch`);
-//! a record itself says only whether the 32-byte IPv6 extension follows (`ip_version == 6`).
+//! Byte 28 holds the IP version (0, 4, 6) in its low nibble; bit 4 says the tunnel extension
+//! follows, bits 5-7 hold a [`TunnelProblem`] code. The version of the format is carried by the
+//! batch header that holds the records (`records::batch`): batch v2 records have no flags (byte 28
+//! is the bare IP version), batch v3 records may have them; a v2 record is a valid v3 record.
 
 use core::fmt;
 
+use crate::describe::{describe_tunnel, may_hold_tunnel, TunnelId, TunnelProblem};
 use crate::parse::{parse, IpVersion, LinkType};
+use crate::tunnel::TunnelKind;
 use crate::{ethertype, ip_proto};
 
 /// Bytes of a record for IPv4 and non-IP frames.
 pub const RECORD_LEN: usize = 48;
 /// Bytes of a record for IPv6 frames (base + source and destination addresses).
 pub const RECORD_V6_LEN: usize = 80;
+/// Bytes of the tunnel extension before the carrier addresses.
+pub const TUNNEL_EXT_LEN: usize = 8;
+/// Bytes of the longest record: IPv6 in a tunnel with an IPv6 carrier.
+pub const RECORD_MAX_LEN: usize = RECORD_V6_LEN + TUNNEL_EXT_LEN + 32;
+/// Byte 28's flag: the tunnel extension follows.
+const TUNNEL_FOLLOWS: u8 = 0x10;
+/// Byte 28's bits 5-7: a [`TunnelProblem`] code.
+const PROBLEM_SHIFT: u32 = 5;
 
 /// Why [`Record::decode`] refused a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +50,8 @@ pub enum RecordError {
     },
     /// `ip_version` is not 0, 4 or 6, so the record's length is unknown.
     BadIpVersion(u8),
+    /// Byte 28's flags or the tunnel extension hold an impossible value.
+    BadTunnel(&'static str),
 }
 
 impl fmt::Display for RecordError {
@@ -45,16 +63,17 @@ impl fmt::Display for RecordError {
             RecordError::BadIpVersion(v) => {
                 write!(
                     f,
-                    "record has ip_version {v} (expected 0, 4 or 6): not a v1 record stream"
+                    "record has ip_version {v} (expected 0, 4 or 6): not a record stream"
                 )
             }
+            RecordError::BadTunnel(what) => write!(f, "record's tunnel fields: {what}"),
         }
     }
 }
 
 impl std::error::Error for RecordError {}
 
-/// One header record (v1). Fields a frame does not carry are 0.
+/// One header record. Fields a frame does not carry are 0.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Record {
     /// Capture time, Unix ns.
@@ -93,20 +112,49 @@ pub struct Record {
     pub src_ip6: [u8; 16],
     /// IPv6 destination (only when `ip_version == 6`).
     pub dst_ip6: [u8; 16],
+    /// The tunnel the packet came in ([`TunnelKind::code`]; 0: none). When set, the fields above
+    /// but `ts_ns`, `wire_len` and `vlan` (the frame's) describe the carried packet; its MACs are
+    /// 0 when it has no Ethernet header (IP in GRE, IP-in-IP, MPLS).
+    pub tunnel: u8,
+    /// VNI, GRE key (0 without one), ERSPAN session, top MPLS label; 0 for ERSPAN I and IP-in-IP.
+    pub tunnel_id: u32,
+    /// The carrier's IP version: 4, 6, or 0 (MPLS over Ethernet).
+    pub carrier_version: u8,
+    /// The carrier's addresses, the lower first; IPv4 in bytes 0..4.
+    pub carrier_a: [u8; 16],
+    /// See `carrier_a`.
+    pub carrier_b: [u8; 16],
+    /// Why a tunnel was not decoded ([`TunnelProblem::code`]; 0: none): the fields describe the
+    /// outer packet.
+    pub tunnel_problem: u8,
 }
 
 impl Record {
     /// Builds the record of one captured frame; never panics, fills what could be parsed.
     ///
-    /// Hot path of the probe (one call per packet, straight from the ring slot): one pass of
-    /// [`parse`], no allocation.
+    /// Hot path of the probe (one call per packet, straight from the ring slot): one [`parse`],
+    /// and the look behind it ([`crate::describe()`]) only for a packet that may hold a tunnel; no
+    /// allocation.
     #[inline]
     pub fn from_frame(ts_ns: u64, wire_len: u32, frame: &[u8], link: LinkType) -> Record {
-        let h = parse(frame, link);
         let mut r = Record {
             ts_ns,
             wire_len,
             ..Record::default()
+        };
+        // Parsed here, not through `describe`: handing its ~150-byte result back and forth took
+        // 30 ns per packet (perf: copies and store-forwarding stalls), as much as the parse.
+        let outer = parse(frame, link);
+        let described;
+        let (h, outer_vlan) = if may_hold_tunnel(&outer) {
+            described = describe_tunnel(frame, link, outer);
+            r.tunnel_problem = described.problem.map_or(0, TunnelProblem::code);
+            if let Some(t) = &described.tunnel {
+                r.set_tunnel(t);
+            }
+            (&described.headers, described.outer_vlan)
+        } else {
+            (&outer, outer.vlan_outer)
         };
         if let Some(m) = h.dst_mac {
             r.dst_mac = m.0;
@@ -114,7 +162,7 @@ impl Record {
         if let Some(m) = h.src_mac {
             r.src_mac = m.0;
         }
-        if h.vlan_outer.is_some() {
+        if outer_vlan.is_some() {
             // The parser keeps the VID only; the record keeps the whole TCI (priority bits too). The first
             // tag always sits right after the link header.
             let at = link.header_len();
@@ -169,18 +217,59 @@ impl Record {
         r
     }
 
-    /// Encoded size: [`RECORD_V6_LEN`] for IPv6, else [`RECORD_LEN`].
+    fn set_tunnel(&mut self, t: &TunnelId) {
+        self.tunnel = t.kind.code();
+        self.tunnel_id = t.id;
+        self.carrier_version = match t.carrier_version {
+            Some(IpVersion::V4) => 4,
+            Some(IpVersion::V6) => 6,
+            None => 0,
+        };
+        self.carrier_a = t.carrier_a;
+        self.carrier_b = t.carrier_b;
+    }
+
+    /// The tunnel, when the record describes the packet it carried.
+    pub fn tunnel(&self) -> Option<TunnelId> {
+        Some(TunnelId {
+            kind: TunnelKind::from_code(self.tunnel)?,
+            id: self.tunnel_id,
+            carrier_version: match self.carrier_version {
+                4 => Some(IpVersion::V4),
+                6 => Some(IpVersion::V6),
+                _ => None,
+            },
+            carrier_a: self.carrier_a,
+            carrier_b: self.carrier_b,
+        })
+    }
+
+    /// Bytes of the carrier addresses in the tunnel extension (both).
+    const fn carrier_len(carrier_version: u8) -> usize {
+        match carrier_version {
+            4 => 8,
+            6 => 32,
+            _ => 0,
+        }
+    }
+
+    /// Encoded size: [`RECORD_V6_LEN`] for IPv6, else [`RECORD_LEN`]; plus the tunnel extension.
     #[inline]
     pub const fn encoded_len(&self) -> usize {
-        if self.ip_version == 6 {
+        let base = if self.ip_version == 6 {
             RECORD_V6_LEN
         } else {
             RECORD_LEN
+        };
+        if self.tunnel == 0 {
+            base
+        } else {
+            base + TUNNEL_EXT_LEN + Self::carrier_len(self.carrier_version)
         }
     }
 
     /// Writes the record into `out[..encoded_len()]` and returns that length. The IPv6 addresses are written
-    /// only for `ip_version == 6`.
+    /// only for `ip_version == 6`, the tunnel extension only for a tunnel.
     ///
     /// Panics if `out` is shorter than [`encoded_len`](Self::encoded_len) (a bug in the caller, which sizes
     /// its buffer; batches check their room first).
@@ -195,7 +284,8 @@ impl Record {
         o[18..24].copy_from_slice(&self.src_mac);
         o[24..26].copy_from_slice(&self.ethertype.to_le_bytes());
         o[26..28].copy_from_slice(&self.vlan.to_le_bytes());
-        o[28] = self.ip_version;
+        let follows = if self.tunnel != 0 { TUNNEL_FOLLOWS } else { 0 };
+        o[28] = self.ip_version | follows | self.tunnel_problem << PROBLEM_SHIFT;
         o[29] = self.ip_header_len;
         o[30] = self.protocol;
         o[31] = self.tcp_flags;
@@ -205,33 +295,79 @@ impl Record {
         o[42..44].copy_from_slice(&self.src_port.to_le_bytes());
         o[44..46].copy_from_slice(&self.dst_port.to_le_bytes());
         o[46..48].copy_from_slice(&self.l4_len.to_le_bytes());
-        if n == RECORD_V6_LEN {
+        let mut at = RECORD_LEN;
+        if self.ip_version == 6 {
             o[48..64].copy_from_slice(&self.src_ip6);
             o[64..80].copy_from_slice(&self.dst_ip6);
+            at = RECORD_V6_LEN;
+        }
+        if self.tunnel != 0 {
+            let e = &mut o[at..];
+            e[0] = self.tunnel;
+            e[1] = self.carrier_version;
+            e[2..4].fill(0);
+            e[4..8].copy_from_slice(&self.tunnel_id.to_le_bytes());
+            let half = Self::carrier_len(self.carrier_version) / 2;
+            e[8..8 + half].copy_from_slice(&self.carrier_a[..half]);
+            e[8 + half..8 + 2 * half].copy_from_slice(&self.carrier_b[..half]);
         }
         n
     }
 
-    /// Reads one record from the start of `buf`; returns it and the bytes it took (48 or 80).
-    pub fn decode(buf: &[u8]) -> Result<(Record, usize), RecordError> {
-        let Some(b) = buf.get(..RECORD_LEN) else {
+    /// The length of the record at the start of `buf` (48 to [`RECORD_MAX_LEN`]), after checking
+    /// byte 28 and the tunnel extension's kind and carrier version: what a batch's framing check
+    /// walks. `flags` false refuses byte-28 flags (a batch v2 record has none).
+    pub fn len_at(buf: &[u8], flags: bool) -> Result<usize, RecordError> {
+        let Some(&b28) = buf.get(28) else {
             return Err(RecordError::Truncated {
                 need: RECORD_LEN,
                 have: buf.len(),
             });
         };
-        let ip_version = b[28];
-        let n = match ip_version {
+        let (ip_version, follows, problem) =
+            (b28 & 0x0f, b28 & TUNNEL_FOLLOWS != 0, b28 >> PROBLEM_SHIFT);
+        let base = match ip_version {
+            _ if !flags && b28 >> 4 != 0 => return Err(RecordError::BadIpVersion(b28)),
             0 | 4 => RECORD_LEN,
             6 => RECORD_V6_LEN,
-            v => return Err(RecordError::BadIpVersion(v)),
+            _ => return Err(RecordError::BadIpVersion(b28)),
         };
+        if problem != 0 && (follows || TunnelProblem::from_code(problem).is_none()) {
+            return Err(RecordError::BadTunnel(
+                "unknown problem code, or a problem with a tunnel",
+            ));
+        }
+        if !follows {
+            return Ok(base);
+        }
+        let Some(e) = buf.get(base..base + TUNNEL_EXT_LEN) else {
+            return Err(RecordError::Truncated {
+                need: base + TUNNEL_EXT_LEN,
+                have: buf.len(),
+            });
+        };
+        if TunnelKind::from_code(e[0]).is_none() {
+            return Err(RecordError::BadTunnel("unknown tunnel kind"));
+        }
+        if !matches!(e[1], 0 | 4 | 6) || e[2] != 0 || e[3] != 0 {
+            return Err(RecordError::BadTunnel(
+                "carrier version not 0, 4 or 6, or reserved bytes set",
+            ));
+        }
+        Ok(base + TUNNEL_EXT_LEN + Self::carrier_len(e[1]))
+    }
+
+    /// Reads one record from the start of `buf`; returns it and the bytes it took (48 to
+    /// [`RECORD_MAX_LEN`]).
+    pub fn decode(buf: &[u8]) -> Result<(Record, usize), RecordError> {
+        let n = Self::len_at(buf, true)?;
         if buf.len() < n {
             return Err(RecordError::Truncated {
                 need: n,
                 have: buf.len(),
             });
         }
+        let b = &buf[..n];
         let u16at = |at: usize| u16::from_le_bytes([b[at], b[at + 1]]);
         let mut r = Record {
             ts_ns: u64::from_le_bytes(arr(b, 0)),
@@ -240,7 +376,7 @@ impl Record {
             src_mac: arr(b, 18),
             ethertype: u16at(24),
             vlan: u16at(26),
-            ip_version,
+            ip_version: b[28] & 0x0f,
             ip_header_len: b[29],
             protocol: b[30],
             tcp_flags: b[31],
@@ -250,12 +386,23 @@ impl Record {
             src_port: u16at(42),
             dst_port: u16at(44),
             l4_len: u16at(46),
-            src_ip6: [0; 16],
-            dst_ip6: [0; 16],
+            tunnel_problem: b[28] >> PROBLEM_SHIFT,
+            ..Record::default()
         };
-        if n == RECORD_V6_LEN {
-            r.src_ip6 = arr(buf, 48);
-            r.dst_ip6 = arr(buf, 64);
+        let mut at = RECORD_LEN;
+        if r.ip_version == 6 {
+            r.src_ip6 = arr(b, 48);
+            r.dst_ip6 = arr(b, 64);
+            at = RECORD_V6_LEN;
+        }
+        if b[28] & TUNNEL_FOLLOWS != 0 {
+            let e = &b[at..];
+            r.tunnel = e[0];
+            r.carrier_version = e[1];
+            r.tunnel_id = u32::from_le_bytes(arr(e, 4));
+            let half = Self::carrier_len(r.carrier_version) / 2;
+            r.carrier_a[..half].copy_from_slice(&e[8..8 + half]);
+            r.carrier_b[..half].copy_from_slice(&e[8 + half..8 + 2 * half]);
         }
         Ok((r, n))
     }
@@ -320,327 +467,5 @@ impl Iterator for Records<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::emit::{IpPair, UdpFrameSpec};
-    use crate::ethernet::MacAddr;
-    use crate::icmp::IcmpPacket;
-    use crate::ipv4::Ipv4Packet;
-    use crate::tcp::{TcpFlags, TcpPacket};
-    use crate::vlan::Vlan;
-
-    const SRC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
-    const DST: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
-
-    fn spec_v4(payload_len: usize) -> UdpFrameSpec {
-        UdpFrameSpec {
-            src_mac: SRC,
-            dst_mac: DST,
-            vlan: None,
-            ip: IpPair::V4 {
-                src: "10.77.0.1".parse().unwrap(),
-                dst: "10.77.0.2".parse().unwrap(),
-            },
-            src_port: 40000,
-            dst_port: 9,
-            ttl: 64,
-            payload_len,
-        }
-    }
-
-    fn emit(spec: &UdpFrameSpec) -> Vec<u8> {
-        let mut buf = vec![0u8; spec.frame_len()];
-        spec.emit(&mut buf);
-        buf
-    }
-
-    /// A UDP frame turned into TCP: protocol byte, header checksum and a TCP header over the UDP bytes.
-    fn tcp_frame(flags: u16, header_len: u8, payload: usize) -> Vec<u8> {
-        let spec = spec_v4(header_len as usize - 8 + payload);
-        let mut f = emit(&spec);
-        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-        ip.set_protocol(ip_proto::TCP);
-        ip.fill_checksum();
-        let mut tcp = TcpPacket::new_unchecked(&mut f[34..]);
-        tcp.set_src_port(40001);
-        tcp.set_dst_port(443);
-        tcp.set_header_len_and_flags(header_len, TcpFlags(flags));
-        f
-    }
-
-    fn round_trip(r: &Record) {
-        let mut buf = [0xa5u8; 100];
-        let n = r.encode(&mut buf);
-        assert_eq!(n, r.encoded_len());
-        assert_eq!(buf[n], 0xa5, "encode wrote past its length");
-        let (back, used) = Record::decode(&buf[..n]).unwrap();
-        assert_eq!(used, n);
-        assert_eq!(&back, r);
-    }
-
-    #[test]
-    fn udp_v4_every_field() {
-        let f = emit(&spec_v4(100));
-        let r = Record::from_frame(
-            1_700_000_000_123_456_789,
-            f.len() as u32,
-            &f,
-            LinkType::Ethernet,
-        );
-        let want = Record {
-            ts_ns: 1_700_000_000_123_456_789,
-            wire_len: 142,
-            dst_mac: DST.0,
-            src_mac: SRC.0,
-            ethertype: 0x0800,
-            vlan: 0,
-            ip_version: 4,
-            ip_header_len: 20,
-            protocol: 17,
-            tcp_flags: 0,
-            src_ip4: [10, 77, 0, 1],
-            dst_ip4: [10, 77, 0, 2],
-            ip_len: 128,
-            src_port: 40000,
-            dst_port: 9,
-            l4_len: 108,
-            ..Default::default()
-        };
-        assert_eq!(r, want);
-        assert_eq!(r.encoded_len(), 48);
-        round_trip(&r);
-    }
-
-    #[test]
-    fn encoded_bytes_match_the_table() {
-        let f = emit(&spec_v4(100));
-        let r = Record::from_frame(0x0102030405060708, 142, &f, LinkType::Ethernet);
-        let mut b = [0u8; 48];
-        r.encode(&mut b);
-        assert_eq!(&b[0..8], &[8, 7, 6, 5, 4, 3, 2, 1]);
-        assert_eq!(&b[8..12], &[142, 0, 0, 0]);
-        assert_eq!(&b[12..18], &DST.0);
-        assert_eq!(&b[18..24], &SRC.0);
-        assert_eq!(&b[24..28], &[0x00, 0x08, 0, 0]);
-        assert_eq!(&b[28..32], &[4, 20, 17, 0]);
-        assert_eq!(&b[32..40], &[10, 77, 0, 1, 10, 77, 0, 2]);
-        assert_eq!(&b[40..48], &[128, 0, 0x40, 0x9c, 9, 0, 108, 0]);
-    }
-
-    /// The worked example of docs/records.md.
-    #[test]
-    fn docs_example_bytes() {
-        let f = emit(&spec_v4(100));
-        let r = Record::from_frame(1_763_780_000_123_456_789, 142, &f, LinkType::Ethernet);
-        let mut b = [0u8; 48];
-        r.encode(&mut b);
-        let hex: Vec<String> = b
-            .chunks(16)
-            .map(|c| {
-                c.iter()
-                    .map(|x| format!("{x:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect();
-        assert_eq!(
-            hex,
-            [
-                "15 0d 4c b1 90 34 7a 18 8e 00 00 00 02 00 00 00",
-                "00 02 02 00 00 00 00 01 00 08 00 00 04 14 11 00",
-                "0a 4d 00 01 0a 4d 00 02 80 00 40 9c 09 00 6c 00",
-            ]
-        );
-    }
-
-    #[test]
-    fn udp_v6_extended_record() {
-        let src: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
-        let dst: std::net::Ipv6Addr = "fd00::2".parse().unwrap();
-        let spec = UdpFrameSpec {
-            ip: IpPair::V6 { src, dst },
-            ..spec_v4(10)
-        };
-        let f = emit(&spec);
-        let r = Record::from_frame(5, f.len() as u32, &f, LinkType::Ethernet);
-        assert_eq!(r.ip_version, 6);
-        assert_eq!(r.ethertype, 0x86dd);
-        assert_eq!((r.ip_header_len, r.protocol, r.ip_len), (40, 17, 58));
-        assert_eq!((r.src_port, r.dst_port, r.l4_len), (40000, 9, 18));
-        assert_eq!(r.src_ip6, src.octets());
-        assert_eq!(r.dst_ip6, dst.octets());
-        assert_eq!((r.src_ip4, r.dst_ip4), ([0; 4], [0; 4]));
-        assert_eq!(r.encoded_len(), 80);
-        assert_eq!(r.src_addr(), Some(src.into()));
-        round_trip(&r);
-        let mut b = [0u8; 80];
-        r.encode(&mut b);
-        assert_eq!(&b[48..64], &src.octets());
-        assert_eq!(&b[64..80], &dst.octets());
-        // The base alone is not enough for an IPv6 record.
-        assert_eq!(
-            Record::decode(&b[..79]),
-            Err(RecordError::Truncated { need: 80, have: 79 })
-        );
-    }
-
-    #[test]
-    fn tcp_flags_and_header_len() {
-        let f = tcp_frame(
-            TcpFlags::SYN | TcpFlags::ACK | TcpFlags::CWR | TcpFlags::AE,
-            32,
-            5,
-        );
-        let r = Record::from_frame(1, f.len() as u32, &f, LinkType::Ethernet);
-        assert_eq!(r.protocol, 6);
-        // AE (the 9th bit) does not fit the byte; CWR..FIN do.
-        assert_eq!(r.tcp_flags, 0x92);
-        assert_eq!((r.src_port, r.dst_port, r.l4_len), (40001, 443, 32));
-        assert_eq!(r.ip_len, 20 + 32 + 5);
-        round_trip(&r);
-        let fin = tcp_frame(TcpFlags::FIN | TcpFlags::PSH, 20, 0);
-        assert_eq!(
-            Record::from_frame(1, 54, &fin, LinkType::Ethernet).tcp_flags,
-            0x09
-        );
-    }
-
-    #[test]
-    fn icmp_type_and_code_in_the_port_fields() {
-        let mut f = emit(&spec_v4(0));
-        let mut ip = Ipv4Packet::new_unchecked(&mut f[14..34]);
-        ip.set_protocol(ip_proto::ICMP);
-        ip.fill_checksum();
-        let mut icmp = IcmpPacket::new_unchecked(&mut f[34..]);
-        icmp.set_type_code(3, 4);
-        icmp.fill_checksum_v4();
-        let r = Record::from_frame(1, f.len() as u32, &f, LinkType::Ethernet);
-        assert_eq!(
-            (r.protocol, r.src_port, r.dst_port, r.l4_len, r.tcp_flags),
-            (1, 3, 4, 0, 0)
-        );
-        round_trip(&r);
-    }
-
-    #[test]
-    fn vlan_keeps_the_whole_tci() {
-        let spec = UdpFrameSpec {
-            vlan: Some(Vlan {
-                tpid: 0x8100,
-                tci: (5 << 13) | 100,
-            }),
-            ..spec_v4(20)
-        };
-        let f = emit(&spec);
-        let r = Record::from_frame(1, f.len() as u32, &f, LinkType::Ethernet);
-        assert_eq!(r.vlan, (5 << 13) | 100);
-        assert_eq!(r.ethertype, 0x0800);
-        assert_eq!((r.src_port, r.ip_len), (40000, 48));
-        round_trip(&r);
-    }
-
-    #[test]
-    fn non_ip_and_802_3() {
-        let mut arp = emit(&spec_v4(0));
-        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-        let r = Record::from_frame(1, 60, &arp, LinkType::Ethernet);
-        assert_eq!(
-            (r.ethertype, r.ip_version, r.ip_len, r.src_port),
-            (0x0806, 0, 0, 0)
-        );
-        assert_eq!(r.src_mac, SRC.0);
-        assert_eq!(r.encoded_len(), 48);
-        round_trip(&r);
-        let mut llc = arp.clone();
-        llc[12..14].copy_from_slice(&46u16.to_be_bytes());
-        let r = Record::from_frame(1, 60, &llc, LinkType::Ethernet);
-        assert_eq!((r.ethertype, r.ip_version), (46, 0));
-    }
-
-    #[test]
-    fn raw_ip_link_gets_the_ip_ethertype() {
-        let f = emit(&spec_v4(4));
-        let r = Record::from_frame(1, 32, &f[14..], LinkType::Raw);
-        assert_eq!((r.ethertype, r.ip_version, r.src_port), (0x0800, 4, 40000));
-        assert_eq!(r.src_mac, [0; 6]);
-    }
-
-    #[test]
-    fn truncated_frames_keep_what_was_read() {
-        let f = tcp_frame(TcpFlags::SYN, 20, 0);
-        // Cut inside the TCP header after the ports: ports kept, flags and header length unknown.
-        let r = Record::from_frame(1, 54, &f[..14 + 20 + 6], LinkType::Ethernet);
-        assert_eq!((r.ip_version, r.src_port, r.dst_port), (4, 40001, 443));
-        assert_eq!((r.tcp_flags, r.l4_len), (0, 0));
-        assert_eq!(r.wire_len, 54);
-        // Cut inside the IP header: only layer 2.
-        let r = Record::from_frame(1, 54, &f[..20], LinkType::Ethernet);
-        assert_eq!((r.ethertype, r.ip_version, r.src_ip4), (0x0800, 0, [0; 4]));
-        assert_eq!(r.dst_mac, DST.0);
-        // Every prefix and garbage: no panic, always a record that round-trips.
-        for n in 0..=f.len() {
-            round_trip(&Record::from_frame(1, 54, &f[..n], LinkType::Ethernet));
-        }
-        let mut x: u32 = 12345;
-        let mut junk = [0u8; 128];
-        for _ in 0..2000 {
-            for b in junk.iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                *b = x as u8;
-            }
-            let n = (x % 129) as usize;
-            for link in [
-                LinkType::Ethernet,
-                LinkType::Raw,
-                LinkType::LinuxSll,
-                LinkType::LinuxSll2,
-            ] {
-                round_trip(&Record::from_frame(1, n as u32, &junk[..n], link));
-            }
-        }
-    }
-
-    #[test]
-    fn decode_rejects_short_and_unknown() {
-        let r = Record::from_frame(1, 42, &emit(&spec_v4(0)), LinkType::Ethernet);
-        let mut b = [0u8; 48];
-        r.encode(&mut b);
-        for n in 0..48 {
-            assert_eq!(
-                Record::decode(&b[..n]),
-                Err(RecordError::Truncated { need: 48, have: n })
-            );
-        }
-        b[28] = 5;
-        assert_eq!(Record::decode(&b), Err(RecordError::BadIpVersion(5)));
-        assert!(RecordError::BadIpVersion(5)
-            .to_string()
-            .contains("ip_version 5"));
-    }
-
-    #[test]
-    fn records_iterator_over_mixed_stream() {
-        let v4 = Record::from_frame(1, 42, &emit(&spec_v4(0)), LinkType::Ethernet);
-        let v6f = emit(&UdpFrameSpec {
-            ip: IpPair::V6 {
-                src: "fd00::1".parse().unwrap(),
-                dst: "fd00::2".parse().unwrap(),
-            },
-            ..spec_v4(0)
-        });
-        let v6 = Record::from_frame(2, 62, &v6f, LinkType::Ethernet);
-        let mut buf = [0u8; 48 + 80 + 48 + 10];
-        let mut at = 0;
-        for r in [v4, v6, v4] {
-            at += r.encode(&mut buf[at..]);
-        }
-        assert_eq!(at, 176);
-        let got: Vec<_> = records(&buf[..at]).collect();
-        assert_eq!(got, vec![Ok(v4), Ok(v6), Ok(v4)]);
-        let got: Vec<_> = records(&buf[..at + 10]).collect();
-        assert_eq!(got[3], Err(RecordError::Truncated { need: 48, have: 10 }));
-        assert_eq!(got.len(), 4);
-    }
-}
+#[path = "record_tests.rs"]
+mod tests;

@@ -225,7 +225,12 @@ enum Next {
 
 /// Decapsulates `frame` of link type `linktype`; never panics, never allocates.
 pub fn decapsulate(frame: &[u8], linktype: LinkType) -> Decapsulated {
-    let outer = parse(frame, linktype);
+    decapsulate_parsed(frame, linktype, parse(frame, linktype))
+}
+
+/// [`decapsulate`] of a frame whose [`parse`] is `outer` (a caller that parsed it already saves
+/// the second parse).
+pub fn decapsulate_parsed(frame: &[u8], linktype: LinkType, outer: Headers) -> Decapsulated {
     let mut d = Decapsulated {
         inner: outer,
         outer_vlan: outer.vlan_outer,

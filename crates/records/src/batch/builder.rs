@@ -1,7 +1,7 @@
 //! Filling a batch with records up to a byte capacity (the probe's ring thread), and the filled batch
 //! the sender seals.
 
-use wire::record::{Record, RECORD_V6_LEN};
+use wire::record::{Record, RECORD_MAX_LEN};
 
 use super::{seal, Header, Key, HEADER_LEN, MAX_PAYLOAD, TAG_LEN};
 
@@ -20,7 +20,7 @@ impl BatchBuilder {
     /// A builder whose payloads hold at most `capacity_bytes` (clamped to 80..=65536, so one record of any
     /// kind always fits).
     pub fn new(capacity_bytes: usize) -> BatchBuilder {
-        let capacity = capacity_bytes.clamp(RECORD_V6_LEN, MAX_PAYLOAD);
+        let capacity = capacity_bytes.clamp(RECORD_MAX_LEN, MAX_PAYLOAD);
         BatchBuilder {
             buf: Self::fresh(capacity),
             capacity,

@@ -23,8 +23,9 @@ pub enum BatchError {
     #[error("bad magic {0:02x?} (not a ringcap record batch)")]
     BadMagic([u8; 4]),
     /// Unknown version or header length.
-    #[error("unsupported batch version {version} / header length {header_len} (this build reads v2, 64; \
-             a v1 batch comes from a ringcap before collector-bound tags: upgrade that probe)")]
+    #[error("unsupported batch version {version} / header length {header_len} (this build reads v2 and v3, 64; \
+             a v1 batch comes from a ringcap before collector-bound tags: upgrade that probe; a later one \
+             from a newer probe: upgrade this collector)")]
     BadVersion {
         /// Version byte.
         version: u8,

@@ -1,9 +1,9 @@
-//! Batch v2: a 64-byte header, records back to back, a 32-byte HMAC-SHA256 tag (docs/records.md). The tag
+//! Batch v3 (v2 read too): a 64-byte header, records back to back, a 32-byte HMAC-SHA256 tag (docs/records.md). The tag
 //! covers the id of the collector the batch was sealed for (not sent: both ends know it from the handshake),
 //! so a batch recorded on its way to one collector fails the tag on any other.
 //!
 //! ```text
-//!  0 4 magic "RCB1"   4 1 version 2    5 1 flags 0       6 2 header_len 64   8 8 probe_id
+//!  0 4 magic "RCB1"   4 1 version 3    5 1 flags 0       6 2 header_len 64   8 8 probe_id
 //! 16 4 stream_id     20 4 record_count 24 8 seq         32 8 first_ts_ns     40 8 last_ts_ns
 //! 48 8 sent_unix_ns  56 4 payload_len  60 4 crc32 of payload   64.. payload   then 32 tag
 //! ```
@@ -31,8 +31,12 @@ pub use sealing::seal;
 /// First four bytes of every batch.
 pub const MAGIC: [u8; 4] = *b"RCB1";
 /// Format version written by this code (the record layout is versioned with it). 2: the tag covers the
-/// collector id (v1 batches are refused with BadVersion, so an old probe is told to upgrade).
-pub const VERSION: u8 = 2;
+/// collector id (v1 batches are refused with BadVersion, so an old probe is told to upgrade). 3: records
+/// may carry tunnel flags and the tunnel extension (`wire::record`); same header, same tag.
+pub const VERSION: u8 = 3;
+/// The oldest version this code still reads: v2 batches (probes before the tunnel fields) are opened
+/// as before, their records without flags.
+pub const MIN_VERSION: u8 = 2;
 /// Longest collector id (bytes).
 pub const MAX_COLLECTOR_ID: usize = 255;
 /// Header bytes before the payload.
@@ -223,6 +227,8 @@ mod tests {
                 // Structural fields fail before the tag; everything else fails the tag.
                 let ok = match i {
                     0..=3 => matches!(e, BatchError::BadMagic(_)),
+                    // 3 ^ 1 is 2, a version still read: the tag (which covers it) refuses it.
+                    4 if t[4] == MIN_VERSION => e == BatchError::BadTag,
                     4 | 6 | 7 => matches!(e, BatchError::BadVersion { .. }),
                     56..=59 => matches!(
                         e,
@@ -409,5 +415,57 @@ mod tests {
             "{e:?}"
         );
         assert!(e.to_string().contains("upgrade"), "{e}");
+    }
+
+    /// `bytes` with its version byte set to `v` and the tag made again (a batch as that version's
+    /// probe seals it: same header and tag layout).
+    fn as_version(mut bytes: Vec<u8>, v: u8) -> Vec<u8> {
+        bytes[4] = v;
+        let end = bytes.len() - TAG_LEN;
+        let tag = key().tag_parts(&[&[CID.len() as u8], CID, &bytes[..end]]);
+        bytes[end..].copy_from_slice(&tag);
+        bytes
+    }
+
+    #[test]
+    fn v2_batches_are_still_read_and_v3_carries_tunnels() {
+        let (bytes, recs) = sealed(10, 0);
+        assert_eq!(bytes[4], 3);
+        let v2 = as_version(bytes, 2);
+        assert_eq!(
+            open(&v2, &key(), CID)
+                .unwrap()
+                .records()
+                .collect::<Vec<_>>(),
+            recs
+        );
+        // A record in a tunnel: 48 + 8 + 8 bytes (IPv4 carrier).
+        let t = Record {
+            tunnel: wire::TunnelKind::Vxlan.code(),
+            tunnel_id: 42,
+            carrier_version: 4,
+            carrier_a: [192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            carrier_b: [192, 0, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            ..recs[1]
+        };
+        let mut b = BatchBuilder::new(MAX_PAYLOAD);
+        assert!(b.push(&recs[1]) && b.push(&t));
+        let bytes = b.take(7, 99).seal(&key(), CID, 0, 0).to_vec();
+        assert_eq!(bytes.len(), 64 + 48 + 64 + 32);
+        let got: Vec<Record> = open(&bytes, &key(), CID).unwrap().records().collect();
+        assert_eq!(got, vec![recs[1], t]);
+        // The same bytes as a v2 batch: its records have no flags, so it is refused.
+        assert!(matches!(
+            open(&as_version(bytes, 2), &key(), CID).unwrap_err(),
+            BatchError::BadRecord { index: 1, .. }
+        ));
+        // A version from the future names both ends' versions.
+        let (bytes, _) = sealed(1, 0);
+        let e = open(&as_version(bytes, 4), &key(), CID).unwrap_err();
+        assert!(
+            matches!(e, BatchError::BadVersion { version: 4, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("reads v2 and v3"), "{e}");
     }
 }

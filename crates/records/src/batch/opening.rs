@@ -1,10 +1,10 @@
 //! Checking a received batch before any record is read, and viewing its records.
 
-use wire::record::{Record, RECORD_LEN, RECORD_V6_LEN};
+use wire::record::Record;
 
 use super::{
     id_prefix, off, BatchError, Header, Key, HEADER_LEN, MAGIC, MAX_COLLECTOR_ID, MAX_PAYLOAD,
-    TAG_LEN, VERSION,
+    MIN_VERSION, TAG_LEN, VERSION,
 };
 
 #[inline]
@@ -35,7 +35,7 @@ pub fn batch_len(header: &[u8]) -> Result<usize, BatchError> {
     }
     let version = header[off::VERSION];
     let header_len = u16_at(header, off::HEADER_LEN);
-    if version != VERSION || header_len as usize != HEADER_LEN {
+    if !(MIN_VERSION..=VERSION).contains(&version) || header_len as usize != HEADER_LEN {
         return Err(BatchError::BadVersion {
             version,
             header_len,
@@ -98,27 +98,44 @@ pub fn open<'a>(
         sent_unix_ns: u64_at(buf, off::SENT),
         payload_len: (end - HEADER_LEN) as u32,
     };
-    check_framing(payload, header.record_count)?;
+    // Records of a v2 batch come from a probe without tunnel fields: flags there are damage.
+    check_framing(payload, header.record_count, buf[off::VERSION] >= 3)?;
     Ok(BatchView { header, payload })
 }
 
-/// Walks the record lengths (byte 28 of each) so [`BatchView::records`] cannot fail later.
-fn check_framing(payload: &[u8], count: u32) -> Result<(), BatchError> {
+/// Walks the record lengths (byte 28 of each, and the tunnel extension) so [`BatchView::records`]
+/// cannot fail later; `flags`: the batch's version allows byte-28 flags.
+fn check_framing(payload: &[u8], count: u32, flags: bool) -> Result<(), BatchError> {
     let mut at = 0usize;
     for index in 0..count {
-        let Some(&v) = payload.get(at + 28) else {
-            return Err(BatchError::BadRecord {
-                index,
-                what: "payload ends before record_count records",
-            });
-        };
-        at += match v {
-            0 | 4 => RECORD_LEN,
-            6 => RECORD_V6_LEN,
-            _ => {
+        let rest = payload.get(at..).unwrap_or_default();
+        at += match Record::len_at(rest, flags) {
+            Ok(n) => n,
+            Err(wire::RecordError::Truncated { .. }) if rest.len() <= 28 => {
+                return Err(BatchError::BadRecord {
+                    index,
+                    what: "payload ends before record_count records",
+                })
+            }
+            Err(wire::RecordError::BadIpVersion(_)) if !flags => {
+                return Err(BatchError::BadRecord {
+                    index,
+                    what: "ip_version not 0, 4 or 6 (a v2 batch has no tunnel flags)",
+                })
+            }
+            Err(wire::RecordError::BadIpVersion(_)) => {
                 return Err(BatchError::BadRecord {
                     index,
                     what: "ip_version not 0, 4 or 6",
+                })
+            }
+            Err(wire::RecordError::BadTunnel(what)) => {
+                return Err(BatchError::BadRecord { index, what })
+            }
+            Err(wire::RecordError::Truncated { .. }) => {
+                return Err(BatchError::BadRecord {
+                    index,
+                    what: "record runs past the payload",
                 })
             }
         };

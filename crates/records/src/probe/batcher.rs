@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use wire::record::Record;
 
-use super::stats::Shared;
+use super::stats::{Shared, TUNNEL_COUNTS};
 use super::{Probe, Stripe};
 use crate::batch::{Batch, BatchBuilder};
 
@@ -45,6 +45,7 @@ impl Probe {
             stream_id: self.stream_id,
             flush: self.flush,
             records: 0,
+            tunnels: [0; TUNNEL_COUNTS],
             stream_per_builder: self.stream_per_builder,
         }
     }
@@ -106,6 +107,8 @@ pub struct Batcher {
     flush: Duration,
     /// Records pushed, added to the shared counter once per batch (not per packet).
     records: u64,
+    /// Records in a tunnel (0) and per tunnel problem code (1-5), added with `records`.
+    tunnels: [u64; TUNNEL_COUNTS],
     stream_per_builder: bool,
 }
 
@@ -119,9 +122,13 @@ impl Batcher {
             (flow_hash(r) % self.builders.len() as u64) as usize
         };
         self.records += 1;
+        if r.tunnel != 0 || r.tunnel_problem != 0 {
+            // Problem codes are 1-5 (Record::from_frame); 0 with a tunnel: decapsulated.
+            self.tunnels[usize::from(r.tunnel_problem).min(TUNNEL_COUNTS - 1)] += 1;
+        }
         if !self.builders[i].push(r) {
             self.send(i, false);
-            // An empty builder always has room for one record (capacity ≥ 80).
+            // An empty builder always has room for one record (capacity ≥ RECORD_MAX_LEN).
             let _ = self.builders[i].push(r);
         }
         if self.oldest[i].is_none() {
@@ -148,9 +155,18 @@ impl Batcher {
         for i in 0..self.builders.len() {
             self.send(i, wait);
         }
+        self.add_counts();
+    }
+
+    fn add_counts(&mut self) {
         self.shared
             .records
             .fetch_add(std::mem::take(&mut self.records), Relaxed);
+        for (shared, n) in self.shared.tunnels.iter().zip(&mut self.tunnels) {
+            if *n != 0 {
+                shared.fetch_add(std::mem::take(n), Relaxed);
+            }
+        }
     }
 
     fn send(&mut self, i: usize, wait: bool) {
@@ -170,9 +186,7 @@ impl Batcher {
         };
         let batch = self.builders[i].take(self.probe_id, stream_id);
         let count = batch.record_count() as u64;
-        self.shared
-            .records
-            .fetch_add(std::mem::take(&mut self.records), Relaxed);
+        self.add_counts();
         let to = (self.builders.len() > 1).then_some(i);
         let msg = Msg { batch, to };
         let result = if wait {

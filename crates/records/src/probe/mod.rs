@@ -45,7 +45,7 @@ use std::time::Duration;
 pub(crate) use batcher::Msg;
 pub use batcher::{flow_hash, Batcher};
 pub(crate) use stats::{give_back, Shared};
-pub use stats::{CollectorStats, ProbeStats, StatsHandle};
+pub use stats::{CollectorStats, ProbeStats, StatsHandle, TunnelStats};
 
 use crate::batch::{Key, MAX_PAYLOAD};
 use crate::kafka::KafkaDest;

@@ -55,6 +55,46 @@ pub struct CollectorStats {
     pub up: bool,
 }
 
+/// Slots of the tunnel counters: decapsulated, then one per `wire::TunnelProblem` code (1-5).
+pub(crate) const TUNNEL_COUNTS: usize = 6;
+
+/// Records of packets with tunnels (`wire::describe`): described by the packet they carried, or by
+/// their outer headers and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TunnelStats {
+    /// In one tunnel, read whole: the record describes the carried packet.
+    pub decapsulated: u64,
+    /// A tunnel header or the carried packet was cut (or an IP fragment of a tunnel packet).
+    pub truncated: u64,
+    /// A tunnel header held an impossible value.
+    pub malformed: u64,
+    /// Deeper than the decapsulation's bound.
+    pub too_deep: u64,
+    /// A GENEVE payload neither Ethernet nor IP.
+    pub unsupported: u64,
+    /// In two or more tunnels.
+    pub nested: u64,
+}
+
+impl TunnelStats {
+    fn of(c: [u64; TUNNEL_COUNTS]) -> TunnelStats {
+        let [decapsulated, truncated, malformed, too_deep, unsupported, nested] = c;
+        TunnelStats {
+            decapsulated,
+            truncated,
+            malformed,
+            too_deep,
+            unsupported,
+            nested,
+        }
+    }
+
+    /// Records described by their outer headers although they had a tunnel.
+    pub fn undecoded(&self) -> u64 {
+        self.truncated + self.malformed + self.too_deep + self.unsupported + self.nested
+    }
+}
+
 /// Counters of the whole probe.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ProbeStats {
@@ -66,6 +106,8 @@ pub struct ProbeStats {
     pub batches: u64,
     /// Records waiting for a live collector now.
     pub pending: u64,
+    /// Records of tunnelled packets.
+    pub tunnels: TunnelStats,
     /// Per collector, in `--records` order.
     pub collectors: Vec<CollectorStats>,
 }
@@ -89,6 +131,7 @@ impl ProbeStats {
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     pub(super) records: AtomicU64,
+    pub(super) tunnels: [AtomicU64; TUNNEL_COUNTS],
     pub(super) queue_drops: AtomicU64,
     pub(super) batches: AtomicU64,
     pub(crate) pending: AtomicU64,
@@ -104,6 +147,7 @@ impl Shared {
             queue_drops: self.queue_drops.load(Relaxed),
             batches: self.batches.load(Relaxed),
             pending: self.pending.load(Relaxed),
+            tunnels: TunnelStats::of(self.tunnels.each_ref().map(|c| c.load(Relaxed))),
             collectors: self
                 .collectors
                 .iter()

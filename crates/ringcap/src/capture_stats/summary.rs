@@ -463,6 +463,14 @@ fn print_records(r: &records::probe::ProbeStats) {
         r.queue_drops,
         r.collectors.iter().map(|c| c.dropped).sum::<u64>()
     );
+    let t = &r.tunnels;
+    if t.decapsulated + t.undecoded() > 0 {
+        eprintln!(
+            "ringcap: records of tunnelled packets: {} by the packet carried; by the outer headers: \
+             truncated {}, malformed {}, too deep {}, unsupported {}, nested {}",
+            t.decapsulated, t.truncated, t.malformed, t.too_deep, t.unsupported, t.nested
+        );
+    }
     for c in &r.collectors {
         eprintln!(
             "ringcap: records to {}: sent {} (re-sent {}), acked {}, dropped {}, unacked {}, failures {}, \

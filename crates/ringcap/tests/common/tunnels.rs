@@ -142,9 +142,16 @@ pub struct Captured {
     pub work: PathBuf,
 }
 
-/// Starts `ringcap capture` into a store under a fresh directory, runs `send`, waits until the Rx
-/// end has seen `min_frames` more frames, then stops the capture; the store must hold one file.
-fn capture_with(tb: &Testbed, tag: &str, min_frames: u64, send: impl FnOnce()) -> Captured {
+/// Starts `ringcap capture` (with `extra` arguments) into a store under a fresh directory, runs
+/// `send`, waits until the Rx end has seen `min_frames` more frames, then stops the capture; the
+/// store must hold one file.
+fn capture_with(
+    tb: &Testbed,
+    tag: &str,
+    min_frames: u64,
+    extra: &[&str],
+    send: impl FnOnce(),
+) -> Captured {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = temp_dir(&format!("tunnels-{tag}-{n}"));
@@ -152,18 +159,17 @@ fn capture_with(tb: &Testbed, tag: &str, min_frames: u64, send: impl FnOnce()) -
     std::fs::create_dir_all(&store).unwrap();
     let base = store.join("cap");
     let before = tb.rx_packets();
-    let cap = spawn_capture(
-        tb,
-        &[
-            "capture",
-            "-i",
-            &tb.rx_if,
-            "-w",
-            base.to_str().unwrap(),
-            "-C",
-            "64MB",
-        ],
-    );
+    let mut args = vec![
+        "capture",
+        "-i",
+        &tb.rx_if,
+        "-w",
+        base.to_str().unwrap(),
+        "-C",
+        "64MB",
+    ];
+    args.extend(extra);
+    let cap = spawn_capture(tb, &args);
     send();
     let deadline = Instant::now() + Duration::from_secs(10);
     while tb.rx_packets() < before + min_frames && Instant::now() < deadline {
@@ -187,9 +193,13 @@ fn capture_with(tb: &Testbed, tag: &str, min_frames: u64, send: impl FnOnce()) -
 /// Sends the generator's frames of `kind` (seed 36) through a fresh testbed while `ringcap capture`
 /// records the other end; the file must hold exactly the frames sent, in order, with their lengths.
 pub fn capture_kind(kind: &str) -> Captured {
+    capture_kind_on(&testbed(), kind, &[])
+}
+
+/// [`capture_kind`] on a given testbed, with `extra` capture arguments (e.g. `--records`).
+pub fn capture_kind_on(tb: &Testbed, kind: &str, extra: &[&str]) -> Captured {
     let sent = manifest(kind, 36);
-    let tb = testbed();
-    let mut c = capture_with(&tb, kind, sent.len() as u64, || {
+    let mut c = capture_with(tb, kind, sent.len() as u64, extra, || {
         let out = tb
             .command(Side::Tx, SCAPY_PYTHON)
             .arg(generator())
@@ -255,7 +265,7 @@ pub fn capture_kernel_vxlan() -> Captured {
     pairs.push((format!("[{VX42_TX6}]"), format!("[{VX42_RX6}]")));
     // 8 frames per TCP connection at least, 6 per UDP exchange.
     let min = pairs.len() as u64 * 14;
-    capture_with(&tb, "kernel-vxlan", min, || {
+    capture_with(&tb, "kernel-vxlan", min, &[], || {
         for (i, (c, s)) in pairs.iter().enumerate() {
             socket_exchange(&tb, c, s, 7000 + i as u16);
         }

@@ -6,6 +6,7 @@ mod html;
 mod plots;
 pub mod rates;
 pub mod traffic;
+mod tunnel;
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -25,6 +26,9 @@ use serde::Serialize;
 use crate::error::TraceError;
 use rates::{Bin, Burstiness, Hour, Run, RunBuilder};
 use traffic::{FlowKey, Mix, Sizes, Traffic};
+
+/// The report flow table's version (`ringcap.schema`; 1.0 had no tunnel columns and no key).
+pub const REPORT_FLOWS_SCHEMA: &str = "report-flows/1.1";
 
 /// Largest size written to the generator `dist` file (gen's default maximum, an Ethernet MTU).
 pub const DIST_MAX_SIZE: usize = 1500;
@@ -85,6 +89,8 @@ pub struct Analysis {
     pub mix: Mix,
     /// Directional 5-tuples in the flow table.
     pub flows: usize,
+    /// Packets with a tunnel that was not decoded (keyed by their outer headers), by reason.
+    pub tunnel_problems: std::collections::BTreeMap<String, u64>,
     pub timing: Timing,
     /// Files written into the report directory.
     pub outputs: Vec<String>,
@@ -128,10 +134,12 @@ pub fn list_parquet(input: &Path) -> Result<Vec<PathBuf>, TraceError> {
     Ok(out)
 }
 
-/// Reads `cols` of `path` batch by batch.
+/// Reads `cols` of `path` batch by batch, and those of `optional` the file has (columns of a later
+/// minor version of the packet table).
 fn scan(
     path: &Path,
     cols: &[&str],
+    optional: &[&str],
     mut f: impl FnMut(&RecordBatch) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
     let perr = |source| TraceError::Parquet {
@@ -151,7 +159,10 @@ fn scan(
             });
         }
     }
-    let mask = ProjectionMask::columns(b.parquet_schema(), cols.iter().copied());
+    let present = optional
+        .iter()
+        .filter(|c| b.schema().field_with_name(c).is_ok());
+    let mask = ProjectionMask::columns(b.parquet_schema(), cols.iter().chain(present).copied());
     let reader = b
         .with_projection(mask)
         .with_batch_size(64 * 1024)
@@ -188,7 +199,7 @@ fn typed<'a, T: arrow_array::ArrowPrimitiveType>(
 fn rate_runs(path: &Path) -> Result<(Vec<Run>, u64), TraceError> {
     let mut rb = RunBuilder::default();
     let mut rows = 0u64;
-    scan(path, &[col::TS, col::WIRE_LEN], |b| {
+    scan(path, &[col::TS, col::WIRE_LEN], &[], |b| {
         let ts = typed::<TimestampNanosecondType>(b, col::TS, path)?;
         let len = typed::<UInt32Type>(b, col::WIRE_LEN, path)?;
         rb.add(ts.values(), len.values());
@@ -215,7 +226,16 @@ fn traffic_of(path: &Path) -> Result<Traffic, TraceError> {
         col::SRC_PORT,
         col::DST_PORT,
     ];
-    scan(path, &cols, |b| {
+    let tunnel_cols = [
+        col::TUNNEL,
+        col::TUNNEL_ID,
+        col::TUNNEL_A,
+        col::TUNNEL_B,
+        col::TUNNEL_PROBLEM,
+    ];
+    let mut tunnels = tunnel::Reader::default();
+    scan(path, &cols, &tunnel_cols, |b| {
+        let tun = tunnel::Columns::of(b, path)?;
         let ts = typed::<TimestampNanosecondType>(b, col::TS, path)?;
         let wl = typed::<UInt32Type>(b, col::WIRE_LEN, path)?;
         let et = typed::<UInt16Type>(b, col::ETHERTYPE, path)?;
@@ -244,14 +264,10 @@ fn traffic_of(path: &Path) -> Result<Traffic, TraceError> {
         };
         for i in 0..b.num_rows() {
             let ip_len = il.is_valid(i).then(|| il.value(i));
-            let mut key = FlowKey {
-                version: 0,
-                proto: 0,
-                src: [0; 16],
-                dst: [0; 16],
-                src_port: 0,
-                dst_port: 0,
-            };
+            let mut key = FlowKey::default();
+            if let Some(c) = &tun {
+                key.tunnel = tunnels.row(c, i, &mut t.tunnel_problems);
+            }
             match ver.is_valid(i).then(|| ver.value(i)) {
                 Some(4) => {
                     key.version = 4;
@@ -340,6 +356,7 @@ pub fn analyze(
         sizes,
         mix,
         flows: traffic.flows.len(),
+        tunnel_problems: traffic.tunnel_problems.clone(),
         timing: Timing {
             rates_s,
             rates_mpps: rows as f64 / rates_s.max(1e-9) / 1e6,
@@ -437,7 +454,9 @@ fn write_flows(path: &Path, t: &Traffic) -> Result<(), TraceError> {
     let mut packets = PrimitiveBuilder::<UInt64Type>::with_capacity(n);
     let mut bytes = PrimitiveBuilder::<UInt64Type>::with_capacity(n);
     let v4 = |a: &[u8; 16]| u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
+    let mut tunnels = tunnel::Builders::new();
     for (k, s) in flows {
+        tunnels.push(k.tunnel.as_ref());
         let ip = k.version != 0;
         ver.append_option(ip.then_some(k.version));
         proto.append_option(ip.then_some(k.proto));
@@ -460,7 +479,7 @@ fn write_flows(path: &Path, t: &Traffic) -> Result<(), TraceError> {
         bytes.append_value(s.bytes);
     }
     let ts = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
-    let schema = Arc::new(Schema::new(vec![
+    let mut fields = vec![
         Field::new("ip_version", DataType::UInt8, true),
         Field::new("protocol", DataType::UInt8, true),
         Field::new("ethertype", DataType::UInt16, true),
@@ -474,8 +493,11 @@ fn write_flows(path: &Path, t: &Traffic) -> Result<(), TraceError> {
         Field::new("last_ts", ts, false),
         Field::new("packets", DataType::UInt64, false),
         Field::new("bytes", DataType::UInt64, false),
-    ]));
-    let cols: Vec<ArrayRef> = vec![
+    ];
+    // report-flows/1.1: the tunnel a flow came in (its key is then the carried packet's).
+    fields.extend(tunnel::Builders::fields());
+    let schema = Arc::new(Schema::new(fields));
+    let mut cols: Vec<ArrayRef> = vec![
         Arc::new(ver.finish()),
         Arc::new(proto.finish()),
         Arc::new(ethertype.finish()),
@@ -490,6 +512,7 @@ fn write_flows(path: &Path, t: &Traffic) -> Result<(), TraceError> {
         Arc::new(packets.finish()),
         Arc::new(bytes.finish()),
     ];
+    cols.extend(tunnels.finish());
     let perr = |source| TraceError::Parquet {
         path: path.to_path_buf(),
         source,
@@ -499,8 +522,14 @@ fn write_flows(path: &Path, t: &Traffic) -> Result<(), TraceError> {
         path: path.to_path_buf(),
         source,
     })?;
+    // Versioned as the other tables (docs/datasets.md).
+    let schema_kv = parquet::file::metadata::KeyValue::new(
+        "ringcap.schema".into(),
+        REPORT_FLOWS_SCHEMA.to_string(),
+    );
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .set_key_value_metadata(Some(vec![schema_kv]))
         .build();
     let mut w = parquet::arrow::ArrowWriter::try_new(BufWriter::new(file), schema, Some(props))
         .map_err(perr)?;

@@ -44,8 +44,10 @@ impl Hasher for FxHasher {
 
 type Fx = BuildHasherDefault<FxHasher>;
 
-/// Directional 5-tuple (IP version 0 = not IP: then `proto` is unused and `src_port` holds the ethertype).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Directional 5-tuple (IP version 0 = not IP: then `proto` is unused and `src_port` holds the ethertype),
+/// and the tunnel it came in: a packet in one tunnel is keyed by the packet it carried (the packet
+/// table's rule, `wire::describe`), as the index's flow table keys it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowKey {
     pub version: u8,
     pub proto: u8,
@@ -53,6 +55,19 @@ pub struct FlowKey {
     pub dst: [u8; 16],
     pub src_port: u16,
     pub dst_port: u16,
+    pub tunnel: Option<TunnelKey>,
+}
+
+/// The tunnel of a flow: its kind, id and carrier addresses (the lower first), as the packet
+/// table's `tunnel`, `tunnel_id`, `tunnel_a`, `tunnel_b` give them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TunnelKey {
+    /// `wire::TunnelKind::code`.
+    pub kind: u8,
+    /// None for kinds without an id.
+    pub id: Option<u32>,
+    pub a: Option<IpAddr>,
+    pub b: Option<IpAddr>,
 }
 
 impl FlowKey {
@@ -90,6 +105,8 @@ pub struct Traffic {
     pub packets: u64,
     pub bytes: u64,
     pub flows: HashMap<FlowKey, FlowStats, Fx>,
+    /// Packets whose tunnel was not decoded, by `wire::TunnelProblem` name.
+    pub tunnel_problems: std::collections::BTreeMap<String, u64>,
 }
 
 impl Default for Traffic {
@@ -99,6 +116,7 @@ impl Default for Traffic {
             packets: 0,
             bytes: 0,
             flows: HashMap::default(),
+            tunnel_problems: Default::default(),
         }
     }
 }
@@ -144,11 +162,16 @@ impl Traffic {
         for (a, b) in self.sizes.iter_mut().zip(&other.sizes) {
             *a += b;
         }
+        let mut tunnel_problems = self.tunnel_problems;
+        for (k, n) in other.tunnel_problems {
+            *tunnel_problems.entry(k).or_default() += n;
+        }
         Traffic {
             sizes: self.sizes,
             packets: self.packets + other.packets,
             bytes: self.bytes + other.bytes,
             flows: big,
+            tunnel_problems,
         }
     }
 }
