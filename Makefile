@@ -21,7 +21,7 @@ APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common net
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-fleet bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
+.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-tunnel bench-fleet bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
 
 all: build
 
@@ -122,6 +122,10 @@ bench-records: build
 # The time machine (issue 11): a >= 20 GB store, queries cold and warm against tcpdump -r; STORE_GB=1 RUNS=1 for a smoke test.
 bench-query: build
 	RINGCAP=$(BIN) scripts/bench-query.sh
+
+# An inner-host query over a VXLAN-wrapped store against the same traffic unwrapped (issue 36).
+bench-tunnel: build
+	RINGCAP=$(BIN) scripts/bench-tunnel-query.sh
 
 # Beyond one sensor (issue 35): three sensors, a >= 5 GB archive on s3proxy, queries over both, upload against
 # rclone, capture loss with archiving on; SIZE_GB=0.3 RUNS=1 UP_RUNS=1 LOSS_ROUNDS=1 for a smoke test.
