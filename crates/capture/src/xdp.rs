@@ -11,7 +11,9 @@
 //!   leaves the frames that cannot match to the stack, so they cost neither a copy nor a wake-up here; the
 //!   full filter still runs on what arrives, so the capture is exactly tcpdump's either way.
 //! * Time stamps: the program writes CLOCK_MONOTONIC at XDP entry into 8 bytes of metadata in front of the
-//!   frame; each batch converts them to wall-clock time with one offset read when the batch is taken.
+//!   frame; each batch converts them to wall-clock time with one offset read when the batch is taken. On a
+//!   kernel that refuses XDP programs `bpf_xdp_adjust_meta`, the unstamped program runs and a frame's time
+//!   is when its batch is taken (`Program::stamps`).
 //! * Drop stages come from the socket's XDP_STATISTICS: rx ring full (we fell behind), fill ring empty (no
 //!   free frame), other.
 
@@ -138,6 +140,7 @@ impl XdpSource {
         // Monotonic stamps from the program, wall-clock time for the file: one offset per batch.
         let offset = sys::now_ns().wrapping_sub(sys::monotonic_ns());
         let now = sys::now_ns();
+        let stamped = self.program.stamps();
         self.accepted.clear();
         let mut tally = BatchTally::default();
         for i in 0..n {
@@ -151,11 +154,14 @@ impl XdpSource {
                 tally.filtered += 1;
                 continue;
             }
-            let ts_ns = self
-                .socket
-                .meta_u64(addr)
-                .filter(|&m| m != 0)
-                .map_or(now, |m| m.wrapping_add(offset));
+            let ts_ns = if stamped {
+                self.socket
+                    .take_meta_u64(addr)
+                    .filter(|&m| m != 0)
+                    .map_or(now, |m| m.wrapping_add(offset))
+            } else {
+                now
+            };
             let caplen = clip_len(data.len(), self.snaplen, false) as u32;
             tally.packets += 1;
             tally.wire_bytes += u64::from(len);

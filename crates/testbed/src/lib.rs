@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod kernel;
+
 /// Which end of the veth pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {

@@ -171,14 +171,12 @@ static __always_inline int may_match(struct xdp_md *ctx, const struct prefilter 
 	return 0;
 }
 
-// --source xdp: unless the prefilter says the frame cannot match, stamp it (CLOCK_MONOTONIC, 8 bytes of
-// metadata in front of it, which AF_XDP copies into the UMEM with the frame) and hand it to the socket of
-// its receive queue. A queue without a socket
-// passes its packets to the stack as before.
-SEC("xdp")
-int ringcap_xsk(struct xdp_md *ctx)
+// --source xdp: unless the prefilter says the frame cannot match, stamp it (when `stamp`: CLOCK_MONOTONIC,
+// 8 bytes of metadata in front of it, which AF_XDP copies into the UMEM with the frame) and hand it to the
+// socket of its receive queue. A queue without a socket passes its packets to the stack as before.
+static __always_inline int to_socket(struct xdp_md *ctx, int stamp)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = stamp ? bpf_ktime_get_ns() : 0;
 	count(ctx);
 	__u32 k = 0;
 	const struct prefilter *pf = bpf_map_lookup_elem(&prefilter, &k);
@@ -189,13 +187,28 @@ int ringcap_xsk(struct xdp_md *ctx)
 			*n += 1;
 		return XDP_PASS;
 	}
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
+	if (stamp && bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
 		void *meta = (void *)(long)ctx->data_meta;
 		void *data = (void *)(long)ctx->data;
 		if (meta + sizeof(__u64) <= data)
 			*(__u64 *)meta = now;
 	}
 	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+}
+
+SEC("xdp")
+int ringcap_xsk(struct xdp_md *ctx)
+{
+	return to_socket(ctx, 1);
+}
+
+// The same without the stamp, for kernels whose verifier refuses bpf_xdp_adjust_meta to XDP programs
+// (seen on a 6.18 kernel: "program of this type cannot use helper bpf_xdp_adjust_meta#54"); user space
+// then stamps each batch when it takes it.
+SEC("xdp")
+int ringcap_xsk_unstamped(struct xdp_md *ctx)
+{
+	return to_socket(ctx, 0);
 }
 
 // --drop-all with --source xdp: count and drop in the driver (seed 002's offered-rate oracle).

@@ -79,7 +79,7 @@ impl LiveSender {
             .map_max_entries("xsks", 1)
             .load(OBJECT)
             .map_err(|e| load_error(interface, &e))?;
-        let fd = load_for_test_run(&mut ebpf, "ringcap_tx", interface)?;
+        let fd = load_for_test_run(&mut ebpf, &["ringcap_tx"], interface)?;
         Ok(LiveSender {
             _ebpf: ebpf,
             prog: fd,
@@ -136,7 +136,18 @@ impl LiveSender {
 
     fn run_error(&self, err: io::Error, len: usize) -> XdpError {
         let ifc = &self.interface;
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
         match err.raw_os_error() {
+            // Root and still refused: the kernel (or the sandbox it runs in) forbids live frames; no
+            // privilege helps, so say which backends still work.
+            Some(libc::EPERM) | Some(libc::EACCES) if root => {
+                XdpError::Unsupported(format!(
+                    "this kernel refused --backend xdp-live on {ifc} (BPF_PROG_TEST_RUN with live frames: \
+                     {err}) although ringcap runs as root: a policy of the kernel or of its sandbox forbids \
+                     it; use --backend xdp (AF_XDP) or --backend sendmmsg"
+                ))
+            }
             Some(libc::EPERM) | Some(libc::EACCES) => XdpError::Privileges(format!(
                 "BPF_PROG_TEST_RUN on {ifc} was refused: it needs root (CAP_BPF, CAP_NET_ADMIN)"
             )),

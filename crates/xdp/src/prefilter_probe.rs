@@ -10,7 +10,7 @@ use aya::{Ebpf, EbpfLoader};
 use crate::error::XdpError;
 use crate::live::{TestRunAttr, XdpMd, BPF_PROG_TEST_RUN};
 use crate::prefilter::{Prefilter, PrefilterMap};
-use crate::program::{left_to_stack, load_error, load_for_test_run, OBJECT};
+use crate::program::{left_to_stack, load_error, load_for_test_run, OBJECT, TO_SOCKET};
 
 /// `ringcap_xsk` loaded with a prefilter, for test runs.
 pub struct PrefilterProbe {
@@ -33,7 +33,7 @@ impl PrefilterProbe {
         array
             .set(0, value, 0)
             .map_err(|e| XdpError::Load(e.to_string()))?;
-        let prog = load_for_test_run(&mut ebpf, "ringcap_xsk", "the test run")?;
+        let prog = load_for_test_run(&mut ebpf, &TO_SOCKET, "the test run")?;
         Ok(PrefilterProbe { ebpf, prog })
     }
 

@@ -69,7 +69,12 @@ pub struct Program {
     interface: String,
     mode: Mode,
     prefilter: Option<Prefilter>,
+    /// Whether it writes the receive time in front of each frame ([`Program::stamps`]).
+    stamps: bool,
 }
+
+/// The socket program that stamps each frame, and the one for kernels that refuse it the helper.
+pub(crate) const TO_SOCKET: [&str; 2] = ["ringcap_xsk", "ringcap_xsk_unstamped"];
 
 impl Program {
     /// `ringcap_xsk`: every packet is stamped and redirected to the AF_XDP socket of its receive queue
@@ -85,18 +90,19 @@ impl Program {
             .map(Prefilter::map_value)
             .transpose()
             .map_err(XdpError::Config)?;
-        let mut p = Program::attach("ringcap_xsk", interface, mode, queues.max(1), value)?;
+        let mut p = Program::attach(&TO_SOCKET, interface, mode, queues.max(1), value)?;
         p.prefilter = prefilter.cloned();
         Ok(p)
     }
 
     /// `ringcap_drop`: count every packet and drop it in the driver.
     pub fn count_and_drop(interface: &str, mode: Mode) -> Result<Program, XdpError> {
-        Program::attach("ringcap_drop", interface, mode, 1, None)
+        Program::attach(&["ringcap_drop"], interface, mode, 1, None)
     }
 
+    /// Loads the first of `names` the kernel takes (see [`load_first`]) and attaches it.
     fn attach(
-        name: &str,
+        names: &[&str],
         interface: &str,
         mode: Mode,
         queues: u32,
@@ -117,12 +123,8 @@ impl Program {
                 .set(0, value, 0)
                 .map_err(|e| XdpError::Load(format!("cannot write the XDP prefilter: {e}")))?;
         }
-        let prog: &mut Xdp = ebpf
-            .program_mut(name)
-            .ok_or_else(|| XdpError::Load(format!("program {name} missing from the object")))?
-            .try_into()
-            .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
-        prog.load().map_err(|e| load_error(interface, &e))?;
+        let name = load_first(&mut ebpf, names, interface)?;
+        let prog = xdp_program(&mut ebpf, name)?;
         prog.attach(interface, mode.aya())
             .map_err(|e| attach_error(interface, mode, &e))?;
         Ok(Program {
@@ -130,7 +132,15 @@ impl Program {
             interface: interface.to_string(),
             mode,
             prefilter: None,
+            stamps: name == TO_SOCKET[0],
         })
+    }
+
+    /// Whether the program writes each frame's receive time (CLOCK_MONOTONIC) into the 8 bytes of
+    /// metadata in front of it; when not (the kernel refused it `bpf_xdp_adjust_meta`), a frame's time
+    /// is when user space takes its batch.
+    pub fn stamps(&self) -> bool {
+        self.stamps
     }
 
     /// The interface it is attached to.
@@ -266,16 +276,12 @@ pub(crate) fn left_to_stack(ebpf: &Ebpf) -> Result<u64, XdpError> {
 /// program's fd, for BPF_PROG_TEST_RUN; `what` names the caller in a load error.
 pub(crate) fn load_for_test_run(
     ebpf: &mut Ebpf,
-    name: &str,
+    names: &[&str],
     what: &str,
 ) -> Result<OwnedFd, XdpError> {
-    let prog: &mut Xdp = ebpf
-        .program_mut(name)
-        .ok_or_else(|| XdpError::Load(format!("program {name} missing from the object")))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))?;
-    prog.load().map_err(|e| load_error(what, &e))?;
-    prog.fd()
+    let name = load_first(ebpf, names, what)?;
+    xdp_program(ebpf, name)?
+        .fd()
         .map_err(|e| XdpError::Load(e.to_string()))?
         .as_fd()
         .try_clone_to_owned()
@@ -283,4 +289,32 @@ pub(crate) fn load_for_test_run(
             what: "dup of the program fd".into(),
             err,
         })
+}
+
+fn xdp_program<'e>(ebpf: &'e mut Ebpf, name: &str) -> Result<&'e mut Xdp, XdpError> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| XdpError::Load(format!("program {name} missing from the object")))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| XdpError::Load(e.to_string()))
+}
+
+/// Loads the first of `names` into the kernel and returns its name. A later name is tried only when
+/// the verifier refused the earlier one `bpf_xdp_adjust_meta` (the one helper a fallback leaves out);
+/// any other refusal is the caller's error. `what` names the caller in a load error.
+pub(crate) fn load_first<'n>(
+    ebpf: &mut Ebpf,
+    names: &[&'n str],
+    what: &str,
+) -> Result<&'n str, XdpError> {
+    let mut last = None;
+    for &name in names {
+        match xdp_program(ebpf, name)?.load() {
+            Ok(()) => return Ok(name),
+            Err(e) if chain(&e).contains("bpf_xdp_adjust_meta") => {
+                last = Some(load_error(what, &e))
+            }
+            Err(e) => return Err(load_error(what, &e)),
+        }
+    }
+    Err(last.unwrap_or_else(|| XdpError::Load("no program to load".into())))
 }

@@ -578,15 +578,22 @@ impl XskSocket {
     }
 
     /// The 8 bytes of metadata ringcap's XDP program writes in front of a packet (its receive time on
-    /// CLOCK_MONOTONIC), if the frame has room for them.
+    /// CLOCK_MONOTONIC), if the frame has room for them; they are zeroed as they are read, so a frame
+    /// the program could not stamp (a driver without metadata) reads 0 next time, not a stale time.
     #[inline]
-    pub fn meta_u64(&self, addr: u64) -> Option<u64> {
+    pub fn take_meta_u64(&self, addr: u64) -> Option<u64> {
         let frame_start = addr & !(u64::from(self.frame_size) - 1);
-        if addr < frame_start + 8 {
+        if addr < frame_start + 8 || addr > self.umem.len as u64 {
             return None;
         }
-        let b = self.frame(addr - 8, 8);
-        Some(u64::from_ne_bytes(b.try_into().ok()?))
+        // SAFETY: addr - 8 .. addr lies inside the UMEM (checked above) and before the frame's data, which
+        // no slice handed out covers; the kernel does not write a frame user space holds in rx.
+        unsafe {
+            let p = self.umem.ptr.as_ptr().add(addr as usize - 8) as *mut u64;
+            let v = p.read_unaligned();
+            p.write_unaligned(0);
+            Some(v)
+        }
     }
 
     /// Give the first `n` waiting descriptors back and their frames to the fill ring.
