@@ -206,6 +206,18 @@ def main():
         wait_flows(page, n)
         seen["preset_15m"] = {"after": page.input_value("#after"), "info": page.text_content("#flows-info")}
         shot(page, "web-search.png")
+
+        # Time to the first packet line, from the click on Search (BENCHMARKS.md): warm, 9 runs.
+        page.fill("#query", "host 10.0.1.37")
+        page.fill("#after", "")
+        page.fill("#before", "")
+        times = []
+        for _ in range(9):
+            reset_packets(page)
+            page.click("#run")
+            wait_packets(page)
+            times.append(float(page.evaluate("document.body.dataset.firstPacketMs")))
+        seen["first_packet_ms"] = times
         browser.close()
     with open(os.path.join(OUT, "seen.json"), "w") as f:
         json.dump(seen, f, indent=1)

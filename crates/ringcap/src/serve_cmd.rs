@@ -44,6 +44,10 @@ packets as a pcap stream (application/octet-stream), in time order, exactly as `
 STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. GET /files lists the
 stores' complete capture files (name, size, coverage record) as JSON, for `ringcap query` over a
 fleet (it takes each file from the sensor or its archive, once).
+GET / is a page for a browser (with the same client certificate): a search form checked as it is
+typed, the first packets as `ringcap query` prints them with their bytes, the window's flows from
+the flow tables (sorted, filtered, paged; a row opens its flow) and Download PCAP (POST /query's
+stream). A POST from a browser page of another origin is refused (403), POST /query included.
 A STORE may be an archive, s3://BUCKET/PREFIX (--endpoint and the credentials as `ringcap archive`
 takes them): each query lists it for its window and reads the index chunks and frames it needs
 by range requests, as `ringcap query s3://…` does. More than --max-queries

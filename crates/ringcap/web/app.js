@@ -170,6 +170,9 @@ async function runPackets() {
     $("packets-error").textContent = answer.error || "HTTP " + res.status;
     return;
   }
+  showProblem(null);
+  $("check").textContent = "✓";
+  $("check").className = "check ok";
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buf = "";
@@ -305,8 +308,14 @@ function cell(row, key) {
   return v;
 }
 
-function openFlow(row) {
+function openFlow(row, tr) {
   if (!row.open) return;
+  for (const other of $("flows").querySelectorAll("tbody tr.opened")) {
+    other.classList.remove("opened");
+    other.removeAttribute("aria-current");
+  }
+  tr.classList.add("opened");
+  tr.setAttribute("aria-current", "true");
   $("query").value = row.open.query;
   $("after").value = row.open.after;
   $("before").value = row.open.before;
@@ -327,6 +336,8 @@ async function loadFlows() {
     limit: PAGE,
     filters: flowState.filters,
   };
+  flowState.after = f.after;
+  flowState.before = f.before;
   $("flows-info").textContent = "loading…";
   let res, answer;
   try {
@@ -359,11 +370,11 @@ async function loadFlows() {
       tr.tabIndex = 0;
       tr.className = "openable";
       tr.title = "Open this flow's packets";
-      tr.addEventListener("click", () => openFlow(row));
+      tr.addEventListener("click", () => openFlow(row, tr));
       tr.addEventListener("keydown", (e) => {
         if (e.key === "Enter") {
           e.preventDefault();
-          openFlow(row);
+          openFlow(row, tr);
         }
       });
     }
@@ -412,10 +423,16 @@ function init() {
     // Download PCAP posts the form itself (a download, streamed by the browser to disk).
     if (e.submitter && e.submitter.id === "download") return;
     e.preventDefault();
-    check();
+    // The packets' answer checks the query itself (and says where it is wrong); the flows are
+    // fetched again only when the window changed. Nothing else competes with the first packet.
+    clearTimeout(checkTimer);
+    checkSeq++;
     runPackets();
-    flowState.offset = 0;
-    loadFlows();
+    const f = form();
+    if (f.after !== flowState.after || f.before !== flowState.before) {
+      flowState.offset = 0;
+      loadFlows();
+    }
   });
   $("packets").addEventListener("click", (e) => {
     const li = e.target.closest("li.packet");
