@@ -17,7 +17,9 @@ PREFIX ?= /usr/local
 # tools' files of tests/differential.
 # python3-scapy (for Debian's /usr/bin/python3) encodes the tunnelled traffic of tests/tunnels.rs
 # (scripts/tunnels.py): this kernel has no GENEVE/GRE/ERSPAN/IP-in-IP devices to make it.
-APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy
+# chromium: the browser test of serve's page (tests/web.rs, driven by Playwright from requirements-test.txt;
+# Playwright is given /usr/bin/chromium and never downloads a browser of its own).
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy chromium
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 

@@ -7,6 +7,7 @@ pub mod build;
 pub mod expr;
 pub mod file;
 pub mod files;
+pub mod flow_rows;
 pub mod flows;
 pub mod key;
 pub mod live;
@@ -22,6 +23,7 @@ pub use build::Builder;
 pub use expr::{parse_query, Narrow, Query};
 pub use file::{IndexError, IndexFile};
 pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
+pub use flow_rows::{read_flow_rows, FlowRow};
 pub use flows::{check_flow_table, check_flow_table_footer, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
 pub use query::{

@@ -16,6 +16,8 @@ use crate::privileges::{relinquish_privileges, unprivileged_user};
 use crate::serve_check::{self, Verdict};
 use crate::Fatal;
 
+mod web;
+
 /// Largest query accepted (an expression with its time terms is a few hundred bytes).
 const MAX_QUERY: usize = 16 << 10;
 /// A request (line, headers, query) must have arrived this long after the connection is ready.
@@ -29,6 +31,8 @@ const MAX_LOG_EXPR: usize = 200;
 /// What a client told "busy" (503) is asked to wait, in seconds.
 const RETRY_AFTER_SECS: &str = "5";
 const TEXT: &str = "text/plain; charset=utf-8";
+/// The page's checks (each a bounded child, as a query's) that run at once.
+const CHECKS: usize = 4;
 
 #[derive(Args, Debug, Clone)]
 #[command(
@@ -40,6 +44,10 @@ packets as a pcap stream (application/octet-stream), in time order, exactly as `
 STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. GET /files lists the
 stores' complete capture files (name, size, coverage record) as JSON, for `ringcap query` over a
 fleet (it takes each file from the sensor or its archive, once).
+GET / is a page for a browser (with the same client certificate): a search form checked as it is
+typed, the first packets as `ringcap query` prints them with their bytes, the window's flows from
+the flow tables (sorted, filtered, paged; a row opens its flow) and Download PCAP (POST /query's
+stream). A POST from a browser page of another origin is refused (403), POST /query included.
 A STORE may be an archive, s3://BUCKET/PREFIX (--endpoint and the credentials as `ringcap archive`
 takes them): each query lists it for its window and reads the index chunks and frames it needs
 by range requests, as `ringcap query s3://…` does. More than --max-queries
@@ -263,6 +271,8 @@ struct QueryService {
     /// Archives served as stores are (URL, reader).
     archives: Vec<(String, archive::Reader)>,
     queries: httpd::Slots,
+    /// Places for the page's checks as an expression is typed, apart from the queries'.
+    checks: httpd::Slots,
     options: index::QueryOptions,
     timeout: Option<Duration>,
     /// None: as `ringcap query -w` (µs when every file has µs times, else ns).
@@ -275,6 +285,9 @@ struct QueryService {
 impl httpd::Handler for QueryService {
     fn handle(&self, request: httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
         let head_only = request.method == "HEAD";
+        if let Some(answered) = web::route(self, &request, conn) {
+            return answered;
+        }
         match (request.path(), request.method.as_str()) {
             ("/query", "POST") => self.query(&request, conn),
             ("/files", "GET" | "HEAD") => self.files(conn, head_only),
@@ -312,6 +325,7 @@ impl QueryService {
             stores,
             archives,
             queries: httpd::Slots::new(a.max_queries as usize),
+            checks: httpd::Slots::new(CHECKS),
             options: index::QueryOptions {
                 jobs: a.jobs.max(1),
                 use_index: true,
@@ -404,10 +418,18 @@ impl QueryService {
     }
 
     fn query(&self, request: &httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
+        // A browser page of another site may not make the analyst's browser run queries.
+        if let Err(why) = web::from_this_origin(request, conn.is_tls()) {
+            return self.refuse(conn, 403, &[], &why);
+        }
         let Ok(text) = std::str::from_utf8(&request.body) else {
             return self.refuse(conn, 400, &[], "the query must be UTF-8 text");
         };
-        let expr = text.trim();
+        self.answer(text.trim(), request.http10, conn)
+    }
+
+    /// Answers `expr` with the pcap stream of its packets (`POST /query`, the page's download).
+    fn answer(&self, expr: &str, http10: bool, conn: &mut httpd::Conn) -> io::Result<()> {
         let shown = shown(expr);
         let Some(running) = self.queries.try_take() else {
             let why = format!(
@@ -454,7 +476,7 @@ impl QueryService {
                 "Content-Disposition",
                 "attachment; filename=\"ringcap-query.pcap\"",
             )],
-            request.http10,
+            http10,
         ) {
             Ok(body) => body,
             Err(e) => {
