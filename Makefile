@@ -17,7 +17,9 @@ PREFIX ?= /usr/local
 # tools' files of tests/differential.
 # python3-scapy (for Debian's /usr/bin/python3) encodes the tunnelled traffic of tests/tunnels.rs
 # (scripts/tunnels.py): this kernel has no GENEVE/GRE/ERSPAN/IP-in-IP devices to make it.
-APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy
+# dnsmasq-base is the real DNS resolver of tests/names.rs (names per flow, issue 36); -base is the binary
+# alone, without the dnsmasq package's system service that would take port 53 on a CI machine.
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy dnsmasq-base
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
