@@ -44,7 +44,7 @@ pub struct Built {
 #[derive(Debug, Default)]
 pub struct Names {
     /// By flow: the index in [`Built::flows`], ascending.
-    pub flows: Vec<(u32, FlowNames)>,
+    pub flows: Vec<(u32, Box<FlowNames>)>,
     /// Packets that looked like they carry a name but did not parse (see
     /// [`Collector::unread`]).
     pub unread: u64,
@@ -498,7 +498,7 @@ impl Builder {
         let c = std::mem::take(&mut self.names);
         let (unread, dropped) = (c.unread, c.dropped);
         let v4 = &self.keys[v4_start..];
-        let mut flows: Vec<(u32, FlowNames)> = Vec::with_capacity(c.len());
+        let mut flows: Vec<(u32, Box<FlowNames>)> = Vec::with_capacity(c.len());
         for (key, n) in c.into_flows() {
             let id = match key.compact_v4() {
                 Some(k) => v4
