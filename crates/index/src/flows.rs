@@ -612,7 +612,7 @@ pub fn named_flows(
                 dst: dst.value(i),
                 src_port: num(&sp),
                 dst_port: num(&dp),
-                protocol: proto.is_valid(i).then(|| proto.value(i)).unwrap_or(0),
+                protocol: if proto.is_valid(i) { proto.value(i) } else { 0 },
                 vlan: num(&vlan),
                 tunnel: tunnel.is_valid(i).then(|| tunnel.value(i)),
                 tunnel_id: tunnel_id.is_valid(i).then(|| tunnel_id.value(i)),

@@ -693,6 +693,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn name_parameters_of_a_query_target() {
+        let n = names_of_target("/query?name=%2A.Evil.example&name=a.test").unwrap();
+        assert_eq!(
+            n.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            ["*.evil.example", "a.test"]
+        );
+        assert!(names_of_target("/query").unwrap().is_empty());
+        assert!(names_of_target("/query?host=x").is_err());
+        assert!(names_of_target("/query?name=%zz").is_err());
+        assert!(
+            names_of_target("/query?name=a+b").is_err(),
+            "a space is no name"
+        );
+    }
+
+    #[test]
     fn listen_addresses_resolve_and_bad_ones_are_usage_errors() {
         assert_eq!(
             listen_addrs("127.0.0.1:8080").unwrap(),

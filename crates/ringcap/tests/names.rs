@@ -360,12 +360,10 @@ fn tshark_names(f: &Path) -> (BTreeMap<Flow, Names>, BTreeMap<Flow, Vec<u8>>) {
                 hellos.insert(fl.clone(), bytes);
             }
         }
-        if !v[16].is_empty() || !v[17].is_empty() {
-            if n.host.is_none() && n.path.is_none() {
-                n.host = list(16).into_iter().next();
-                // The flow table keeps the path, without the query.
-                n.path = Some(v[17].split('?').next().unwrap().to_string());
-            }
+        if (!v[16].is_empty() || !v[17].is_empty()) && n.host.is_none() && n.path.is_none() {
+            n.host = list(16).into_iter().next();
+            // The flow table keeps the path, without the query.
+            n.path = Some(v[17].split('?').next().unwrap().to_string());
         }
     }
     (names, hellos)
