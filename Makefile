@@ -19,7 +19,9 @@ PREFIX ?= /usr/local
 # (scripts/tunnels.py): this kernel has no GENEVE/GRE/ERSPAN/IP-in-IP devices to make it.
 # chromium: the browser test of serve's page (tests/web.rs, driven by Playwright from requirements-test.txt;
 # Playwright is given /usr/bin/chromium and never downloads a browser of its own).
-APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy chromium
+# dnsmasq-base is the real DNS resolver of tests/names.rs (names per flow, issue 36); -base is the binary
+# alone, without the dnsmasq package's system service that would take port 53 on a CI machine.
+APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common netsniff-ng tcpreplay iproute2 zstd lz4 gzip procps util-linux e2fsprogs coreutils ethtool time librsvg2-bin libcap2-bin curl prometheus openssl systemd openjdk-17-jre-headless maven rclone python3-scapy chromium dnsmasq-base
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 

@@ -88,7 +88,7 @@ fn main() {
         let built = b.finish(id);
         index_bytes = built.index.len();
         let t2 = sys::thread_cpu_ns();
-        flows_bytes = index::flows::write_flow_table(&tmp, id, covered, &built.flows)
+        flows_bytes = index::flows::write_flow_table(&tmp, id, covered, &built.flows, &built.names)
             .expect("flow table written");
         let t3 = sys::thread_cpu_ns();
         filing.push(filing_ns as f64 / n);

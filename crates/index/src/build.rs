@@ -9,6 +9,7 @@ use crate::file::{
 };
 use crate::flows::FlowStat;
 use crate::key::{FlowKey, KIND_IP, TUNNEL_SHIFT};
+use crate::names::{Collector, FlowNames};
 
 /// Packets one index holds at most: with [`MAX_FLOWS`] this bounds the builder's memory
 /// (32 bytes per packet while logging, ~64 per flow in the index and ~100 in the flow table:
@@ -36,6 +37,19 @@ fn place(pos: u64, a_to_b: bool, wire_len: u32) -> u64 {
 pub struct Built {
     pub index: Vec<u8>,
     pub flows: Vec<FlowStat>,
+    pub names: Names,
+}
+
+/// The names of a file's flows ([`crate::names`]), for the flow table.
+#[derive(Debug, Default)]
+pub struct Names {
+    /// By flow: the index in [`Built::flows`], ascending.
+    pub flows: Vec<(u32, Box<FlowNames>)>,
+    /// Packets that looked like they carry a name but did not parse (see
+    /// [`Collector::unread`]).
+    pub unread: u64,
+    /// Names left out because the file's budget was spent.
+    pub dropped: u64,
 }
 
 /// Collects the packets of one file and writes its index.
@@ -64,6 +78,8 @@ pub struct Builder {
     full: bool,
     /// See [`crate::file::Header::read_whole`].
     read_whole: bool,
+    /// The flows' names, read from the few packets that can carry one.
+    names: Collector,
 }
 
 impl Builder {
@@ -98,6 +114,7 @@ impl Builder {
             committed_v4: 0,
             full: false,
             read_whole: false,
+            names: Collector::default(),
         }
     }
 
@@ -210,10 +227,14 @@ impl Builder {
         let Some(linktype) = linktype else {
             return self.log_other(FlowKey::default(), pos, ts_ns, place(0, true, wire_len));
         };
-        if let Some((k, a_to_b)) = FlowKey::compact_v4_of(data, linktype) {
+        if let Some((k, a_to_b, l4)) = FlowKey::compact_v4_l4(data, linktype) {
+            self.names.offer(data, l4, || FlowKey::from_compact_v4(k));
             return self.log_v4(k, place(pos, a_to_b, wire_len), ts_ns);
         }
-        let (key, a_to_b) = FlowKey::directed_of(data, linktype);
+        let (key, a_to_b, l4) = FlowKey::directed_l4(data, linktype);
+        if let Some(l4) = l4 {
+            self.names.offer(data, l4, || key);
+        }
         if let Some(k) = key.compact_v4() {
             return self.log_v4(k, place(pos, a_to_b, wire_len), ts_ns);
         }
@@ -285,6 +306,7 @@ impl Builder {
         v4.sort_unstable();
         // Sized once: grown by doubling, these copied and faulted in ~10 MB per file.
         let v4_flows = 1 + v4.windows(2).filter(|w| w[0].0 != w[1].0).count();
+        let v4_start = self.keys.len();
         self.keys.reserve(v4_flows);
         stats.reserve(v4_flows);
         self.log_flow.reserve(v4.len());
@@ -301,6 +323,7 @@ impl Builder {
             self.log_off.push(p >> POS_SHIFT);
         }
         drop(v4);
+        let names = self.names_by_flow(v4_start);
         for f in &mut self.frames {
             if f.packets == 0 {
                 f.first_ts = 0;
@@ -465,6 +488,35 @@ impl Builder {
         Built {
             index: out,
             flows: stats,
+            names,
+        }
+    }
+
+    /// The names collected, by flow id (IPv4 flows are `keys[v4_start..]`, sorted by their
+    /// compact key; the others are in the hash table).
+    fn names_by_flow(&mut self, v4_start: usize) -> Names {
+        let c = std::mem::take(&mut self.names);
+        let (unread, dropped) = (c.unread, c.dropped);
+        let v4 = &self.keys[v4_start..];
+        let mut flows: Vec<(u32, Box<FlowNames>)> = Vec::with_capacity(c.len());
+        for (key, n) in c.into_flows() {
+            let id = match key.compact_v4() {
+                Some(k) => v4
+                    .binary_search_by(|x| x.compact_v4().unwrap_or(0).cmp(&k))
+                    .ok()
+                    .map(|i| i + v4_start),
+                None => self.flows.get(&key).map(|&i| i as usize),
+            };
+            // A flow of a frame a limit left out has no row.
+            if let Some(id) = id {
+                flows.push((id as u32, n));
+            }
+        }
+        flows.sort_unstable_by_key(|f| f.0);
+        Names {
+            flows,
+            unread,
+            dropped,
         }
     }
 }

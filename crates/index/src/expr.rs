@@ -28,6 +28,9 @@ pub struct Query {
     /// ringcap's `vxlan`/`gre`/`erspan` term, when `filter` has one: then libpcap compiles the
     /// term's outer and inner parts, not `filter` whole.
     pub tunnel: Option<TunnelTerm>,
+    /// `--name` patterns: when there are any, only the packets of flows with a matching name
+    /// (see [`crate::names`]) are returned, as the flow tables say (empty: no such restriction).
+    pub names: Vec<crate::names::NamePattern>,
 }
 
 /// Index narrowing: which packets are candidates. Always a superset of the
@@ -202,6 +205,7 @@ pub fn parse_query(expr: &str, now_ns: u64) -> Result<Query, String> {
         before_ns,
         narrow,
         tunnel,
+        names: Vec::new(),
     })
 }
 

@@ -10,7 +10,7 @@ use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::builder::{PrimitiveBuilder, StringBuilder};
+use arrow_array::builder::{ListBuilder, PrimitiveBuilder, StringBuilder};
 use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -23,14 +23,16 @@ use parquet::file::metadata::KeyValue;
 use crate::file::Identity;
 use wire::TunnelKind;
 
+use crate::build::Names;
 use crate::key::{FlowKey, KIND_IP, KIND_PORTS, KIND_VLAN};
+use crate::names::FlowNames;
 
 /// Bumped when a column changes meaning; a table of another version is rebuilt.
-pub const FLOWS_VERSION: u32 = 2;
+pub const FLOWS_VERSION: u32 = 3;
 /// The footer's `ringcap.schema`: the dataset's `flows/MAJOR.MINOR` (docs/datasets.md: a new
 /// column bumps MINOR, any other change MAJOR; either one bumps [`FLOWS_VERSION`] too, so a
 /// store's tables are rebuilt to it).
-pub const FLOWS_SCHEMA: &str = "flows/1.1";
+pub const FLOWS_SCHEMA: &str = "flows/1.2";
 /// Rows per record batch (and row group) while writing: bounds the Arrow columns held at once.
 const CHUNK_ROWS: usize = 64 << 10;
 /// Footer keys (with the `ringcap.` prefix the records tables use).
@@ -39,6 +41,10 @@ const KEY_SIZE: &str = "ringcap.capture_size";
 const KEY_COVERED: &str = "ringcap.capture_covered";
 const KEY_HEAD_CRC: &str = "ringcap.capture_head_crc";
 const KEY_TAIL_CRC: &str = "ringcap.capture_tail_crc";
+/// flows/1.2: the file's names cut or left out (the sum of `names_cut`), and the packets that
+/// looked like they carry a name but did not parse ([`crate::names::Collector::unread`]).
+const KEY_NAMES_CUT: &str = "ringcap.names_cut";
+const KEY_NAMES_UNREAD: &str = "ringcap.names_unread";
 
 /// Column names (the packet table's names where the meaning is the same).
 pub mod col {
@@ -57,6 +63,15 @@ pub mod col {
     pub const TUNNEL_ID: &str = "tunnel_id";
     pub const TUNNEL_A: &str = "tunnel_a";
     pub const TUNNEL_B: &str = "tunnel_b";
+    pub const DNS_QUERY: &str = "dns_query";
+    pub const DNS_CNAME: &str = "dns_cname";
+    pub const DNS_ADDR: &str = "dns_addr";
+    pub const TLS_SNI: &str = "tls_sni";
+    pub const TLS_ALPN: &str = "tls_alpn";
+    pub const JA4: &str = "ja4";
+    pub const HTTP_HOST: &str = "http_host";
+    pub const HTTP_PATH: &str = "http_path";
+    pub const NAMES_CUT: &str = "names_cut";
 }
 
 /// The flow table's path for `capture`: next to it, `NAME.flows.parquet`.
@@ -128,7 +143,35 @@ pub fn flow_schema() -> SchemaRef {
         f(col::TUNNEL_ID, UInt32, true),
         f(col::TUNNEL_A, Utf8, true),
         f(col::TUNNEL_B, Utf8, true),
+        // flows/1.2: names (crate::names), null when the flow had none.
+        f(col::DNS_QUERY, list_type(), true),
+        f(col::DNS_CNAME, list_type(), true),
+        f(col::DNS_ADDR, list_type(), true),
+        f(col::TLS_SNI, Utf8, true),
+        f(col::TLS_ALPN, list_type(), true),
+        f(col::JA4, Utf8, true),
+        f(col::HTTP_HOST, Utf8, true),
+        f(col::HTTP_PATH, Utf8, true),
+        f(col::NAMES_CUT, UInt32, true),
     ]))
+}
+
+/// A list of strings, as `ListBuilder<StringBuilder>` makes it.
+fn list_type() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+}
+
+/// Appends a list of names, null when empty.
+fn append_list(out: &mut ListBuilder<StringBuilder>, v: Option<&Vec<String>>) {
+    match v.filter(|v| !v.is_empty()) {
+        Some(v) => {
+            for s in v {
+                out.values().append_value(s);
+            }
+            out.append(true);
+        }
+        None => out.append(false),
+    }
 }
 
 /// Appends an address as people write it: IPv4 dotted, IPv6 in RFC 5952 form; null without one.
@@ -162,8 +205,52 @@ fn append_addr(out: &mut StringBuilder, a: Option<&[u8; 16]>) {
     out.append_value(std::str::from_utf8(&text[..n]).expect("ASCII digits and dots"));
 }
 
-/// Columns of up to [`CHUNK_ROWS`] flows.
-fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
+/// The names' columns (flows/1.2). A batch without any name (most, on ordinary traffic) gets
+/// them as null arrays at once: appending nine nulls per row cost ~10 ns per packet of `ringcap
+/// synth` traffic (indexer_cost).
+fn name_columns(flows: &[(&FlowStat, Option<&FlowNames>)]) -> Vec<ArrayRef> {
+    let n = flows.len();
+    if flows.iter().all(|f| f.1.is_none()) {
+        let schema = flow_schema();
+        let first = schema.index_of(col::DNS_QUERY).expect("a column");
+        return schema.fields()[first..]
+            .iter()
+            .map(|f| arrow_array::new_null_array(f.data_type(), n))
+            .collect();
+    }
+    let lists = || ListBuilder::new(StringBuilder::new());
+    let (mut dns_query, mut dns_cname, mut dns_addr, mut tls_alpn) =
+        (lists(), lists(), lists(), lists());
+    let strings = StringBuilder::new;
+    let (mut tls_sni, mut ja4, mut http_host, mut http_path) =
+        (strings(), strings(), strings(), strings());
+    let mut names_cut = PrimitiveBuilder::<UInt32Type>::with_capacity(n);
+    for &(_, names) in flows {
+        append_list(&mut dns_query, names.map(|x| &x.dns_query));
+        append_list(&mut dns_cname, names.map(|x| &x.dns_cname));
+        append_list(&mut dns_addr, names.map(|x| &x.dns_addr));
+        tls_sni.append_option(names.and_then(|x| x.tls_sni.as_deref()));
+        append_list(&mut tls_alpn, names.map(|x| &x.tls_alpn));
+        ja4.append_option(names.and_then(|x| x.ja4.as_deref()));
+        http_host.append_option(names.and_then(|x| x.http_host.as_deref()));
+        http_path.append_option(names.and_then(|x| x.http_path.as_deref()));
+        names_cut.append_option(names.map(|x| x.cut));
+    }
+    vec![
+        Arc::new(dns_query.finish()),
+        Arc::new(dns_cname.finish()),
+        Arc::new(dns_addr.finish()),
+        Arc::new(tls_sni.finish()),
+        Arc::new(tls_alpn.finish()),
+        Arc::new(ja4.finish()),
+        Arc::new(http_host.finish()),
+        Arc::new(http_path.finish()),
+        Arc::new(names_cut.finish()),
+    ]
+}
+
+/// Columns of up to [`CHUNK_ROWS`] flows, each with its names if it has any.
+fn batch(file: &str, flows: &[(&FlowStat, Option<&FlowNames>)]) -> RecordBatch {
     let n = flows.len();
     let mut src = StringBuilder::with_capacity(n, n * 15);
     let mut dst = StringBuilder::with_capacity(n, n * 15);
@@ -179,7 +266,7 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
     let mut tunnel = StringBuilder::new();
     let mut tunnel_id = PrimitiveBuilder::<UInt32Type>::with_capacity(n);
     let (mut tunnel_a, mut tunnel_b) = (StringBuilder::new(), StringBuilder::new());
-    for s in flows {
+    for &(s, _) in flows {
         let k = &s.key;
         // `src` is the endpoint that sent the flow's earliest packet.
         let (fwd, rev) = if s.a_first { (0, 1) } else { (1, 0) };
@@ -234,6 +321,8 @@ fn batch(file: &str, flows: &[FlowStat]) -> RecordBatch {
         Arc::new(tunnel_a.finish()),
         Arc::new(tunnel_b.finish()),
     ];
+    let mut cols = cols;
+    cols.extend(name_columns(flows));
     RecordBatch::try_new(flow_schema(), cols).expect("columns match the schema")
 }
 
@@ -245,6 +334,7 @@ pub fn write_flow_table(
     identity: Identity,
     covered: u64,
     flows: &[FlowStat],
+    names: &Names,
 ) -> io::Result<u64> {
     let path = flows_path(capture);
     let tmp = store::container::partial_name(&path);
@@ -256,7 +346,7 @@ pub fn write_flow_table(
         }
         r => r?,
     };
-    let written = write_rows(file, capture, identity, covered, flows).and_then(|()| {
+    let written = write_rows(file, capture, identity, covered, flows, names).and_then(|()| {
         std::fs::rename(&tmp, &path)?;
         Ok(std::fs::metadata(&path)?.len())
     });
@@ -272,6 +362,7 @@ fn write_rows(
     identity: Identity,
     covered: u64,
     flows: &[FlowStat],
+    names: &Names,
 ) -> io::Result<()> {
     let kv = |k: &str, v: String| KeyValue::new(k.to_string(), v);
     let footer = vec![
@@ -281,6 +372,8 @@ fn write_rows(
         kv(KEY_COVERED, covered.to_string()),
         kv(KEY_HEAD_CRC, identity.head_crc.to_string()),
         kv(KEY_TAIL_CRC, identity.tail_crc.to_string()),
+        kv(KEY_NAMES_CUT, names_cut(names).to_string()),
+        kv(KEY_NAMES_UNREAD, names.unread.to_string()),
     ];
     // Level 1, as the index body: the table is written by the idle indexer for every file.
     let level = ZstdLevel::try_new(1).expect("zstd level 1 exists");
@@ -296,8 +389,22 @@ fn write_rows(
     .map_err(perr)?;
     let name = capture.file_name().unwrap_or_default().to_string_lossy();
     let mut chunk = Vec::with_capacity(CHUNK_ROWS.min(flows.len()));
-    for s in flows.iter().filter(|s| s.packets[0] + s.packets[1] > 0) {
-        chunk.push(*s);
+    let mut named = names.flows.iter().peekable();
+    for (i, s) in flows.iter().enumerate() {
+        let mut n = None;
+        while let Some(&(id, ref x)) = named.peek().copied() {
+            if id as usize > i {
+                break;
+            }
+            if id as usize == i {
+                n = Some(&**x);
+            }
+            named.next();
+        }
+        if s.packets[0] + s.packets[1] == 0 {
+            continue;
+        }
+        chunk.push((s, n));
         if chunk.len() == CHUNK_ROWS {
             w.write(&batch(&name, &chunk)).map_err(perr)?;
             chunk.clear();
@@ -309,6 +416,17 @@ fn write_rows(
     // Not synced, as the index is not: both are rebuilt from the capture file if lost.
     let mut inner = w.into_inner().map_err(perr)?;
     inner.flush()
+}
+
+/// Names cut or left out in a file: each flow's `names_cut` and the names of flows the budget
+/// left unnamed.
+fn names_cut(names: &Names) -> u64 {
+    names
+        .flows
+        .iter()
+        .map(|(_, n)| u64::from(n.cut))
+        .sum::<u64>()
+        + names.dropped
 }
 
 /// Why a flow table cannot be used.
@@ -394,6 +512,181 @@ fn check(capture: &Path, pages: bool) -> Result<u64, FlowTableError> {
         return Err(FlowTableError::Stale(name));
     }
     Ok(rows)
+}
+
+/// The flows of `capture`'s table that have a name matching one of `patterns` (a DNS question or
+/// CNAME target, the SNI, the HTTP Host without its port; see [`FlowNames::matches`]), as the
+/// index keys them. The table must be usable as [`check_flow_table_footer`] says (this version,
+/// this capture file), and the columns read must decode.
+pub fn named_flows(
+    capture: &Path,
+    patterns: &[crate::names::NamePattern],
+) -> Result<Vec<FlowKey>, FlowTableError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    use parquet::arrow::ProjectionMask;
+    check(capture, false)?;
+    let path = flows_path(capture);
+    let name = path.display().to_string();
+    let file = File::open(&path).map_err(|e| FlowTableError::Io(name.clone(), e))?;
+    let damaged = |e: &dyn std::fmt::Display| FlowTableError::Damaged(name.clone(), e.to_string());
+    let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| damaged(&e))?;
+    let schema = flow_schema();
+    let wanted = [
+        col::SRC,
+        col::SRC_PORT,
+        col::DST,
+        col::DST_PORT,
+        col::PROTOCOL,
+        col::VLAN,
+        col::TUNNEL,
+        col::TUNNEL_ID,
+        col::TUNNEL_A,
+        col::TUNNEL_B,
+        col::DNS_QUERY,
+        col::DNS_CNAME,
+        col::TLS_SNI,
+        col::HTTP_HOST,
+    ];
+    let roots: Vec<usize> = wanted
+        .iter()
+        .map(|c| schema.index_of(c).expect("a column of the schema"))
+        .collect();
+    let mask = ProjectionMask::roots(b.parquet_schema(), roots);
+    let reader = b.with_projection(mask).build().map_err(|e| damaged(&e))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| damaged(&e))?;
+        let c = |n: &str| batch.column_by_name(n).expect("projected");
+        let (src, dst) = (
+            c(col::SRC).as_string::<i32>(),
+            c(col::DST).as_string::<i32>(),
+        );
+        let u16s = |n: &str| c(n).as_primitive::<UInt16Type>().clone();
+        let (sp, dp, vlan) = (u16s(col::SRC_PORT), u16s(col::DST_PORT), u16s(col::VLAN));
+        let proto = c(col::PROTOCOL).as_primitive::<UInt8Type>().clone();
+        let tunnel = c(col::TUNNEL).as_string::<i32>();
+        let tunnel_id = c(col::TUNNEL_ID).as_primitive::<UInt32Type>().clone();
+        let (ta, tb) = (
+            c(col::TUNNEL_A).as_string::<i32>(),
+            c(col::TUNNEL_B).as_string::<i32>(),
+        );
+        let (query, cname) = (
+            c(col::DNS_QUERY).as_list::<i32>(),
+            c(col::DNS_CNAME).as_list::<i32>(),
+        );
+        let (sni, host) = (
+            c(col::TLS_SNI).as_string::<i32>(),
+            c(col::HTTP_HOST).as_string::<i32>(),
+        );
+        let opt =
+            |a: &arrow_array::StringArray, i: usize| a.is_valid(i).then(|| a.value(i).to_string());
+        let list = |a: &arrow_array::ListArray, i: usize| -> Vec<String> {
+            if a.is_null(i) {
+                return Vec::new();
+            }
+            let v = a.value(i);
+            let v = v.as_string::<i32>();
+            (0..v.len())
+                .filter(|&j| v.is_valid(j))
+                .map(|j| v.value(j).to_string())
+                .collect()
+        };
+        for i in 0..batch.num_rows() {
+            if src.is_null(i) {
+                continue;
+            }
+            let n = FlowNames {
+                dns_query: list(query, i),
+                dns_cname: list(cname, i),
+                tls_sni: opt(sni, i),
+                http_host: opt(host, i),
+                ..FlowNames::default()
+            };
+            if !n.matches(patterns) {
+                continue;
+            }
+            let num = |a: &arrow_array::UInt16Array| a.is_valid(i).then(|| a.value(i));
+            let row = Row {
+                src: src.value(i),
+                dst: dst.value(i),
+                src_port: num(&sp),
+                dst_port: num(&dp),
+                protocol: if proto.is_valid(i) { proto.value(i) } else { 0 },
+                vlan: num(&vlan),
+                tunnel: tunnel.is_valid(i).then(|| tunnel.value(i)),
+                tunnel_id: tunnel_id.is_valid(i).then(|| tunnel_id.value(i)),
+                tunnel_a: ta.is_valid(i).then(|| ta.value(i)),
+                tunnel_b: tb.is_valid(i).then(|| tb.value(i)),
+            };
+            match row.key() {
+                Some(k) => out.push(k),
+                None => return Err(damaged(&format!("row {i}: addresses that do not parse"))),
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The key columns of one row.
+struct Row<'a> {
+    src: &'a str,
+    dst: &'a str,
+    src_port: Option<u16>,
+    dst_port: Option<u16>,
+    protocol: u8,
+    vlan: Option<u16>,
+    tunnel: Option<&'a str>,
+    tunnel_id: Option<u32>,
+    tunnel_a: Option<&'a str>,
+    tunnel_b: Option<&'a str>,
+}
+
+impl Row<'_> {
+    /// The index's key of the row (what [`FlowKey::directed_of`] gives its packets).
+    fn key(&self) -> Option<FlowKey> {
+        let addr = |t: &str| t.parse::<std::net::IpAddr>().ok().map(crate::key::addr16);
+        let (src, dst) = (addr(self.src)?, addr(self.dst)?);
+        let mut kind = KIND_IP;
+        let (sp, dp) = match (self.src_port, self.dst_port) {
+            (Some(s), Some(d)) => {
+                kind |= KIND_PORTS;
+                (s, d)
+            }
+            _ => (0, 0),
+        };
+        if self.vlan.is_some() {
+            kind |= KIND_VLAN;
+        }
+        let ((a, port_a), (b, port_b)) = if (src, sp) <= (dst, dp) {
+            ((src, sp), (dst, dp))
+        } else {
+            ((dst, dp), (src, sp))
+        };
+        let tunnel = match self.tunnel {
+            None => 0,
+            Some(t) => (1..=u8::MAX)
+                .filter_map(TunnelKind::from_code)
+                .find(|k| k.name() == t)?
+                .code(),
+        };
+        let carrier = |t: Option<&str>| t.map_or(Some([0; 16]), addr);
+        Some(FlowKey {
+            a,
+            b,
+            port_a,
+            port_b,
+            proto: self.protocol,
+            kind,
+            vlan: self.vlan.unwrap_or(0),
+            tunnel,
+            tunnel_id: self.tunnel_id.unwrap_or(0),
+            carrier_a: carrier(self.tunnel_a)?,
+            carrier_b: carrier(self.tunnel_b)?,
+        })
+    }
 }
 
 #[cfg(test)]

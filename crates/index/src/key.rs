@@ -2,6 +2,8 @@
 
 use wire::{IpVersion, LinkType};
 
+pub use crate::names::L4;
+
 /// The key has IP addresses.
 pub const KIND_IP: u8 = 1;
 /// The key has transport ports.
@@ -100,6 +102,12 @@ impl FlowKey {
     /// (about half the cost of filing a packet, `examples/indexer_cost.rs`).
     #[inline]
     pub fn compact_v4_of(frame: &[u8], linktype: LinkType) -> Option<(u128, bool)> {
+        Self::compact_v4_l4(frame, linktype).map(|(k, a_to_b, _)| (k, a_to_b))
+    }
+
+    /// [`Self::compact_v4_of`], and where the transport header lies (for the names' gate).
+    #[inline]
+    pub fn compact_v4_l4(frame: &[u8], linktype: LinkType) -> Option<(u128, bool, L4)> {
         if linktype != LinkType::Ethernet {
             return None;
         }
@@ -148,7 +156,12 @@ impl FlowKey {
             | u128::from(proto) << 24
             | u128::from(kind) << 16
             | u128::from(vlan);
-        Some((key, a_to_b))
+        let l4 = L4 {
+            proto,
+            at: off + 20,
+            end: off + l4_end,
+        };
+        Some((key, a_to_b, l4))
     }
 
     /// The key of one frame: its IP header's, or the carried packet's for a packet in a tunnel.
@@ -159,10 +172,35 @@ impl FlowKey {
     /// [`Self::of`], and whether the packet goes from endpoint `a` to `b` (true for packets
     /// without an IP header).
     pub fn directed_of(frame: &[u8], linktype: LinkType) -> (FlowKey, bool) {
+        let (key, a_to_b, _) = Self::directed_l4(frame, linktype);
+        (key, a_to_b)
+    }
+
+    /// [`Self::directed_of`], and where the (carried) packet's TCP or UDP header lies when it
+    /// has both ports and is not a later fragment.
+    pub fn directed_l4(frame: &[u8], linktype: LinkType) -> (FlowKey, bool, Option<L4>) {
         let d = wire::decapsulate(frame, linktype);
         if d.depth > 1 || d.problem.is_some() {
-            return (FlowKey::default(), true);
+            return (FlowKey::default(), true, None);
         }
+        let (key, a_to_b) = Self::of_decapsulated(&d);
+        let h = &d.inner;
+        let l4 = match (h.protocol, h.l4_offset, h.l3_offset, h.ip_len) {
+            (Some(proto @ (6 | 17)), Some(at), Some(l3), Some(len))
+                if key.kind & KIND_PORTS != 0 && h.frag_offset.unwrap_or(0) == 0 =>
+            {
+                Some(L4 {
+                    proto,
+                    at: at as usize,
+                    end: (l3 as usize + len as usize).min(frame.len()),
+                })
+            }
+            _ => None,
+        };
+        (key, a_to_b, l4)
+    }
+
+    fn of_decapsulated(d: &wire::Decapsulated) -> (FlowKey, bool) {
         let (mut key, a_to_b) = Self::of_headers(&d.inner);
         if let (Some(l), true) = (d.innermost(), key.kind & KIND_IP != 0) {
             key.tunnel = l.kind.code();
@@ -296,6 +334,13 @@ mod tests {
                 let (slow, slow_a_to_b) = FlowKey::directed_of(&f, LinkType::Ethernet);
                 assert_eq!(Some(k), slow.compact_v4(), "{f:02x?}");
                 assert_eq!(a_to_b, slow_a_to_b, "{f:02x?}");
+                // The names' gate reads the same transport header either way.
+                let fast_l4 = FlowKey::compact_v4_l4(&f, LinkType::Ethernet).map(|x| x.2);
+                assert_eq!(
+                    fast_l4,
+                    FlowKey::directed_l4(&f, LinkType::Ethernet).2,
+                    "{f:02x?}"
+                );
             }
         }
         // The unchanged templates (a quarter, less the cut ones) must take the fast path.

@@ -11,6 +11,7 @@ pub mod flow_rows;
 pub mod flows;
 pub mod key;
 pub mod live;
+pub mod names;
 pub mod priority;
 pub mod query;
 pub mod ranges;
@@ -26,6 +27,7 @@ pub use files::{capture_files, is_capture_name, is_partial_capture, ListError};
 pub use flow_rows::{read_flow_rows, FlowRow};
 pub use flows::{check_flow_table, check_flow_table_footer, flows_path, FlowStat, FlowTableError};
 pub use live::{index_path, LiveIndexer};
+pub use names::{FlowNames, NamePattern};
 pub use query::{
     compile_query, prepare_query, Feed, FileError, FileReport, Hit, How, Matcher, Priority,
     Progress, QueryError, QueryOptions, ScanWhy,

@@ -51,7 +51,8 @@ pub fn write_index_and_flows(capture: &Path, b: Builder) -> Result<(u64, u64), S
     let covered = b.covered();
     let id = Identity::of(capture, covered).map_err(err)?;
     let built = b.finish(id);
-    let flows = crate::flows::write_flow_table(capture, id, covered, &built.flows).map_err(err)?;
+    let flows = crate::flows::write_flow_table(capture, id, covered, &built.flows, &built.names)
+        .map_err(err)?;
     drop(built.flows);
     write_index(capture, &built.index).map_err(err)?;
     Ok((built.index.len() as u64, flows))

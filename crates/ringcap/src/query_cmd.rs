@@ -45,6 +45,7 @@ Examples:
   ringcap query /data 'host 10.1.2.3 and after 2026-11-23T14:00:00Z and before 2026-11-23T14:05:00Z'
   ringcap query /data 'tcp port 443 and after 10m ago' -w - | wireshark -k -i -
   ringcap query /data 'udp[8:2] = 0x1234' --explain -w out.pcap
+  ringcap query /data 'tcp port 443 or udp port 53' --name '*.evil.example' -w evil.pcap
   ringcap query s3://pcap/site 'host 10.1.2.3' --after 2026-11-23T14:00:00Z --endpoint http://minio:9000 -w out.pcap
   ringcap query --sensors sensors.toml 'host 10.1.2.3 and after 1h ago' -w out.pcap")]
 pub struct QueryArgs {
@@ -60,6 +61,13 @@ pub struct QueryArgs {
     /// Packets before this time (as `before T`).
     #[arg(long, value_name = "T")]
     pub before: Option<String>,
+    /// Only the packets of flows with this name: a DNS question or CNAME answer, a TLS or QUIC
+    /// server name (SNI), an HTTP Host. Case-insensitive; `*` stands for any characters
+    /// (`*.evil.example`: every name under evil.example). Repeat for any of several names. The
+    /// flows are chosen from the flow tables (or, for a file without a current one, from its
+    /// packets); the expression then applies to their packets.
+    #[arg(long = "name", value_name = "GLOB")]
+    pub names: Vec<String>,
     /// Write the packets to FILE ("-" for stdout, e.g. into `tcpdump -r -` or `wireshark -k -i -`)
     /// instead of printing one line per packet.
     #[arg(short = 'w', value_name = "FILE")]
@@ -364,6 +372,24 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         sys::now_ns(),
     )
     .map_err(query_failed)?;
+    let mut q = q;
+    q.names = a
+        .names
+        .iter()
+        .map(|n| index::NamePattern::parse(n))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
+    if !q.names.is_empty()
+        && (a.sensor.sensors.is_some()
+            || words
+                .iter()
+                .any(|w| crate::query_sources::is_remote(&w.to_string_lossy())))
+    {
+        return Err(Fatal::usage(anyhow::anyhow!(
+            "--name reads the flow tables of local stores; it is not available for archives \
+             (s3://) or sensors (https://) yet"
+        )));
+    }
     if a.write.as_deref() == Some(Path::new("-")) && std::io::stdout().is_terminal() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "-w - writes binary pcap to a terminal: pipe it (| tcpdump -r - or | wireshark -k -i -)"
@@ -461,8 +487,13 @@ fn report(a: &QueryArgs, summary: &Summary<'_>, reports: &[index::FileReport]) {
     } else {
         if a.explain {
             for r in reports {
+                let named = match (r.named_flows, r.names_from_packets) {
+                    (None, _) => String::new(),
+                    (Some(n), false) => format!(", {n} flows named (flow table)"),
+                    (Some(n), true) => format!(", {n} flows named (names read from the packets)"),
+                };
                 eprintln!(
-                    "{}: {}; frames {}/{}, read {}, candidates {}, tested {}, matched {}",
+                    "{}: {}{named}; frames {}/{}, read {}, candidates {}, tested {}, matched {}",
                     r.path.display(),
                     r.how,
                     r.frames_read,

@@ -440,7 +440,14 @@ impl QueryService {
         };
         let started = Instant::now();
         let deadline = self.timeout.map(|t| started + t);
-        let (files, plan) = match self.prepare(expr, conn, deadline) {
+        let names = match names_of_target(&request.target) {
+            Ok(n) => n,
+            Err(why) => {
+                drop(running);
+                return self.refuse(conn, 400, &[], &why);
+            }
+        };
+        let (files, plan) = match self.prepare(expr, names, conn, deadline) {
             Ok(prepared) => prepared,
             // The place is given back before the answer is sent: a client that has read its
             // refusal can ask again at once and find it free.
@@ -558,6 +565,7 @@ impl QueryService {
     fn prepare(
         &self,
         expr: &str,
+        names: Vec<index::NamePattern>,
         conn: &httpd::Conn,
         deadline: Option<Instant>,
     ) -> Result<(Vec<PathBuf>, index::query::Plan), Unanswered> {
@@ -591,7 +599,15 @@ impl QueryService {
             Verdict::Failed(why) => return Err(Refused(500, why)),
             Verdict::ClientGone => return Err(Unanswered::ClientGone),
         }
-        let query = index::parse_query(expr, sys::now_ns()).map_err(|e| Refused(400, e))?;
+        let mut query = index::parse_query(expr, sys::now_ns()).map_err(|e| Refused(400, e))?;
+        if !names.is_empty() && !self.archives.is_empty() {
+            return Err(Refused(
+                400,
+                "name= reads the flow tables of local stores; this server also reads an archive"
+                    .into(),
+            ));
+        }
+        query.names = names;
         let mut survey = survey;
         for (url, reader) in &self.archives {
             let listing = reader
@@ -607,6 +623,47 @@ impl QueryService {
         })?;
         Ok((files, plan))
     }
+}
+
+/// The `name=` parameters of a request target (`/query?name=*.evil.example&name=…`,
+/// percent-encoded as a form would send them), as `ringcap query --name` takes them.
+fn names_of_target(target: &str) -> Result<Vec<index::NamePattern>, String> {
+    let Some((_, params)) = target.split_once('?') else {
+        return Ok(Vec::new());
+    };
+    let mut names = Vec::new();
+    for p in params.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        if k != "name" {
+            return Err(format!("unknown parameter {k:?}: /query takes name=GLOB"));
+        }
+        names.push(index::NamePattern::parse(&percent_decoded(v)?)?);
+    }
+    Ok(names)
+}
+
+/// `%HH` and `+` decoded; refused when that is not UTF-8 or a `%` is not followed by two hex digits.
+fn percent_decoded(v: &str) -> Result<String, String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("name={v:?}: a % not followed by two hex digits"))?;
+                out.push(hex);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| format!("name={v:?}: not UTF-8"))
 }
 
 /// The expression as the log quotes it: its start when it is long.
@@ -656,6 +713,22 @@ fn unread_files(reports: &[index::FileReport]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_parameters_of_a_query_target() {
+        let n = names_of_target("/query?name=%2A.Evil.example&name=a.test").unwrap();
+        assert_eq!(
+            n.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
+            ["*.evil.example", "a.test"]
+        );
+        assert!(names_of_target("/query").unwrap().is_empty());
+        assert!(names_of_target("/query?host=x").is_err());
+        assert!(names_of_target("/query?name=%zz").is_err());
+        assert!(
+            names_of_target("/query?name=a+b").is_err(),
+            "a space is no name"
+        );
+    }
 
     #[test]
     fn listen_addresses_resolve_and_bad_ones_are_usage_errors() {

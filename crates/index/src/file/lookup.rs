@@ -181,6 +181,50 @@ impl IndexFile {
         })
     }
 
+    /// The flows of the index with these keys (as [`crate::key::FlowKey::directed_of`] gives
+    /// them; the carrier addresses, which rows do not keep, are not compared), sorted.
+    pub fn flows_of_keys(&self, keys: &[crate::key::FlowKey]) -> Result<Vec<u32>, IndexError> {
+        let mut out = Vec::new();
+        for k in keys.iter().filter(|k| k.kind & KIND_IP != 0) {
+            let (a, b) = (self.addr_ids(&k.a, &k.a)?, self.addr_ids(&k.b, &k.b)?);
+            if a.is_empty() || b.is_empty() {
+                continue;
+            }
+            let mut i = self.flows_from_a(a.start)?;
+            while i < self.header.flows {
+                let f = self.flow(i)?;
+                if f.a != a.start {
+                    break;
+                }
+                if f.b == b.start
+                    && (
+                        f.port_a,
+                        f.port_b,
+                        f.proto,
+                        f.kind,
+                        f.vlan,
+                        f.tunnel,
+                        f.tunnel_id,
+                    ) == (
+                        k.port_a,
+                        k.port_b,
+                        k.proto,
+                        k.kind,
+                        k.vlan,
+                        k.tunnel,
+                        k.tunnel_id,
+                    )
+                {
+                    out.push(i);
+                }
+                i += 1;
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
     /// The candidate flows of a narrowing (`None`: every packet is a candidate).
     pub fn candidates(&self, n: &Narrow) -> Result<Option<Vec<u32>>, IndexError> {
         self.candidates_at(n, Level::Outer)

@@ -52,6 +52,9 @@ pub enum FileError {
     /// libpcap refuses the filter for this file's link type (libpcap's words).
     #[error("{0}")]
     Filter(String),
+    /// `--name` could not choose the file's flows.
+    #[error("{0}")]
+    Names(String),
     /// A packet came before the file said its link type (a pcapng packet before any interface).
     #[error("the file's link type is not known before its packets")]
     LinkUnknown,

@@ -344,7 +344,7 @@ pub(super) fn by_index(
         wanted,
         records,
         candidates,
-    } = match plan(ix, job, out.after, out.before) {
+    } = match plan(ix, job, out.after, out.before, out.named.as_ref()) {
         Ok(p) => p,
         // Nothing of this file was returned yet: a damaged chunk means reading it whole.
         Err(e) => {
@@ -552,6 +552,7 @@ fn plan<'a>(
     job: &Job,
     after: u64,
     before: Option<u64>,
+    named: Option<&super::named::FlowSet>,
 ) -> Result<Plan<'a>, IndexError> {
     let frames = ix.frames()?;
     let in_time: Vec<bool> = frames.iter().map(|f| f.overlaps(after, before)).collect();
@@ -559,7 +560,21 @@ fn plan<'a>(
     let mut wanted = vec![false; frames.len()];
     let mut records: Vec<u64> = Vec::new();
     let mut candidates = None;
-    match ix.candidates(&job.query.narrow)? {
+    let mut flows = ix.candidates(&job.query.narrow)?;
+    if let Some(named) = named {
+        // Only the flows named: those of the narrowing among them.
+        let mine = ix.flows_of_keys(named.keys())?;
+        flows = Some(match flows {
+            None => mine,
+            Some(mut c) => {
+                c.sort_unstable();
+                mine.into_iter()
+                    .filter(|f| c.binary_search(f).is_ok())
+                    .collect()
+            }
+        });
+    }
+    match flows {
         None => wanted.clone_from(&in_time),
         Some(flows) => {
             let mut offs = Vec::new();

@@ -14,6 +14,7 @@ mod filter;
 pub use filter::{compile_query, Matcher};
 mod indexed;
 mod merge;
+mod named;
 mod pace;
 mod worker;
 
@@ -206,6 +207,12 @@ pub struct FileReport {
     /// Packets decoded and given to the filter.
     pub packets_tested: u64,
     pub packets_matched: u64,
+    /// `--name`: the flows of the file whose names matched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub named_flows: Option<u64>,
+    /// `--name`: the names were read from the packets (the file had no usable flow table).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub names_from_packets: bool,
     /// Why some or all of its packets are missing (None: read whole).
     #[serde(serialize_with = "as_text")]
     pub error: Option<FileError>,

@@ -15,7 +15,7 @@ use super::{Batch, BatchMeta, FileError, FileReport, How, Job, ScanWhy, Target};
 
 /// A worker looks at the stop flag and the deadline after this many packets tested, so a
 /// query stopped while nothing matches ends within a few milliseconds, not at the file's end.
-const STOP_CHECK_PACKETS: u64 = 4096;
+pub(super) const STOP_CHECK_PACKETS: u64 = 4096;
 
 /// The filter of one file, compiled for its link as `tcpdump -r` compiles it (see
 /// [`super::filter::Filters`]): decided when the file's first reader knows its link.
@@ -41,6 +41,7 @@ pub(super) fn query_file(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileR
                 job,
                 after: job.query.after_ns.unwrap_or(0),
                 before: job.query.before_ns,
+                named: None,
             };
             return f.run(&mut out);
         }
@@ -76,6 +77,17 @@ fn query_indexed(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
             return r;
         }
     };
+    let named = if job.query.names.is_empty() {
+        None
+    } else {
+        match super::named::flows_named(t, job, &mut r) {
+            Ok(set) => Some(set),
+            Err(e) => {
+                r.error = Some(e);
+                return r;
+            }
+        }
+    };
     let mut out = Out {
         tx,
         batch: Batch::default(),
@@ -83,6 +95,7 @@ fn query_indexed(t: &Target, job: &Job, tx: &SyncSender<Batch>) -> FileReport {
         job,
         after: job.query.after_ns.unwrap_or(0),
         before: job.query.before_ns,
+        named,
     };
     let result = if job.use_index {
         match t.index() {
@@ -129,6 +142,8 @@ pub(super) struct Out<'a> {
     /// 2^64 ns is still a time).
     pub(super) after: u64,
     pub(super) before: Option<u64>,
+    /// `--name`: only packets of these flows.
+    pub(super) named: Option<super::named::FlowSet>,
 }
 
 impl Out<'_> {
@@ -159,6 +174,13 @@ impl Out<'_> {
             self.check_stop()?;
         }
         if p.ts_ns < self.after || self.before.is_some_and(|b| p.ts_ns >= b) {
+            return Ok(());
+        }
+        if self
+            .named
+            .as_ref()
+            .is_some_and(|n| !n.contains(p.data, p.linktype))
+        {
             return Ok(());
         }
         let accept = match &self.filter {

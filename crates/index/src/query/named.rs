@@ -1,0 +1,121 @@
+//! `--name`: which flows of a file have a name that matches, from its flow table, and the test
+//! that keeps every packet read to those flows.
+//!
+//! A file with a usable flow table (this version, written for the capture file as it is: the
+//! footer's identity check) is answered from the table's name columns alone. Without one (no
+//! table yet, an older version, a file being written, a damaged table) the names are read from
+//! the file's packets first, by the indexer's own code ([`crate::names::Collector`]), so either
+//! way a flow is named by the same rule. Then the index (or the scan) reads the file as for any
+//! query, and a packet is returned only if its flow key ([`FlowKey::directed_of`], the key the
+//! index files it under) is one of the flows chosen, and the filter accepts it.
+
+use std::collections::HashSet;
+use std::fs::File;
+
+use wire::LinkType;
+
+use super::pace::Paced;
+use super::{FileError, FileReport, Job, Target};
+use crate::key::FlowKey;
+use crate::names::{Collector, NamePattern};
+
+/// The flows chosen in one file.
+pub(crate) struct FlowSet {
+    keys: HashSet<FlowKey, ahash::RandomState>,
+    sorted: Vec<FlowKey>,
+}
+
+impl FlowSet {
+    fn new(mut keys: Vec<FlowKey>) -> FlowSet {
+        keys.sort_unstable();
+        keys.dedup();
+        FlowSet {
+            keys: keys.iter().copied().collect(),
+            sorted: keys,
+        }
+    }
+
+    /// The flows, sorted.
+    pub(crate) fn keys(&self) -> &[FlowKey] {
+        &self.sorted
+    }
+
+    /// Whether the packet belongs to one of the flows.
+    #[inline]
+    pub(crate) fn contains(&self, data: &[u8], linktype: u32) -> bool {
+        if self.keys.is_empty() {
+            return false;
+        }
+        let Some(lt) = LinkType::from_pcap(linktype) else {
+            return false;
+        };
+        self.keys.contains(&FlowKey::directed_of(data, lt).0)
+    }
+}
+
+/// The flows of the file `t` whose names match the query's patterns.
+pub(super) fn flows_named(t: &Target, job: &Job, r: &mut FileReport) -> Result<FlowSet, FileError> {
+    let patterns = &job.query.names;
+    let Target::Path(path) = t else {
+        return Err(FileError::Names(format!(
+            "{}: --name reads the flow tables of local files; not available here",
+            t.label().display()
+        )));
+    };
+    match crate::flows::named_flows(path, patterns) {
+        Ok(keys) => {
+            r.named_flows = Some(keys.len() as u64);
+            return Ok(FlowSet::new(keys));
+        }
+        Err(e) => log::debug!("{e}: reading the names from the packets"),
+    }
+    let keys = names_from_packets(path, job, patterns, r)?;
+    r.named_flows = Some(keys.len() as u64);
+    r.names_from_packets = true;
+    Ok(FlowSet::new(keys))
+}
+
+/// Reads the whole file (as `tcpdump -r` reads it) and names its flows as the indexer does.
+fn names_from_packets(
+    path: &std::path::Path,
+    job: &Job,
+    patterns: &[NamePattern],
+    r: &mut FileReport,
+) -> Result<Vec<FlowKey>, FileError> {
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    r.bytes_read += file.metadata().map(|m| m.len()).unwrap_or(0);
+    let paced = Paced {
+        inner: file,
+        pace: job.pace.clone(),
+    };
+    let mut reader = store::CaptureReader::strict_from_reader(Box::new(paced), path, 1 << 20)?;
+    let mut c = Collector::default();
+    let mut n = 0u64;
+    while let Some(p) = reader.next_packet() {
+        let Ok(p) = p else {
+            // The scan that follows says what is missing.
+            break;
+        };
+        n += 1;
+        if n.is_multiple_of(super::worker::STOP_CHECK_PACKETS)
+            && job.stop.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err(FileError::Stopped);
+        }
+        let Some(lt) = LinkType::from_pcap(p.linktype) else {
+            continue;
+        };
+        if let (key, _, Some(l4)) = FlowKey::directed_l4(p.data, lt) {
+            c.offer(p.data, l4, || key);
+        }
+    }
+    Ok(c.into_flows()
+        .into_iter()
+        .filter(|(_, n)| n.matches(patterns))
+        .map(|(k, _)| k)
+        .collect())
+}
