@@ -425,11 +425,21 @@ impl QueryService {
         let Ok(text) = std::str::from_utf8(&request.body) else {
             return self.refuse(conn, 400, &[], "the query must be UTF-8 text");
         };
-        self.answer(text.trim(), request.http10, conn)
+        let names = match names_of_target(&request.target) {
+            Ok(n) => n,
+            Err(why) => return self.refuse(conn, 400, &[], &why),
+        };
+        self.answer(text.trim(), names, request.http10, conn)
     }
 
     /// Answers `expr` with the pcap stream of its packets (`POST /query`, the page's download).
-    fn answer(&self, expr: &str, http10: bool, conn: &mut httpd::Conn) -> io::Result<()> {
+    fn answer(
+        &self,
+        expr: &str,
+        names: Vec<index::NamePattern>,
+        http10: bool,
+        conn: &mut httpd::Conn,
+    ) -> io::Result<()> {
         let shown = shown(expr);
         let Some(running) = self.queries.try_take() else {
             let why = format!(
@@ -440,13 +450,6 @@ impl QueryService {
         };
         let started = Instant::now();
         let deadline = self.timeout.map(|t| started + t);
-        let names = match names_of_target(&request.target) {
-            Ok(n) => n,
-            Err(why) => {
-                drop(running);
-                return self.refuse(conn, 400, &[], &why);
-            }
-        };
         let (files, plan) = match self.prepare(expr, names, conn, deadline) {
             Ok(prepared) => prepared,
             // The place is given back before the answer is sent: a client that has read its

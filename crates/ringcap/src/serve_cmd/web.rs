@@ -350,7 +350,7 @@ fn packets(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -
     };
     let started = Instant::now();
     let deadline = s.timeout.map(|t| started + t);
-    let (files, plan) = match s.prepare(&text, conn, deadline) {
+    let (files, plan) = match s.prepare(&text, Vec::new(), conn, deadline) {
         Ok(p) => p,
         Err(Unanswered::Refused(status, why)) => {
             drop(running);
@@ -476,7 +476,7 @@ fn download(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) 
     let fields = form_fields(body);
     let field = |k: &str| fields.get(k).map(String::as_str).unwrap_or("");
     let text = compose(field("query"), field("after"), field("before"));
-    s.answer(&text, request.http10, conn)
+    s.answer(&text, Vec::new(), request.http10, conn)
 }
 
 /// The fields of an `application/x-www-form-urlencoded` body (the last of a repeated name).
