@@ -41,7 +41,9 @@ pub const GENEVE_PORT: u16 = 6081;
 /// as Wireshark decodes them) everywhere but `capture --decap vxlan:PORT`, which names another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ports {
+    /// UDP destination port of VXLAN.
     pub vxlan: u16,
+    /// UDP destination port of GENEVE.
     pub geneve: u16,
 }
 
