@@ -16,6 +16,7 @@
 //! capture thread, gets `&Batch` and a tick); nothing else changes.
 
 pub mod cutoff;
+pub mod decap;
 pub mod merge;
 mod run;
 mod sink;
@@ -23,6 +24,7 @@ pub mod sinks;
 mod stop;
 
 pub use cutoff::{Cutoff, CutoffConfig, CutoffStats};
+pub use decap::{Decap, DecapConfig, DecapStats};
 pub use merge::{MergeConfig, Sll2Interface, SLL2_HEADER_LEN};
 pub use run::{drop_meter, Options, Report, Session};
 pub use sink::{InterfaceTotals, Lane, Sink, SinkReport, Totals};

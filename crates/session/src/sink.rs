@@ -74,6 +74,8 @@ pub enum SinkReport {
         cutoff: Option<crate::cutoff::CutoffStats>,
         /// A merged capture of several interfaces: packets written of each, by interface number.
         interfaces: Vec<u64>,
+        /// `--decap`: the tunnels asked for, and what was decapsulated or kept whole (all lanes).
+        decap: Option<(crate::decap::DecapConfig, crate::decap::DecapStats)>,
     },
     /// Header records sent to collectors.
     Records(records::probe::ProbeStats),

@@ -118,9 +118,16 @@ impl Encoder {
     /// Total record length for a captured length.
     #[inline(always)]
     pub fn record_len(&self, caplen: usize) -> usize {
+        self.record_len_opts(caplen, 0)
+    }
+
+    /// Total record length for a captured length and `opts_len` bytes of pcapng options (see
+    /// [`epb_comment`]; pcap has no place for them and leaves them out).
+    #[inline(always)]
+    pub fn record_len_opts(&self, caplen: usize, opts_len: usize) -> usize {
         match self.format {
             Format::Pcap { .. } => PCAP_RECORD_LEN + caplen,
-            Format::PcapNg => EPB_HEADER_LEN + pad4(caplen) + 4,
+            Format::PcapNg => EPB_HEADER_LEN + pad4(caplen) + opts_len + 4,
         }
     }
 
@@ -165,6 +172,25 @@ impl Encoder {
         caplen: usize,
         rec_len: usize,
     ) {
+        self.emit_packet_opts(out, ts_ns, wire_len, data, vlan, caplen, rec_len, &[]);
+    }
+
+    /// [`Self::emit_packet`] with pcapng options after the packet data (`opts`: whole options,
+    /// each padded to 4, ending with opt_endofopt, as [`epb_comment`] makes them; `rec_len` from
+    /// [`Self::record_len_opts`]). pcap records have no options: `opts` is left out.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn emit_packet_opts<E: Emit>(
+        &self,
+        out: &mut E,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+        vlan: Option<Vlan>,
+        caplen: usize,
+        rec_len: usize,
+        opts: &[u8],
+    ) {
         let wire = wire_len.saturating_add(reinsert_tag_len(data.len(), vlan.is_some()) as u32);
         match self.format {
             Format::Pcap { nanos } => {
@@ -196,6 +222,9 @@ impl Encoder {
                 out.put(&h);
                 emit_frame(out, data, vlan, caplen);
                 out.put(&[0u8; 3][..pad4(caplen) - caplen]);
+                if !opts.is_empty() {
+                    out.put(opts);
+                }
                 out.put(&(rec_len as u32).to_ne_bytes());
             }
         }
@@ -309,6 +338,22 @@ fn emit_frame<E: Emit>(out: &mut E, data: &[u8], vlan: Option<Vlan>, caplen: usi
         out.put(&part[..n]);
         left -= n;
     }
+}
+
+/// pcapng opt_comment.
+pub const OPT_COMMENT: u16 = 1;
+
+/// Sets `out` to the options of an Enhanced Packet Block holding one opt_comment of `text` (at
+/// most 65535 bytes of it, UTF-8 as pcapng wants) and opt_endofopt: what
+/// [`Encoder::emit_packet_opts`] takes; Wireshark shows it as `frame.comment`.
+pub fn epb_comment(out: &mut Vec<u8>, text: &[u8]) {
+    out.clear();
+    push_option(
+        out,
+        OPT_COMMENT,
+        &text[..text.len().min(usize::from(u16::MAX))],
+    );
+    push_option(out, 0, &[]);
 }
 
 /// Appends a pcapng option (code, length, value padded to 4).
@@ -469,6 +514,41 @@ mod tests {
         assert_eq!(&rec[16..28], &frame[..12]);
         assert_eq!(&rec[28..30], &[0x81, 0x00]);
         assert_eq!(rec.len(), 30);
+    }
+
+    #[test]
+    fn epb_with_a_comment_keeps_the_packet_where_readers_look() {
+        let enc = Encoder {
+            format: Format::PcapNg,
+            snaplen: MAX_SNAPLEN,
+            tsresol: TSRESOL_NS,
+            interface: 0,
+        };
+        let mut opts = Vec::new();
+        epb_comment(&mut opts, b"vxlan 42");
+        // code 1, length 8, "vxlan 42", then opt_endofopt.
+        assert_eq!(opts.len(), 4 + 8 + 4);
+        let data = [0x5au8; 61];
+        let c = enc.caplen(data.len(), false);
+        let rec_len = enc.record_len_opts(c, opts.len());
+        let mut out = VecEmit(Vec::new());
+        enc.emit_packet_opts(&mut out, 7, 80, &data, None, c, rec_len, &opts);
+        let bytes = out.0;
+        assert_eq!(bytes.len(), rec_len);
+        assert_eq!(&bytes[rec_len - 4..], &(rec_len as u32).to_ne_bytes());
+        assert_eq!(&bytes[28 + 64 + 4..28 + 64 + 12], b"vxlan 42");
+        let r = own_record(Format::PcapNg, &bytes).unwrap();
+        assert_eq!(r.len, rec_len);
+        let (ts, wire, range) = r.packet.unwrap();
+        assert_eq!((ts, wire), (7, 80));
+        assert_eq!(&bytes[range], &data[..]);
+        assert_eq!(walk_own_records(Format::PcapNg, &bytes, 0), (rec_len, 1));
+        // pcap has no options: the record is as without them.
+        let pcap = Encoder {
+            format: Format::Pcap { nanos: true },
+            ..enc
+        };
+        assert_eq!(pcap.record_len_opts(c, opts.len()), pcap.record_len(c));
     }
 
     #[test]

@@ -38,8 +38,8 @@ pub use files::{
     FilePlan, LiveRetention, RetentionRules, DEFAULT_KEEP_NEWEST,
 };
 pub use format::{
-    own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, TSRESOL_NS,
-    TSRESOL_US,
+    epb_comment, own_record, Format, IfStats, OwnRecord, MAX_SNAPLEN, PCAP_MAGIC_NS, PCAP_MAGIC_US,
+    TSRESOL_NS, TSRESOL_US,
 };
 pub use indexing::{CaughtUp, FileIndexer, FrameSpan, IndexerFactory};
 pub use producer::Producer;

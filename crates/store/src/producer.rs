@@ -202,8 +202,23 @@ impl Producer {
         data: &[u8],
         vlan: Option<Vlan>,
     ) -> bool {
+        self.write_packet_opts(ts_ns, wire_len, data, vlan, &[])
+    }
+
+    /// [`Self::write_packet`] with pcapng options in the packet block (`opts` as
+    /// [`crate::epb_comment`] makes them, e.g. the tunnel `capture --decap` stripped); a pcap file
+    /// leaves them out.
+    #[inline(always)]
+    pub fn write_packet_opts(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+        vlan: Option<Vlan>,
+        opts: &[u8],
+    ) -> bool {
         let caplen = self.enc.caplen(data.len(), vlan.is_some());
-        let rec_len = self.enc.record_len(caplen);
+        let rec_len = self.enc.record_len_opts(caplen, opts.len());
         if let Some(buf) = self.active.as_mut() {
             // Strictly less: a record that fills the buffer exactly goes the slow way, which
             // hands the full buffer on at once. The timestamp check is `-G` (always false
@@ -215,7 +230,7 @@ impl Producer {
                     at: 0,
                 };
                 self.enc
-                    .emit_packet(&mut out, ts_ns, wire_len, data, vlan, caplen, rec_len);
+                    .emit_packet_opts(&mut out, ts_ns, wire_len, data, vlan, caplen, rec_len, opts);
                 buf.len += rec_len;
                 buf.last_boundary = buf.len;
                 buf.packets += 1;
@@ -223,19 +238,21 @@ impl Producer {
                 return true;
             }
         }
-        self.write_packet_slow(ts_ns, wire_len, data, vlan, caplen, rec_len)
+        let rec = Rec {
+            ts_ns,
+            wire_len,
+            data,
+            vlan,
+            caplen,
+            rec_len,
+            opts,
+        };
+        self.write_packet_slow(&rec)
     }
 
     #[cold]
-    fn write_packet_slow(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        vlan: Option<Vlan>,
-        caplen: usize,
-        rec_len: usize,
-    ) -> bool {
+    fn write_packet_slow(&mut self, r: &Rec) -> bool {
+        let (ts_ns, rec_len) = (r.ts_ns, r.rec_len);
         if ts_ns >= self.rotate_at_ns {
             // `-G`: the packet belongs to a new interval; the file is named after its start.
             let iv = self.shared.interval_ns.unwrap_or(1).max(1);
@@ -259,13 +276,13 @@ impl Producer {
             }
             // A new file's first buffer is empty: any record fits physically.
             if rec_len < self.room().1 {
-                self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
+                self.emit_here(r);
                 return true;
             }
         }
         let room = self.room().0;
         if rec_len < room {
-            self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
+            self.emit_here(r);
             return true;
         }
         let Some(mut next) = self.try_empty(self.waits) else {
@@ -280,12 +297,14 @@ impl Producer {
             self.configure(&h, &mut next);
             drop(h);
             self.active = Some(next);
-            self.emit_here(ts_ns, wire_len, data, vlan, caplen, rec_len);
+            self.emit_here(r);
             return true;
         }
         let enc = self.enc;
         self.emit_spilling(next, true, |out| {
-            enc.emit_packet(out, ts_ns, wire_len, data, vlan, caplen, rec_len)
+            enc.emit_packet_opts(
+                out, r.ts_ns, r.wire_len, r.data, r.vlan, r.caplen, r.rec_len, r.opts,
+            )
         });
         self.note_accepted(ts_ns, rec_len);
         true
@@ -298,28 +317,21 @@ impl Producer {
     }
 
     /// Emits a record into the active buffer, which has physical room for it.
-    fn emit_here(
-        &mut self,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-        vlan: Option<Vlan>,
-        caplen: usize,
-        rec_len: usize,
-    ) {
+    fn emit_here(&mut self, r: &Rec) {
         let buf = self.active.as_mut().expect("active");
         let at = buf.len;
         let mut out = SliceEmit {
-            buf: &mut buf.as_mut_slice()[at..at + rec_len],
+            buf: &mut buf.as_mut_slice()[at..at + r.rec_len],
             at: 0,
         };
-        self.enc
-            .emit_packet(&mut out, ts_ns, wire_len, data, vlan, caplen, rec_len);
-        buf.len += rec_len;
+        self.enc.emit_packet_opts(
+            &mut out, r.ts_ns, r.wire_len, r.data, r.vlan, r.caplen, r.rec_len, r.opts,
+        );
+        buf.len += r.rec_len;
         buf.limit = buf.limit.max(buf.len);
         buf.last_boundary = buf.len;
         buf.packets += 1;
-        self.note_accepted(ts_ns, rec_len);
+        self.note_accepted(r.ts_ns, r.rec_len);
     }
 
     /// Ends the current file and starts the next one (file mode only), if `due` still holds
@@ -723,6 +735,18 @@ impl Drop for Producer {
             h.merge_times(self.first_ts, self.last_ts);
         }
     }
+}
+
+/// One packet record the slow path writes: what [`Producer::write_packet_opts`] was given and
+/// the lengths it worked out.
+struct Rec<'a> {
+    ts_ns: u64,
+    wire_len: u32,
+    data: &'a [u8],
+    vlan: Option<Vlan>,
+    caplen: usize,
+    rec_len: usize,
+    opts: &'a [u8],
 }
 
 /// Emits across two buffers: fills `a` to its soft limit, then continues in `b`.

@@ -98,7 +98,7 @@ pub use names::{Name, NAME_MAX};
 pub use parse::{parse, Headers, IpVersion, LinkType};
 pub use record::{Record, RecordError};
 pub use tcp::{TcpFlags, TcpOption, TcpOptions, TcpPacket, TCP_HDR};
-pub use tunnel::{decapsulate, Decapsulated, Layer, Payload, Problem, TunnelKind};
+pub use tunnel::{decapsulate, Decapsulated, Layer, Payload, Ports, Problem, TunnelKind};
 pub use udp::{UdpPacket, UDP_HDR};
 pub use vlan::{reinsert_tag, reinsert_tag_len, Vlan, VlanHeader, VLAN_TAG_LEN};
 

@@ -37,6 +37,30 @@ pub const VXLAN_PORT: u16 = 4789;
 /// UDP destination port of GENEVE (RFC 8926).
 pub const GENEVE_PORT: u16 = 6081;
 
+/// The UDP destination ports VXLAN and GENEVE are recognised by: [`Ports::DEFAULT`] (4789, 6081,
+/// as Wireshark decodes them) everywhere but `capture --decap vxlan:PORT`, which names another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    /// UDP destination port of VXLAN.
+    pub vxlan: u16,
+    /// UDP destination port of GENEVE.
+    pub geneve: u16,
+}
+
+impl Ports {
+    /// The IANA ports: VXLAN 4789, GENEVE 6081.
+    pub const DEFAULT: Ports = Ports {
+        vxlan: VXLAN_PORT,
+        geneve: GENEVE_PORT,
+    };
+}
+
+impl Default for Ports {
+    fn default() -> Ports {
+        Ports::DEFAULT
+    }
+}
+
 /// GRE protocol types beyond the IP ones.
 mod gre_proto {
     /// Transparent Ethernet bridging (gretap, GENEVE's Ethernet payload).
@@ -231,6 +255,16 @@ pub fn decapsulate(frame: &[u8], linktype: LinkType) -> Decapsulated {
 /// [`decapsulate`] of a frame whose [`parse`] is `outer` (a caller that parsed it already saves
 /// the second parse).
 pub fn decapsulate_parsed(frame: &[u8], linktype: LinkType, outer: Headers) -> Decapsulated {
+    decapsulate_parsed_ports(frame, linktype, outer, Ports::DEFAULT)
+}
+
+/// [`decapsulate_parsed`] with VXLAN and GENEVE recognised at `ports` instead of 4789 and 6081.
+pub fn decapsulate_parsed_ports(
+    frame: &[u8],
+    linktype: LinkType,
+    outer: Headers,
+    ports: Ports,
+) -> Decapsulated {
     let mut d = Decapsulated {
         inner: outer,
         outer_vlan: outer.vlan_outer,
@@ -243,7 +277,7 @@ pub fn decapsulate_parsed(frame: &[u8], linktype: LinkType, outer: Headers) -> D
         {
             mpls(frame, off, frame.len(), &d.inner)
         }
-        _ => behind(frame, &d.inner),
+        _ => behind(frame, &d.inner, ports),
     };
     loop {
         let (layer, at, end) = match next {
@@ -303,7 +337,7 @@ pub fn decapsulate_parsed(frame: &[u8], linktype: LinkType, outer: Headers) -> D
         d.inner = h;
         next = match mpls_at {
             Some(off) if h.ip_version.is_none() => mpls(frame, off, end, &h),
-            _ => behind(carried, &h),
+            _ => behind(carried, &h, ports),
         };
     }
 }
@@ -316,6 +350,12 @@ pub fn decapsulate_parsed(frame: &[u8], linktype: LinkType, outer: Headers) -> D
 /// what [`decapsulate`] gives as its outermost layer (tests and the `tunnel_decap` fuzz target
 /// check it). `None` says nothing: ask [`decapsulate`].
 pub fn vxlan_fast(frame: &[u8], linktype: LinkType) -> Option<(u32, u32)> {
+    vxlan_fast_port(frame, linktype, VXLAN_PORT)
+}
+
+/// [`vxlan_fast`] with VXLAN on UDP port `port` ([`decapsulate_parsed_ports`]'s outermost layer).
+#[inline]
+pub fn vxlan_fast_port(frame: &[u8], linktype: LinkType, port: u16) -> Option<(u32, u32)> {
     const ETH: usize = 14;
     if linktype != LinkType::Ethernet || be16_at(frame, 12)? != ethertype::IPV4 {
         return None;
@@ -331,7 +371,7 @@ pub fn vxlan_fast(frame: &[u8], linktype: LinkType) -> Option<(u32, u32)> {
     let inner = udp + 8 + 8;
     // The IP packet ends at its length: Ethernet padding is not payload.
     let end = (ETH + total).min(frame.len());
-    if inner + ETH > end || be16_at(frame, udp + 2)? != VXLAN_PORT || frame[udp + 8] & 0x08 == 0 {
+    if inner + ETH > end || be16_at(frame, udp + 2)? != port || frame[udp + 8] & 0x08 == 0 {
         return None;
     }
     if ethertype::is_vlan(be16_at(frame, inner + 12)?) {
@@ -382,7 +422,7 @@ fn layer(kind: TunnelKind, id: Option<u32>, h: &Headers, inner_offset: usize) ->
 }
 
 /// Looks behind the transport header of `h` for a tunnel.
-fn behind(f: &[u8], h: &Headers) -> Next {
+fn behind(f: &[u8], h: &Headers, ports: Ports) -> Next {
     if h.ip_version.is_none() {
         return Next::None;
     }
@@ -392,7 +432,9 @@ fn behind(f: &[u8], h: &Headers) -> Next {
     if h.is_fragment() {
         // The first fragment of a tunnel packet: what it carries is cut.
         let tunnel = match proto {
-            ip_proto::UDP => matches!(h.dst_port, Some(VXLAN_PORT | GENEVE_PORT)),
+            ip_proto::UDP => h
+                .dst_port
+                .is_some_and(|p| p == ports.vxlan || p == ports.geneve),
             ip_proto::GRE | ip_proto::IPIP | ip_proto::IPV6 => true,
             _ => false,
         };
@@ -413,8 +455,8 @@ fn behind(f: &[u8], h: &Headers) -> Next {
     }
     match proto {
         ip_proto::UDP => match h.dst_port {
-            Some(VXLAN_PORT) => vxlan(f, l4 + 8, ip_end, h),
-            Some(GENEVE_PORT) => geneve(f, l4 + 8, ip_end, h),
+            Some(p) if p == ports.vxlan => vxlan(f, l4 + 8, ip_end, h),
+            Some(p) if p == ports.geneve => geneve(f, l4 + 8, ip_end, h),
             _ => Next::None,
         },
         ip_proto::GRE => gre(f, l4, ip_end, h),

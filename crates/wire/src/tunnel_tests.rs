@@ -407,3 +407,47 @@ fn vxlan_in_ip() -> Vec<u8> {
         &vxlan(5, &inner_eth()),
     )
 }
+
+#[test]
+fn vxlan_and_geneve_at_other_ports() {
+    // VXLAN to Linux's old default port 8472: a tunnel only where that port is named.
+    let mut v = vec![0x08, 0, 0, 0];
+    v.extend_from_slice(&(42u32 << 8).to_be_bytes());
+    v.extend_from_slice(&inner_eth());
+    let f = outer(17, &udp(51000, 8472, &v));
+    assert_eq!(decapsulate(&f, LinkType::Ethernet).depth, 0);
+    assert_eq!(vxlan_fast(&f, LinkType::Ethernet), None);
+    let ports = Ports {
+        vxlan: 8472,
+        geneve: GENEVE_PORT,
+    };
+    let d = decapsulate_parsed_ports(&f, LinkType::Ethernet, parse(&f, LinkType::Ethernet), ports);
+    let l = one_layer(&d, TunnelKind::Vxlan, Some(42));
+    assert_inner_tcp(&d);
+    assert_eq!(
+        vxlan_fast_port(&f, LinkType::Ethernet, 8472),
+        Some((42, l.inner_offset))
+    );
+    // And 4789 is then not VXLAN.
+    let std = outer(17, &vxlan(42, &inner_eth()));
+    let d = decapsulate_parsed_ports(
+        &std,
+        LinkType::Ethernet,
+        parse(&std, LinkType::Ethernet),
+        ports,
+    );
+    assert_eq!(d.depth, 0);
+    // GENEVE (Ethernet payload) on 6082.
+    let mut g = vec![0, 0];
+    g.extend_from_slice(&0x6558u16.to_be_bytes());
+    g.extend_from_slice(&(7u32 << 8).to_be_bytes());
+    g.extend_from_slice(&inner_eth());
+    let f = outer(17, &udp(51000, 6082, &g));
+    let ports = Ports {
+        vxlan: VXLAN_PORT,
+        geneve: 6082,
+    };
+    let d = decapsulate_parsed_ports(&f, LinkType::Ethernet, parse(&f, LinkType::Ethernet), ports);
+    one_layer(&d, TunnelKind::Geneve, Some(7));
+    assert_inner_tcp(&d);
+}

@@ -17,7 +17,7 @@ mod reload;
 mod source;
 mod xdp_count;
 
-use output::{cutoff_config, file_plan, listening_line, open_writer};
+use output::{cutoff_config, decap_config, file_plan, listening_line, open_writer};
 use probe::{records_destinations, records_probe};
 use source::{list_time_stamp_types, merge_config, source_config};
 
@@ -113,6 +113,7 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         ));
     }
     let cutoff = cutoff_config(&a, plan.is_some())?;
+    let decap = decap_config(&a, plan.is_some(), out_linktype)?;
     // Before the writer: its retention must see the archive's manifest from the first file on.
     let archiving = archiver::start(&a.archive, plan.as_ref(), !a.no_index)?;
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
@@ -135,6 +136,9 @@ pub fn run(a: CaptureArgs) -> Result<(), Fatal> {
         }
         if let Some(cfg) = cutoff {
             w = w.cutoff(cfg, out_linktype);
+        }
+        if let Some(cfg) = decap {
+            w = w.decap(cfg);
         }
         w.rotate_on_sighup()
             .map_err(|e| Fatal::runtime(anyhow!("cannot install the SIGHUP handler: {e}")))?;

@@ -32,6 +32,38 @@ pub fn cutoff_config(
     }))
 }
 
+/// `--decap KINDS`: it rewrites what is written, so it needs a file, pcapng (the comment that names
+/// each packet's tunnel) and Ethernet frames (what the tunnels carry is written in their place).
+pub fn decap_config(
+    a: &CaptureArgs,
+    file_mode: bool,
+    linktype: wire::LinkType,
+) -> Result<Option<session::DecapConfig>, Fatal> {
+    let Some(cfg) = a.decap else {
+        return Ok(None);
+    };
+    if a.drop_all || (a.write.is_none() && !file_mode) {
+        return Err(Fatal::usage(anyhow!(
+            "--decap rewrites what is written to the capture file: it needs -w FILE (or --out-dir DIR)"
+        )));
+    }
+    if a.file_format() != crate::cli::OutputFormat::Pcapng {
+        return Err(Fatal::usage(anyhow!(
+            "--decap {cfg} needs -F pcapng: each decapsulated packet keeps its tunnel (kind, VNI or \
+             key, carrier addresses) in its packet block's comment, which pcap has no place for"
+        )));
+    }
+    if linktype != wire::LinkType::Ethernet {
+        return Err(Fatal::usage(anyhow!(
+            "--decap {cfg} writes the Ethernet frames the tunnels carry among the frames of the \
+             interface, which must then be Ethernet too (link type {}: {})",
+            linktype.pcap(),
+            linktype.name()
+        )));
+    }
+    Ok(Some(cfg))
+}
+
 /// File mode (a series of named files) when rotation, compression, --out-dir or a budget is asked
 /// for; plain `-w FILE` keeps tcpdump's meaning (exactly that file).
 pub fn file_plan(a: &CaptureArgs) -> Result<Option<FilePlan>, Fatal> {
@@ -135,7 +167,15 @@ pub fn open_writer(
     let mut opts = WriterOptions {
         format: a.file_format().into(),
         tsresol: a.tsresol(),
-        if_description: timestamps_description(a.time_stamp_type.into()),
+        if_description: match a.decap {
+            // Wireshark shows it with the interface: say where the tunnels went.
+            Some(d) => format!(
+                "{}; --decap {d}: tunnelled packets written as the frame they carry, the tunnel in \
+                 each one's comment",
+                timestamps_description(a.time_stamp_type.into())
+            ),
+            None => timestamps_description(a.time_stamp_type.into()),
+        },
         snaplen: if *a.snaplen == 0 {
             store::MAX_SNAPLEN
         } else {

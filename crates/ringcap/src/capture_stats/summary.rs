@@ -36,6 +36,8 @@ pub struct Summary {
     records: Option<records::probe::ProbeStats>,
     /// `--cutoff`: what it cut, summed over the threads.
     cutoff: Option<session::CutoffStats>,
+    /// `--decap`: the tunnels asked for, and what was decapsulated or kept whole.
+    decap: Option<(session::DecapConfig, session::DecapStats)>,
     /// `-j`: the type asked for, and whether the source checked each packet's stamp (the ring does).
     ts_type: capture::TimestampType,
     ts_checked: bool,
@@ -62,6 +64,7 @@ impl Summary {
         let mut levels = Vec::new();
         let mut records = None;
         let mut cutoff = None;
+        let mut decap = None;
         let mut written_per_interface = Vec::new();
         for s in &r.sinks {
             match s {
@@ -70,7 +73,9 @@ impl Summary {
                     levels: l,
                     cutoff: c,
                     interfaces,
+                    decap: d,
                 } => {
+                    decap = *d;
                     written = Some(*stats);
                     levels = l.clone();
                     cutoff = *c;
@@ -103,6 +108,7 @@ impl Summary {
             drop_all,
             records,
             cutoff,
+            decap,
             ts_type: capture::TimestampType::Host,
             ts_checked: false,
             ts: [r.source.ts_software, r.source.ts_hardware, r.source.ts_none],
@@ -271,6 +277,17 @@ impl Summary {
                     "evictions": c.evictions,
                 });
             }
+            if let Some((cfg, d)) = &self.decap {
+                v["decap"] = serde_json::json!({
+                    "tunnels": cfg.to_string(),
+                    "decapsulated": d.decapsulated,
+                    "bytes_stripped": d.bytes_stripped,
+                    "kept_whole": d.kept_whole(),
+                    "kept_not_tunnelled": d.not_tunnelled,
+                    "kept_not_ethernet": d.not_ethernet,
+                    "kept_cut_or_malformed": d.bad,
+                });
+            }
             if let Some(w) = &self.writer {
                 v["files"] = serde_json::json!({
                     "complete": w.files_done,
@@ -361,6 +378,9 @@ impl Summary {
         if let Some(c) = &self.cutoff {
             eprintln!("ringcap: {}", cutoff_line(c));
         }
+        if let Some((cfg, d)) = &self.decap {
+            eprintln!("ringcap: {}", decap_line(cfg, d));
+        }
         if let Some(b) = self.bytes_written {
             eprintln!(
                 "ringcap: wrote {} ({})",
@@ -427,6 +447,20 @@ impl Summary {
             }
         }
     }
+}
+
+/// `decap vxlan:4789: 1 200 decapsulated (60.0 KiB of outer headers stripped), 34 kept whole (30 not
+/// tunnelled, 0 carrying IP, 4 cut or malformed)`.
+fn decap_line(cfg: &session::DecapConfig, d: &session::DecapStats) -> String {
+    format!(
+        "decap {cfg}: {} decapsulated ({} of outer headers stripped), {} kept whole ({} not tunnelled, {} carrying IP or MPLS, {} cut or malformed)",
+        d.decapsulated,
+        units::bytes(d.bytes_stripped),
+        d.kept_whole(),
+        d.not_tunnelled,
+        d.not_ethernet,
+        d.bad
+    )
 }
 
 /// `cutoff 64 KiB: cut 1 234 567 packets (850 MiB, 91 % of the bytes) of 3 400 connections; 12 entries evicted`.

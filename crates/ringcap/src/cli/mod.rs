@@ -382,6 +382,21 @@ pub struct CaptureArgs {
     #[arg(long = "cutoff-flows", value_name = "N", default_value_t = session::cutoff::DEFAULT_FLOWS)]
     pub cutoff_flows: usize,
 
+    /// Write the Ethernet frame a tunnel carries instead of the tunnelled packet, for tools that
+    /// cannot decode tunnels (as Arkime's collapse): KIND[:PORT][,KIND...] of vxlan[:PORT] (UDP
+    /// destination port, default 4789), geneve[:PORT] (6081), gre (gretap: GRE carrying Ethernet,
+    /// with or without key), erspan (types I, II, III). The outermost tunnel is stripped, with the
+    /// headers in front of it; each such packet block's comment (pcapng opt_comment, Wireshark's
+    /// frame.comment) names it: "vxlan 42 192.0.2.1 > 192.0.2.2". Its stamp stays; its wire length is
+    /// the carrier's minus the bytes stripped. Packets without such a tunnel, with one carrying IP
+    /// rather than Ethernet (GRE/GENEVE IP payloads: the file has one link type), or whose tunnel
+    /// header is cut or malformed, are written unchanged and counted in the summary. The capture
+    /// filter still applies to the packet as it arrives (e.g. 'udp dst port 4789'). Needs -F pcapng
+    /// (pcap has no place for the tunnel) and an Ethernet interface. Not needed for ringcap's own
+    /// queries: the index reads inside tunnels already (README: Tunnels and cloud mirroring).
+    #[arg(long = "decap", value_name = "KIND[:PORT][,KIND...]")]
+    pub decap: Option<session::DecapConfig>,
+
     /// Count packets and drop them, writing nothing (seed 002's way to measure the offered rate). With
     /// --source xdp, an XDP program counts and drops them in the driver: the cheapest count there is.
     #[arg(long = "drop-all", conflicts_with = "write")]

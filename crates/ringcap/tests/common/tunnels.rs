@@ -199,19 +199,7 @@ pub fn capture_kind(kind: &str) -> Captured {
 /// [`capture_kind`] on a given testbed, with `extra` capture arguments (e.g. `--records`).
 pub fn capture_kind_on(tb: &Testbed, kind: &str, extra: &[&str]) -> Captured {
     let sent = manifest(kind, 36);
-    let mut c = capture_with(tb, kind, sent.len() as u64, extra, || {
-        let out = tb
-            .command(Side::Tx, SCAPY_PYTHON)
-            .arg(generator())
-            .args(["--kind", kind, "--seed", "36", "--iface", &tb.tx_if])
-            .output()
-            .expect("run scripts/tunnels.py");
-        assert!(
-            out.status.success(),
-            "tunnels.py --kind {kind}: {}",
-            stderr_text(&out)
-        );
-    });
+    let mut c = capture_with(tb, kind, sent.len() as u64, extra, || send_kind(tb, kind));
     let lens: Vec<u64> = tshark_frames(&c.file, "").iter().map(|f| f.1).collect();
     let want: Vec<u64> = sent.iter().map(|f| f.len).collect();
     assert_eq!(
@@ -220,6 +208,21 @@ pub fn capture_kind_on(tb: &Testbed, kind: &str, extra: &[&str]) -> Captured {
     );
     c.sent = sent;
     c
+}
+
+/// Sends the generator's frames of `kind` (seed 36) from the testbed's Tx end.
+pub fn send_kind(tb: &Testbed, kind: &str) {
+    let out = tb
+        .command(Side::Tx, SCAPY_PYTHON)
+        .arg(generator())
+        .args(["--kind", kind, "--seed", "36", "--iface", &tb.tx_if])
+        .output()
+        .expect("run scripts/tunnels.py");
+    assert!(
+        out.status.success(),
+        "tunnels.py --kind {kind}: {}",
+        stderr_text(&out)
+    );
 }
 
 /// Inner addresses of the kernel VXLAN testbed: VNI 42 carries 10.200.42.0/24 and fd00:42::/64,
@@ -235,6 +238,19 @@ pub const VX42_RX6: &str = "fd00:42::2";
 /// `ringcap capture` records the encapsulated frames on the Rx veth: per (client, server) pair one
 /// TCP connection (request, reply, close) and three UDP request/response pairs, also over IPv6.
 pub fn capture_kernel_vxlan() -> Captured {
+    let (tb, pairs) = kernel_vxlan_testbed();
+    capture_with(
+        &tb,
+        "kernel-vxlan",
+        kernel_vxlan_min_frames(&pairs),
+        &[],
+        || kernel_vxlan_traffic(&tb, &pairs),
+    )
+}
+
+/// A fresh testbed with the two vxlan devices of [`capture_kernel_vxlan`], and the (client,
+/// server) pairs that talk through them.
+pub fn kernel_vxlan_testbed() -> (Testbed, Vec<(String, String)>) {
     let tb = testbed();
     let v4 = |a: &[&str]| a.iter().map(|a| format!("{a}/24")).collect::<Vec<_>>();
     tb.add_vxlan(&VxlanOptions {
@@ -263,13 +279,20 @@ pub fn capture_kernel_vxlan() -> Captured {
     }
     pairs.push((VX43_TX.into(), VX43_RX.into()));
     pairs.push((format!("[{VX42_TX6}]"), format!("[{VX42_RX6}]")));
-    // 8 frames per TCP connection at least, 6 per UDP exchange.
-    let min = pairs.len() as u64 * 14;
-    capture_with(&tb, "kernel-vxlan", min, &[], || {
-        for (i, (c, s)) in pairs.iter().enumerate() {
-            socket_exchange(&tb, c, s, 7000 + i as u16);
-        }
-    })
+    (tb, pairs)
+}
+
+/// Frames [`kernel_vxlan_traffic`] makes at least: 8 per TCP connection, 6 per UDP exchange.
+pub fn kernel_vxlan_min_frames(pairs: &[(String, String)]) -> u64 {
+    pairs.len() as u64 * 14
+}
+
+/// The sockets' traffic of [`capture_kernel_vxlan`]: per pair one TCP connection and three UDP
+/// exchanges, through the vxlan devices.
+pub fn kernel_vxlan_traffic(tb: &Testbed, pairs: &[(String, String)]) {
+    for (i, (c, s)) in pairs.iter().enumerate() {
+        socket_exchange(tb, c, s, 7000 + i as u16);
+    }
 }
 
 /// A TCP connection from `src` (port 0: any) to `dst`, made in the calling thread's namespace (std

@@ -4,6 +4,10 @@
 //!
 //! With [`WriterSink::cutoff`] each lane first asks its own [`Cutoff`] whether a packet is within the
 //! first SIZE bytes of its connection; cut packets are not handed to the store (nor counted as drops).
+//!
+//! With [`WriterSink::decap`] each lane writes, in place of a tunnelled packet, the Ethernet frame
+//! its tunnel carries, the tunnel named in the packet block's comment ([`crate::decap`]); the
+//! cutoff still decides on the packet as it came.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -14,6 +18,7 @@ use store::{CaptureWriter, IfStats, Producer, WriterCounters};
 use wire::LinkType;
 
 use crate::cutoff::{Cutoff, CutoffConfig, CutoffStats};
+use crate::decap::{Decap, DecapConfig, DecapStats};
 use crate::sink::{Lane, Sink, SinkReport, Totals};
 
 /// A [`CaptureWriter`] as a sink.
@@ -24,6 +29,8 @@ pub struct WriterSink {
     cutoff: Option<(CutoffConfig, LinkType, Arc<Mutex<CutoffStats>>)>,
     /// A merged capture of several interfaces: packets written of each, by interface number.
     written: Option<Arc<[AtomicU64]>>,
+    /// `--decap`: the tunnels stripped, and the lanes' counters summed as they finish.
+    decap: Option<(DecapConfig, Arc<Mutex<DecapStats>>)>,
 }
 
 impl WriterSink {
@@ -34,7 +41,16 @@ impl WriterSink {
             counters,
             cutoff: None,
             written: None,
+            decap: None,
         }
+    }
+
+    /// `--decap`: every lane writes the Ethernet frame the outermost tunnel of a kind in `cfg`
+    /// carries instead of the packet, with a comment naming the tunnel (pcapng; the frames must be
+    /// Ethernet). Other packets are written as they came and counted.
+    pub fn decap(mut self, cfg: DecapConfig) -> WriterSink {
+        self.decap = Some((cfg, Arc::new(Mutex::new(DecapStats::default()))));
+        self
     }
 
     /// A merged capture of `n` interfaces: each batch's packets go out with its interface id (pcapng) and
@@ -79,6 +95,8 @@ struct WriterLane {
     /// `--cutoff`: this thread's table, and where its counters go at the end.
     cutoff: Option<(Cutoff, Arc<Mutex<CutoffStats>>)>,
     written: Option<Arc<[AtomicU64]>>,
+    /// `--decap`: this thread's decapsulation, and where its counters go at the end.
+    decap: Option<(Decap, Arc<Mutex<DecapStats>>)>,
 }
 
 impl Sink for WriterSink {
@@ -90,6 +108,10 @@ impl Sink for WriterSink {
                 .as_ref()
                 .map(|(cfg, lt, sum)| (Cutoff::new(*cfg, *lt), Arc::clone(sum))),
             written: self.written.clone(),
+            decap: self
+                .decap
+                .as_ref()
+                .map(|(cfg, sum)| (Decap::new(*cfg), Arc::clone(sum))),
         }))
     }
 
@@ -130,59 +152,77 @@ impl Sink for WriterSink {
         let cutoff = self
             .cutoff
             .map(|(_, _, sum)| *sum.lock().unwrap_or_else(|e| e.into_inner()));
+        let decap = self
+            .decap
+            .map(|(cfg, sum)| (cfg, *sum.lock().unwrap_or_else(|e| e.into_inner())));
         (
             SinkReport::Written {
                 stats,
                 levels,
                 cutoff,
                 interfaces,
+                decap,
             },
             err,
         )
     }
 }
 
+impl WriterLane {
+    /// One packet, through the cutoff and the decapsulation (either may be off); whether it was
+    /// written.
+    #[inline(always)]
+    fn put(&mut self, p: &capture::Packet<'_>) -> bool {
+        if let Some((cut, _)) = self.cutoff.as_mut() {
+            // The wire length as written (a stripped tag goes back in), so the bytes cut are the
+            // bytes a reader of the file misses.
+            if !cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns) {
+                return false;
+            }
+        }
+        if let Some((decap, _)) = self.decap.as_mut() {
+            if let Some((inner, wire_len)) = decap.strip(p.data, p.wire_len, p.vlan) {
+                return self.producer.write_packet_opts(
+                    p.ts_ns,
+                    wire_len,
+                    inner,
+                    None,
+                    decap.opts(),
+                );
+            }
+        }
+        self.producer
+            .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan)
+    }
+}
+
 impl Lane for WriterLane {
     #[inline]
     fn batch(&mut self, batch: &Batch<'_>) {
-        if let Some(written) = &self.written {
+        if let Some(written) = self.written.clone() {
             // A merged capture: one interface per batch, counted per batch.
             let id = batch.interface();
             self.producer.set_interface(id);
             let mut n = 0;
             for p in batch.packets() {
-                let keep = self
-                    .cutoff
-                    .as_mut()
-                    .is_none_or(|(cut, _)| cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns));
-                if keep
-                    && self
-                        .producer
-                        .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan)
-                {
-                    n += 1;
-                }
+                n += u64::from(self.put(&p));
             }
             if let Some(c) = written.get(id as usize) {
                 c.fetch_add(n, Relaxed);
             }
             return;
         }
-        match &mut self.cutoff {
+        if self.cutoff.is_none() && self.decap.is_none() {
             // `for_each`, not `for`: the batch's source is matched once (see `BatchPackets::fold`).
-            None => batch.packets().for_each(|p| {
+            batch.packets().for_each(|p| {
                 self.producer
                     .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
-            }),
-            Some((cut, _)) => batch.packets().for_each(|p| {
-                // The wire length as written (a stripped tag goes back in), so the bytes cut are the
-                // bytes a reader of the file misses.
-                if cut.keep(p.data, p.vlan, p.record_wire_len(), p.ts_ns) {
-                    self.producer
-                        .write_packet(p.ts_ns, p.wire_len, p.data, p.vlan);
-                }
-            }),
+            });
+            return;
         }
+        batch.packets().for_each(|p| {
+            self.put(&p);
+        });
     }
 
     fn tick(&mut self, now: Instant) {
@@ -191,9 +231,17 @@ impl Lane for WriterLane {
 
     fn finish(self: Box<Self>) {
         let WriterLane {
-            producer, cutoff, ..
+            producer,
+            cutoff,
+            decap,
+            ..
         } = *self;
         producer.finish();
+        if let Some((d, sum)) = decap {
+            sum.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(&d.stats());
+        }
         if let Some((cut, sum)) = cutoff {
             sum.lock()
                 .unwrap_or_else(|e| e.into_inner())
