@@ -197,106 +197,20 @@ fn write_pcap_ns(path: &Path, packets: &[(u64, Vec<u8>)]) {
     std::fs::write(path, b).unwrap();
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A CA, the server's certificate (127.0.0.1) and a client's, as PEM files in `dir`.
 fn certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    openssl(
+    common::auth_harness::make_pki(
         dir,
         &[
-            &["req", "-x509"][..],
-            &ec,
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=web test CA",
-            ],
-        ]
-        .concat(),
+            (
+                "server",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+            ),
+            ("client", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n"),
+        ],
     );
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "extendedKeyUsage=clientAuth\n"),
-    ] {
-        std::fs::write(
-            dir.join(format!("{name}.ext")),
-            format!("basicConstraints=CA:FALSE\n{ext}"),
-        )
-        .unwrap();
-        let (key, csr, pem, extf) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        openssl(
-            dir,
-            &[
-                &["req"][..],
-                &ec,
-                &[
-                    "-keyout",
-                    &key,
-                    "-out",
-                    &csr,
-                    "-subj",
-                    &format!("/CN={name}"),
-                ],
-            ]
-            .concat(),
-        );
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-out",
-                &pem,
-                "-days",
-                "2",
-                "-extfile",
-                &extf,
-            ],
-        );
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.join(&key), std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
 }
 
-/// `ringcap query STORE -- EXPR [--after A] [--before B]`'s printed lines.
 fn query_lines(store: &Path, expr: &str, after: &str, before: &str, limit: usize) -> Vec<String> {
     let mut c = Command::new(ringcap());
     c.arg("query").arg(store).args(["-c", &limit.to_string()]);

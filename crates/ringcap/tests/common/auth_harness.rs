@@ -298,6 +298,24 @@ pub fn openssl(dir: &Path, args: &[&str]) {
 
 /// A CA, and certificates it signs: the collector's (for IP 127.0.0.1) and a probe's client certificate.
 pub fn make_certs(dir: &Path) {
+    make_pki(
+        dir,
+        &[
+            (
+                "collector",
+                "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+            ),
+            (
+                "probe",
+                "subjectAltName=DNS:probe1\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+            ),
+        ],
+    );
+}
+
+/// A CA (`ca.pem`, `ca.key`) and, for each (name, openssl extensions), `name.pem` and `name.key`
+/// (0600) it signs, in `dir`.
+pub fn make_pki(dir: &Path, leaves: &[(&str, &str)]) {
     let ec = [
         "-newkey",
         "ec",
@@ -325,16 +343,7 @@ pub fn make_certs(dir: &Path) {
     ]
     .concat();
     openssl(dir, &ca);
-    for (name, ext) in [
-        (
-            "collector",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-        ),
-        (
-            "probe",
-            "subjectAltName=DNS:probe1\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
-        ),
-    ] {
+    for &(name, ext) in leaves {
         let (key, csr, pem, extf) = (
             format!("{name}.key"),
             format!("{name}.csr"),
