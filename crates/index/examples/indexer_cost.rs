@@ -7,6 +7,7 @@
 //! buffers' records and the thread hand-over; this isolates the builder.
 //!
 //! Usage: cargo run --release -p index --example indexer_cost -- FILE.pcap [RUNS] [plain|zst]
+//! (`INDEX_OUT=PATH`: the index is also written there, to compare builds.)
 //! (`zst`: index as if the file were compressed, as `--compress` captures are: frame postings.)
 //! (FILE.pcap: microsecond or nanosecond pcap in this machine's byte order, as ringcap writes.)
 
@@ -52,8 +53,11 @@ fn main() {
     // The live indexer reads each buffer right after the writer compressed it (in cache): copy
     // each frame's records into a scratch buffer first, untimed, as that pass would.
     let mut scratch = Vec::with_capacity(2 * FRAME as usize);
-    for _ in 0..runs {
-        let mut b = Builder::new(vec![0; 24], compression);
+    // Sized as the live indexer sizes each file's builder: like the file before (the first run
+    // starts empty and is left out of the figures).
+    let mut last_sizes = (0, 0);
+    for run in 0..=runs {
+        let mut b = Builder::with_capacity(vec![0; 24], compression, last_sizes.0, last_sizes.1);
         let mut filing_ns = 0;
         let mut i = 0;
         let mut frame_start = 24u64;
@@ -85,12 +89,20 @@ fn main() {
             tail_crc: 0,
         };
         let covered = b.covered();
+        last_sizes = b.sizes();
         let built = b.finish(id);
         index_bytes = built.index.len();
+        if let Some(out) = std::env::var_os("INDEX_OUT") {
+            // To compare two builds' indexes byte for byte.
+            std::fs::write(out, &built.index).expect("INDEX_OUT written");
+        }
         let t2 = sys::thread_cpu_ns();
         flows_bytes = index::flows::write_flow_table(&tmp, id, covered, &built.flows, &built.names)
             .expect("flow table written");
         let t3 = sys::thread_cpu_ns();
+        if run == 0 {
+            continue;
+        }
         filing.push(filing_ns as f64 / n);
         finish.push((t2 - t1) as f64 / n);
         table.push((t3 - t2) as f64 / n);

@@ -115,6 +115,29 @@ impl FlowStat {
         self.packets[d] += 1;
         self.bytes[d] += u64::from(wire_len);
     }
+
+    /// Adds packets counted elsewhere (a frame's, see `build::frame_flows`): their earliest and
+    /// latest times, whether the earliest went from `a` to `b`, packets and bytes each way.
+    /// Added in file order, as [`Self::add`] is: of equal earliest times the first one counts.
+    #[inline]
+    pub fn add_counted(
+        &mut self,
+        first_ts: u64,
+        last_ts: u64,
+        a_first: bool,
+        packets: [u32; 2],
+        bytes: [u64; 2],
+    ) {
+        if first_ts < self.first_ts {
+            self.first_ts = first_ts;
+            self.a_first = a_first;
+        }
+        self.last_ts = self.last_ts.max(last_ts);
+        for d in 0..2 {
+            self.packets[d] += u64::from(packets[d]);
+            self.bytes[d] += bytes[d];
+        }
+    }
 }
 
 /// The table's Arrow schema.
