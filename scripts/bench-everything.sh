@@ -30,6 +30,9 @@
 #                 "incl. catch-up" figure (what everything on costs when the indexer falls behind).
 #     bytes       ringcap: capture files, *.idx and *.flows.parquet apart, total = every file in its
 #                 directory; tcpdump: the pcap; tcpdump-zstd: the .zst
+#     threads     CPU per thread name (ringcap's: ringcap, -cap0, -zip0/1, -files, -index; the pipe's: sh,
+#                 tcpdump, zstd) from schedstat when the replay has drained, before the stop; what the process
+#                 used after that (stop, flush, last file compressed and closed, exit) = CPU - CPU at the stop
 #     load        /proc/loadavg's 1-minute figure at the start of the run, and the busy share of both CPUs
 #                 (/proc/stat) in an idle second before the replay (the other users of the machine)
 #   Targets (reported as met or missed, never asserted): ringcap's whole-process CPU per packet ≤ 1.0 ×
@@ -122,6 +125,7 @@ else
   say "writing the trace: $(show_cmd "${SYNTH_CMD[@]}")"
   "${SYNTH_CMD[@]}" >"$TRACE.json.tmp" || die "ringcap synth failed"
   mv "$TRACE.json.tmp" "$TRACE.json"
+  sync   # its dirty pages are not written back during the first run
 fi
 json_get() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2], "-"))' "$1" "$2"; }
 TRACE_PACKETS="$(json_get "$TRACE.json" packets)"
@@ -132,7 +136,7 @@ say "trace: $TRACE_PACKETS packets, $((TRACE_BYTES / 1000000)) MB, $TRACE_FLOWS 
 testbed_up ""   # no RPS: the receive softirq runs on the sending CPU
 REPLAY_CMD=("$RINGCAP" replay -i "$TX_IF" --topspeed --cpu "$TX_CPU" -q --json "$TRACE")
 
-CSV_HEADER="tool,round,load1,bg_busy_pct,offered,offered_pps,captured,lost,reported_captured,reported_drops,drop_detail,cpu_ns,cpu_setup_ns,ns_per_pkt,run_ns_per_pkt,catchup_files,catchup_cpu_ns,capture_bytes,idx_bytes,flows_bytes,disk_bytes,files,files_indexed_live,compression_ratio,status"
+CSV_HEADER="tool,round,load1,bg_busy_pct,offered,offered_pps,captured,lost,reported_captured,reported_drops,drop_detail,cpu_ns,cpu_setup_ns,ns_per_pkt,run_ns_per_pkt,catchup_files,catchup_cpu_ns,capture_bytes,idx_bytes,flows_bytes,disk_bytes,files,files_indexed_live,compression_ratio,cpu_at_stop_ns,threads_at_stop,status"
 echo "$CSV_HEADER" >"$CSV"
 
 # The packets in the files a run wrote, or - when one cannot be read. A .zst goes through `zstd -dc`:
@@ -182,6 +186,10 @@ run_one() {
   tpid="$(cat "$pidf")"
   send_measured "$tpid" "$WORK/$tag.replay.log" taskset -c "$TX_CPU" "${REPLAY_CMD[@]}" ||
     { cat "$WORK/$tag.replay.log" >&2; die "ringcap replay failed (round $round, $tool)"; }
+  # Where the CPU went, per thread name (processes of the pipe), when drained; the rest is spent after the stop.
+  local threads at_stop
+  read -r at_stop threads < <(cpu_tree_threads "$tpid" | awk '{ n = $1; for (i = 2; i < NF; i++) n = n " " $i; s[n] += $NF; all += $NF }
+    END { printf "%.0f ", all; for (k in s) printf "%s%s=%.0f", (c++ ? ";" : ""), k, s[k]; print "" }')
   stop_capturer "$tool" "$tpid"
   wait "$wpid" || rc=$?
   [ "$rc" = 0 ] || { status="exit $rc"; tail -n 5 "$log" >&2 || true; }
@@ -232,7 +240,7 @@ run_one() {
     -v s1="$BG_S1" -v s2="$BG_S2" -v b1="$BG_B1" -v b2="$BG_B2" -v j="$JIFFY_NS" 'BEGIN {
       if (o > 0) printf "%.1f %.1f ", c / o, (c - su) / o; else printf "- - "
       printf "%.0f %.1f\n", (t1 > t0 ? o / ((t1 - t0) / 1e9) : 0), 100 * (s2 - s1) * j / (b2 > b1 ? b2 - b1 : 1) }')
-  echo "$tool,$round,$load1,$bg,$offered,$pps,$captured,$lost,$rep_cap,$rep_drops,${detail//,/;},$cpu_ns,$SETUP_NS,$nspp,$run_nspp,$cu_files,$cu_cpu,$cap_b,$idx_b,$flows_b,$disk_b,${#files[@]},$live,$ratio,$status" >>"$CSV"
+  echo "$tool,$round,$load1,$bg,$offered,$pps,$captured,$lost,$rep_cap,$rep_drops,${detail//,/;},$cpu_ns,$SETUP_NS,$nspp,$run_nspp,$cu_files,$cu_cpu,$cap_b,$idx_b,$flows_b,$disk_b,${#files[@]},$live,$ratio,$at_stop,${threads//,/ },$status" >>"$CSV"
   [ "$status" = ok ] || say "$tag: $status (log: $log)"
   progress "round $round/$ROUNDS $tool: offered $offered captured $captured lost $lost, $nspp ns/pkt ($run_nspp excl. set-up), $((disk_b / 1000000)) MB on disk, load $load1, $status"
 }

@@ -66,22 +66,25 @@ bench_cleanup() {
   testbed_down
 }
 
-# CPU time (ns) used so far by PID, all its threads and its live descendants: sum of sum_exec_runtime from
-# /proc/*/schedstat (exact ns, unlike /proc/PID/stat's 10 ms ticks; the same clock rusage is scaled to).
-cpu_tree_ns() {
-  local pid="$1" total=0 f t c
-  for f in /proc/"$pid"/task/*/schedstat; do
-    [ -r "$f" ] || continue
-    read -r t _ <"$f" 2>/dev/null || continue
-    total=$((total + t))
+# CPU time (ns) used so far by each thread of PID and of its live descendants, one "NAME NS" line per thread
+# (NAME: its comm, may hold spaces): sum_exec_runtime from /proc/*/task/*/schedstat (exact ns, unlike
+# /proc/PID/stat's 10 ms ticks; the same clock rusage is scaled to).
+cpu_tree_threads() {
+  local pid="$1" d t name c
+  for d in /proc/"$pid"/task/*; do
+    read -r t _ <"$d/schedstat" 2>/dev/null || continue
+    read -r name <"$d/comm" 2>/dev/null || name="?"
+    echo "$name $t"
   done
-  for f in /proc/"$pid"/task/*/children; do
-    [ -r "$f" ] || continue
+  for d in /proc/"$pid"/task/*/children; do
+    [ -r "$d" ] || continue
     # shellcheck disable=SC2013  # one line of space-separated pids
-    for c in $(cat "$f" 2>/dev/null); do total=$((total + $(cpu_tree_ns "$c"))); done
+    for c in $(cat "$d" 2>/dev/null); do cpu_tree_threads "$c"; done
   done
-  echo "$total"
 }
+
+# CPU time (ns) used so far by PID, all its threads and its live descendants.
+cpu_tree_ns() { cpu_tree_threads "$1" | awk '{ s += $NF } END { printf "%.0f\n", s }'; }
 
 # Number of running packet sockets bound to the receive interface inside the Rx namespace.
 rx_packet_sockets() {

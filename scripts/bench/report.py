@@ -336,6 +336,21 @@ def everything(path):
     print()
     print("Medians over the rounds (min…max); ratios are the median of the rounds' own ratios to that round's "
           "`tcpdump -w`.")
+    print()
+    print("Where the CPU went, ns per packet offered (median over the rounds): each thread (or process of the pipe) "
+          "when the replay had drained, and what the process used after the stop (flush, last file, exit):")
+    print()
+    for (tool,), rs in grouped(ok, ["tool"]).items():
+        per = OrderedDict()
+        for r in rs:
+            o = num(r["offered"])
+            for kv in filter(None, r["threads_at_stop"].split(";")):
+                name, _, v = kv.rpartition("=")
+                per.setdefault(name, []).append(num(v) / o)
+        after = [(num(r["cpu_ns"]) - num(r["cpu_at_stop_ns"])) / num(r["offered"]) for r in rs
+                 if num(r["cpu_at_stop_ns"]) is not None]
+        parts = [f"{k} {statistics.median(v):.0f}" for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1]))]
+        print(f"- {tool}: {', '.join(parts)}; after the stop {spread(after, ns)}")
     rc = [r for r in ok if r["tool"] == "ringcap"]
     if rc:
         live = ", ".join(f"{r['files_indexed_live']}/{r['files']}" for r in rc)
