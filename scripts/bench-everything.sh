@@ -31,8 +31,9 @@
 #     bytes       ringcap: capture files, *.idx and *.flows.parquet apart, total = every file in its
 #                 directory; tcpdump: the pcap; tcpdump-zstd: the .zst
 #     threads     CPU per thread name (ringcap's: ringcap, -cap0, -zip0/1, -files, -index; the pipe's: sh,
-#                 tcpdump, zstd) from schedstat when the replay has drained, before the stop; what the process
-#                 used after that (stop, flush, last file compressed and closed, exit) = CPU - CPU at the stop
+#                 tcpdump, zstd) from schedstat when the replay has drained, before the stop; the rest = CPU -
+#                 CPU at the stop: what it used after the stop (flush, last file compressed and closed, exit) and
+#                 threads that had ended by then (ringcap's per-file finishing threads, ringcap-index-w)
 #     load        /proc/loadavg's 1-minute figure at the start of the run, and the busy share of both CPUs
 #                 (/proc/stat) in an idle second before the replay (the other users of the machine)
 #   Targets (reported as met or missed, never asserted): ringcap's whole-process CPU per packet ≤ 1.0 ×
@@ -186,7 +187,7 @@ run_one() {
   tpid="$(cat "$pidf")"
   send_measured "$tpid" "$WORK/$tag.replay.log" taskset -c "$TX_CPU" "${REPLAY_CMD[@]}" ||
     { cat "$WORK/$tag.replay.log" >&2; die "ringcap replay failed (round $round, $tool)"; }
-  # Where the CPU went, per thread name (processes of the pipe), when drained; the rest is spent after the stop.
+  # Where the CPU went, per thread name (processes of the pipe), when drained; the rest: after the stop, or ended threads.
   local threads at_stop
   read -r at_stop threads < <(cpu_tree_threads "$tpid" | awk '{ n = $1; for (i = 2; i < NF; i++) n = n " " $i; s[n] += $NF; all += $NF }
     END { printf "%.0f ", all; for (k in s) printf "%s%s=%.0f", (c++ ? ";" : ""), k, s[k]; print "" }')

@@ -338,7 +338,8 @@ def everything(path):
           "`tcpdump -w`.")
     print()
     print("Where the CPU went, ns per packet offered (median over the rounds): each thread (or process of the pipe) "
-          "when the replay had drained, and what the process used after the stop (flush, last file, exit):")
+          "when the replay had drained, and the rest of the process's CPU: after the stop (flush, last file, exit) and "
+          "threads that had ended by then (ringcap's per-file finishing threads, ringcap-index-w):")
     print()
     for (tool,), rs in grouped(ok, ["tool"]).items():
         per = OrderedDict()
@@ -350,7 +351,7 @@ def everything(path):
         after = [(num(r["cpu_ns"]) - num(r["cpu_at_stop_ns"])) / num(r["offered"]) for r in rs
                  if num(r["cpu_at_stop_ns"]) is not None]
         parts = [f"{k} {statistics.median(v):.0f}" for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1]))]
-        print(f"- {tool}: {', '.join(parts)}; after the stop {spread(after, ns)}")
+        print(f"- {tool}: {', '.join(parts)}; the rest {spread(after, ns)}")
     rc = [r for r in ok if r["tool"] == "ringcap"]
     if rc:
         live = ", ".join(f"{r['files_indexed_live']}/{r['files']}" for r in rc)
