@@ -105,7 +105,13 @@ CSV="$OUT_DIR/everything-$STAMP.csv"
 WORK="$(mktemp -d /tmp/bench-everything.XXXXXX)"
 RUNS_DIR="$BENCH_DISK_DIR/runs-$$"
 TRACE="$BENCH_DISK_DIR/trace-$DURATION-$PPS-$SEED.pcap"
+CUR_PID=""   # the capturer of the current run (the pipe's sh: its tcpdump and zstd are its children)
 on_exit() {
+  local c
+  if [ -n "$CUR_PID" ]; then   # bench_cleanup kills the wrappers' children only, not the pipe's grandchildren
+    # shellcheck disable=SC2013  # one line of space-separated pids
+    for c in $(cat /proc/"$CUR_PID"/task/*/children 2>/dev/null); do kill -KILL "$c" 2>/dev/null || true; done
+  fi
   bench_cleanup   # kills every capturer and replay still running (by pid), removes the testbed
   if [ "$KEEP" = 1 ]; then
     say "KEEP=1: the trace ($TRACE) and the runs' files ($RUNS_DIR) are kept"
@@ -185,6 +191,7 @@ run_one() {
     die "$tool (round $round) did not start capturing (log above)"
   fi
   tpid="$(cat "$pidf")"
+  CUR_PID="$tpid"
   send_measured "$tpid" "$WORK/$tag.replay.log" taskset -c "$TX_CPU" "${REPLAY_CMD[@]}" ||
     { cat "$WORK/$tag.replay.log" >&2; die "ringcap replay failed (round $round, $tool)"; }
   # Where the CPU went, per thread name (processes of the pipe), when drained; the rest: after the stop, or ended threads.
@@ -193,6 +200,7 @@ run_one() {
     END { printf "%.0f ", all; for (k in s) printf "%s%s=%.0f", (c++ ? ";" : ""), k, s[k]; print "" }')
   stop_capturer "$tool" "$tpid"
   wait "$wpid" || rc=$?
+  CUR_PID=""
   [ "$rc" = 0 ] || { status="exit $rc"; tail -n 5 "$log" >&2 || true; }
   local utime stime cpu_ns offered=$((RX_P1 - RX_P0))
   read -r utime stime _ <"$ru" || die "$tool (round $round): no rusage in $ru"
