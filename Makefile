@@ -25,7 +25,7 @@ APT_PKGS := gcc clang libbpf-dev libpcap-dev tcpdump tshark wireshark-common net
 DEBIAN_FRONTEND := noninteractive
 export DEBIAN_FRONTEND
 
-.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-tunnel bench-fleet bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
+.PHONY: all deps build install install-files demo test test-differential bench bench-capture bench-gen bench-disk bench-trace bench-records bench-query bench-everything bench-tunnel bench-fleet bench-before-after bench-xdp bench-xdp-filter soak fmt clippy clean
 
 all: build
 
@@ -126,6 +126,11 @@ bench-records: build
 # The time machine (issue 11): a >= 20 GB store, queries cold and warm against tcpdump -r; STORE_GB=1 RUNS=1 for a smoke test.
 bench-query: build
 	RINGCAP=$(BIN) scripts/bench-query.sh
+
+# Everything on, measured whole (issue 37 item 3): ringcap capture -C 256MB --compress auto with the index and flow
+# tables against tcpdump -w and tcpdump -w | zstd -1 on replayed synth traffic; DURATION=2s ROUNDS=1 for a smoke test.
+bench-everything: build
+	RINGCAP=$(BIN) scripts/bench-everything.sh
 
 # An inner-host query over a VXLAN-wrapped store against the same traffic unwrapped (issue 36).
 bench-tunnel: build

@@ -160,24 +160,6 @@ jget() { "$PY" -c 'import json,sys
 d=json.load(open(sys.argv[1]))
 for k in sys.argv[2].split("."): d=d.get(k) if isinstance(d,dict) else None
 print("-" if d is None else d)' "$1" "$2"; }
-# One field (dotted path) of the capture's final JSON summary line, from its stderr log.
-summary_field() {
-  "$PY" - "$1" "$2" <<'EOF'
-import json, sys
-s = None
-for line in open(sys.argv[1], errors="replace"):
-    line = line.strip()
-    if line.startswith("{") and '"summary"' in line:
-        try:
-            s = json.loads(line)
-        except ValueError:
-            pass
-v = s
-for k in sys.argv[2].split("."):
-    v = v.get(k) if isinstance(v, dict) else None
-print("-" if v is None else v)
-EOF
-}
 
 # ---- s3proxy ------------------------------------------------------------------------------------------------------
 S3_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"

@@ -128,30 +128,8 @@ trap 'say "terminated: stopping and cleaning up"; exit 143' TERM
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 now_ns() { date +%s%N; }
-# Sum of the sizes of files matching GLOB-like find -name pattern under DIR.
-sum_bytes() { find "$1" -maxdepth 1 -type f -name "$2" -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
-capture_files() { find "$1" -maxdepth 1 -type f -name 'cap-*.pcap*' ! -name '*.idx' ! -name '*.parquet' | sort; }
 # Bytes of the files next to the captures: indexes and flow tables.
 side_bytes() { echo $(($(sum_bytes "$1" '*.idx') + $(sum_bytes "$1" '*.flows.parquet'))); }
-# One field of the capture's final JSON summary line (a dotted path), from its stderr log.
-summary_field() {
-  "$PY" - "$1" "$2" <<'EOF'
-import json, sys
-log, path = sys.argv[1:]
-s = None
-for line in open(log, errors="replace"):
-    line = line.strip()
-    if line.startswith("{") and '"summary"' in line:
-        try:
-            s = json.loads(line)
-        except ValueError:
-            pass
-v = s
-for k in path.split("."):
-    v = v.get(k) if isinstance(v, dict) else None
-print("-" if v is None else v)
-EOF
-}
 json_field() { "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); v=d.get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
 
 # start_capture TAG DIR CPU_LIST [extra args...]: starts ringcap capture under rusage.py in the Rx namespace;

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by scripts/bench-capture.sh, bench-gen.sh and bench-xdp.sh (sourced, after scripts/testbed.sh).
+# Shared by the scripts/bench-*.sh scripts (sourced, after scripts/testbed.sh).
 # Facts behind the choices here: ../shared/design/TESTBED.md (pinning, non-local MAC, signals, counting).
 
 # shellcheck disable=SC2034  # used by the scripts that source this file
@@ -66,22 +66,25 @@ bench_cleanup() {
   testbed_down
 }
 
-# CPU time (ns) used so far by PID, all its threads and its live descendants: sum of sum_exec_runtime from
-# /proc/*/schedstat (exact ns, unlike /proc/PID/stat's 10 ms ticks; the same clock rusage is scaled to).
-cpu_tree_ns() {
-  local pid="$1" total=0 f t c
-  for f in /proc/"$pid"/task/*/schedstat; do
-    [ -r "$f" ] || continue
-    read -r t _ <"$f" 2>/dev/null || continue
-    total=$((total + t))
+# CPU time (ns) used so far by each thread of PID and of its live descendants, one "NAME NS" line per thread
+# (NAME: its comm, may hold spaces): sum_exec_runtime from /proc/*/task/*/schedstat (exact ns, unlike
+# /proc/PID/stat's 10 ms ticks; the same clock rusage is scaled to).
+cpu_tree_threads() {
+  local pid="$1" d t name c
+  for d in /proc/"$pid"/task/*; do
+    read -r t _ <"$d/schedstat" 2>/dev/null || continue
+    read -r name <"$d/comm" 2>/dev/null || name="?"
+    echo "$name $t"
   done
-  for f in /proc/"$pid"/task/*/children; do
-    [ -r "$f" ] || continue
+  for d in /proc/"$pid"/task/*/children; do
+    [ -r "$d" ] || continue
     # shellcheck disable=SC2013  # one line of space-separated pids
-    for c in $(cat "$f" 2>/dev/null); do total=$((total + $(cpu_tree_ns "$c"))); done
+    for c in $(cat "$d" 2>/dev/null); do cpu_tree_threads "$c"; done
   done
-  echo "$total"
 }
+
+# CPU time (ns) used so far by PID, all its threads and its live descendants.
+cpu_tree_ns() { cpu_tree_threads "$1" | awk '{ s += $NF } END { printf "%.0f\n", s }'; }
 
 # Number of running packet sockets bound to the receive interface inside the Rx namespace.
 rx_packet_sockets() {
@@ -164,6 +167,32 @@ show_cmd() {
   echo "${out% }"
 }
 
+# ---- Stores written by `ringcap capture -w DIR/cap -C ...` (bench-query.sh, bench-everything.sh) ---------------
+
+# Sum of the sizes of the files directly in DIR whose name matches the find -name pattern.
+sum_bytes() { find "$1" -maxdepth 1 -type f -name "$2" -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+# The capture files in DIR (not their indexes, flow tables or .coverage.json records), in name (= time) order.
+capture_files() { find "$1" -maxdepth 1 -type f -name 'cap-*.pcap*' ! -name '*.idx' ! -name '*.parquet' ! -name '*.json' | sort; }
+# One field of the capture's final JSON summary line (a dotted path), from its stderr log (bench-fleet.sh too).
+summary_field() {
+  "$PY" - "$1" "$2" <<'EOF'
+import json, sys
+log, path = sys.argv[1:]
+s = None
+for line in open(log, errors="replace"):
+    line = line.strip()
+    if line.startswith("{") and '"summary"' in line:
+        try:
+            s = json.loads(line)
+        except ValueError:
+            pass
+v = s
+for k in path.split("."):
+    v = v.get(k) if isinstance(v, dict) else None
+print("-" if v is None else v)
+EOF
+}
+
 # ---- Capture runs (bench-capture.sh, bench-xdp.sh) ------------------------------------------------------------
 
 CAPTURE_CSV_HEADER="tool,sink,mode,run,offered,captured,drops,cpu_ns,ns_per_pkt,capture_rate,cpu_setup_ns,run_ns_per_pkt,offered_pps,status,drop_detail,sys_ns,sys_setup_ns,sys_ns_per_pkt,bg_busy_pct,sys_net_ns_per_pkt"
@@ -224,6 +253,25 @@ wait_drained() {
   return 0
 }
 
+# send_measured TPID TX_LOG SENDER...: with the capturer TPID ready, the CPU its set-up took (SETUP_NS), the
+# background load in an idle second (BG_S1, BG_S2: busy jiffies; BG_B1, BG_B2: the clock in ns), then the sender in
+# the Tx namespace (output to TX_LOG) and the drain: rx_packets before sending and after the drain (RX_P0, RX_P1),
+# the clock around the sending (SEND_T0, SEND_T1). Returns the sender's status. (run_one, bench-everything.sh)
+send_measured() {
+  local tpid="$1" txlog="$2" rc=0
+  shift 2
+  SETUP_NS="$(cpu_tree_ns "$tpid")"
+  # The machine may be shared: the busy share of an idle second before sending is the background load.
+  BG_S1="$(busy_jiffies)"; BG_B1="$(date +%s%N)"; sleep 1; BG_S2="$(busy_jiffies)"; BG_B2="$(date +%s%N)"
+  read -r RX_P0 _ < <(rx_counters)
+  SEND_T0="$(date +%s%N)"
+  run_waited ip netns exec "$TX_NS" "$@" >"$txlog" 2>&1 || rc=$?
+  SEND_T1="$(date +%s%N)"
+  wait_drained "$tpid"
+  read -r RX_P1 _ < <(rx_counters)
+  return "$rc"
+}
+
 # run_one TOOL SINK MODE RUN: one capture run; appends one CSV row ($CAPTURE_CSV_HEADER) to $CSV. The script
 # defines capture_cmd TOOL OUT CPU (sets CMD, READY and, for a tool without a packet socket, SOCKET=0), file_ext
 # TOOL, and TG_CMD (the sender, run in the Tx namespace on CPU0); it sets RUNS, WORK, KEEP_WORK, BENCH_DISK_DIR.
@@ -253,18 +301,9 @@ run_one() {
     fail_row "$tool" "$sink" "$mode" "$run" "$why (log: $log)" "$log"; return 0
   fi
   tpid="$(cat "$pidf")"
-  setup="$(cpu_tree_ns "$tpid")"
-  # The machine may be shared: the busy share of an idle second before sending is the background load.
-  s1="$(busy_jiffies)"; b1="$(date +%s%N)"; sleep 1; s2="$(busy_jiffies)"; b2="$(date +%s%N)"
-
-  read -r p0 _ < <(rx_counters)
-  t0="$(date +%s%N)"
-  if ! run_waited ip netns exec "$TX_NS" taskset -c 0 "${TG_CMD[@]}" >"$WORK/$tag.trafgen.log" 2>&1; then
-    status="trafgen failed"
-  fi
-  t1="$(date +%s%N)"
-  wait_drained "$tpid"
-  read -r p1 _ < <(rx_counters)
+  send_measured "$tpid" "$WORK/$tag.trafgen.log" taskset -c 0 "${TG_CMD[@]}" || status="trafgen failed"
+  setup="$SETUP_NS"; s1="$BG_S1"; s2="$BG_S2"; b1="$BG_B1"; b2="$BG_B2"
+  p0="$RX_P0"; p1="$RX_P1"; t0="$SEND_T0"; t1="$SEND_T1"
   s3="$(busy_jiffies)"; t3="$(date +%s%N)"
   stop_pid "$tpid"
   wait "$wpid" || rc=$?

@@ -5,6 +5,7 @@ usage: report.py capture CSV    # rows of scripts/bench-capture.sh
        report.py gen CSV        # rows of scripts/bench-gen.sh
        report.py xdp CSV        # capture rows of scripts/bench-xdp.sh (bench-capture's columns)
        report.py xdp-filter CSV # the filter rows of scripts/bench-xdp.sh (PARTS=filter)
+       report.py everything CSV # rows of scripts/bench-everything.sh (issue 37 item 3)
 Medians with min…max over runs; failed runs are counted, never averaged in.
 """
 import csv
@@ -287,9 +288,101 @@ def gen(path):
         print(f"{len(failed)} run(s) failed: " + "; ".join(
             f"{r['test']} {r['sender']} {r['dist']} run {r['run']}: {r['status']}" for r in failed))
 
+# ---- everything on (issue 37 item 3) ---------------------------------------------------------------------------
+def everything(path):
+    rows = list(csv.DictReader(open(path)))
+    ok = [r for r in rows if r["status"] == "ok"]
+    base = {r["round"]: r for r in ok if r["tool"] == "tcpdump"}
+
+    def per_round(rs, field):
+        """tool / tcpdump -w of FIELD, round by round (the rounds where both ran)."""
+        return [num(r[field]) / num(base[r["round"]][field]) for r in rs
+                if r["round"] in base and num(r[field]) is not None and num(base[r["round"]][field])]
+
+    def plus_catchup(r):
+        # A no-op `ringcap index` (every file current) costs its start-up only: not part of capturing.
+        cu = (num(r["catchup_cpu_ns"]) or 0) if (num(r["catchup_files"]) or 0) > 0 else 0
+        c, o = num(r["cpu_ns"]), num(r["offered"])
+        return (c + cu) / o if c is not None and o else None
+
+    mb = lambda v: f"{v / 1e6:.0f}"
+    ns = lambda v: f"{v:.0f}"
+    x = lambda v: f"{v:.2f}"
+    print("| tool | rounds | offered pps | lost per round | drops reported | CPU ns/pkt, whole process "
+          "| excl. set-up | set-up CPU ms | incl. catch-up indexing | CPU / tcpdump -w | MB on disk "
+          "| captures + .idx + flows MB | bytes / tcpdump -w | load (1 min) |")
+    print("|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    for (tool,), rs in grouped(rows, ["tool"]).items():
+        good = [r for r in rs if r["status"] == "ok"]
+        failed = len(rs) - len(good)
+        parts = "–"
+        if tool == "ringcap" and good:
+            parts = " + ".join(f"{median_of(good, f) / 1e6:.1f}" for f in ("capture_bytes", "idx_bytes", "flows_bytes"))
+        catch = "–"
+        if tool == "ringcap":
+            catch = spread([plus_catchup(r) for r in good], ns)
+        print(f"| {tool} | {len(good)}{f' (+{failed} failed)' if failed else ''} "
+              f"| {spread([num(r['offered_pps']) for r in good], lambda v: f'{v / 1e3:.0f} k')} "
+              f"| {', '.join(r['lost'] for r in good) or '–'} "
+              f"| {', '.join(r['reported_drops'] for r in good) or '–'} "
+              f"| {spread([num(r['ns_per_pkt']) for r in good], ns)} "
+              f"| {spread([num(r['run_ns_per_pkt']) for r in good], ns)} "
+              f"| {spread([num(r['cpu_setup_ns']) / 1e6 for r in good if num(r['cpu_setup_ns']) is not None], ns)} "
+              f"| {catch} "
+              f"| {spread(per_round(good, 'ns_per_pkt'), x)} "
+              f"| {spread([num(r['disk_bytes']) for r in good], mb)} | {parts} "
+              f"| {spread(per_round(good, 'disk_bytes'), x)} "
+              f"| {spread([num(r['load1']) for r in good], lambda v: f'{v:.2f}')} |")
+    print()
+    print("Medians over the rounds (min…max); ratios are the median of the rounds' own ratios to that round's "
+          "`tcpdump -w`.")
+    print()
+    print("Where the CPU went, ns per packet offered (median over the rounds): each thread (or process of the pipe) "
+          "when the replay had drained, and the rest of the process's CPU: after the stop (flush, last file, exit) and "
+          "threads that had ended by then (ringcap's per-file finishing threads, ringcap-index-w):")
+    print()
+    for (tool,), rs in grouped(ok, ["tool"]).items():
+        per = OrderedDict()
+        for r in rs:
+            o = num(r["offered"])
+            for kv in filter(None, r["threads_at_stop"].split(";")):
+                name, _, v = kv.rpartition("=")
+                per.setdefault(name, []).append(num(v) / o)
+        after = [(num(r["cpu_ns"]) - num(r["cpu_at_stop_ns"])) / num(r["offered"]) for r in rs
+                 if num(r["cpu_at_stop_ns"]) is not None]
+        parts = [f"{k} {statistics.median(v):.0f}" for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1]))]
+        print(f"- {tool}: {', '.join(parts)}; the rest {spread(after, ns)}")
+    rc = [r for r in ok if r["tool"] == "ringcap"]
+    if rc:
+        live = ", ".join(f"{r['files_indexed_live']}/{r['files']}" for r in rc)
+        late = ", ".join(r["catchup_files"] for r in rc)
+        print(f"ringcap: files indexed by the capture itself per round (as written + later when idle / files) {live}; "
+              f"left for `ringcap index` "
+              f"afterwards {late}; compression ratio {spread([num(r['compression_ratio']) for r in rc], x)}; "
+              f"drops by stage: {'; '.join(r['drop_detail'] for r in rc)}.")
+    print()
+    print("Targets of issue 37 item 3 (everything on):")
+    print()
+    if not rc or not base:
+        print(f"- not measured: {'ringcap' if not rc else 'tcpdump -w'} has no successful run")
+    else:
+        cpu, cpu_all, disk = per_round(rc, "ns_per_pkt"), median_of(rc, "ns_per_pkt"), per_round(rc, "disk_bytes")
+        lost = [int(r["lost"]) for r in rc if r["lost"].lstrip("-").isdigit()]
+        med = statistics.median
+        print(f"- CPU per packet ≤ 1.0 × tcpdump -w: {cpu_all:.0f} vs {median_of(list(base.values()), 'ns_per_pkt'):.0f} "
+              f"ns = {med(cpu):.2f} × (rounds {', '.join(x(v) for v in cpu)}): {'met' if med(cpu) <= 1.0 else '**missed**'}")
+        print(f"- 0 loss: lost {', '.join(str(v) for v in lost)} packets per round: "
+              f"{'met' if lost and max(lost) == 0 and len(lost) == len(rc) else '**missed**'}")
+        print(f"- bytes on disk ≤ 0.6 × tcpdump -w: {med(disk):.3f} × (rounds {', '.join(f'{v:.3f}' for v in disk)}): "
+              f"{'met' if med(disk) <= 0.6 else '**missed**'}")
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        print()
+        print(f"{len(failed)} run(s) failed: " + "; ".join(f"{r['tool']} round {r['round']}: {r['status']}" for r in failed))
+
 
 def main():
-    reports = {"capture": capture, "gen": gen, "xdp": xdp, "xdp-filter": xdp_filter}
+    reports = {"capture": capture, "gen": gen, "xdp": xdp, "xdp-filter": xdp_filter, "everything": everything}
     if len(sys.argv) != 3 or sys.argv[1] not in reports:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
