@@ -7,7 +7,8 @@
 //! buffers' records and the thread hand-over; this isolates the builder.
 //!
 //! Usage: cargo run --release -p index --example indexer_cost -- FILE.pcap [RUNS] [plain|zst]
-//! (`INDEX_OUT=PATH`: the index is also written there, to compare builds.)
+//! (`INDEX_OUT=PATH`: the index is also written there, and the flow table to PATH.flows.parquet,
+//! to compare builds.)
 //! (`zst`: index as if the file were compressed, as `--compress` captures are: frame postings.)
 //! (FILE.pcap: microsecond or nanosecond pcap in this machine's byte order, as ringcap writes.)
 
@@ -106,6 +107,11 @@ fn main() {
         filing.push(filing_ns as f64 / n);
         finish.push((t2 - t1) as f64 / n);
         table.push((t3 - t2) as f64 / n);
+    }
+    if let Some(out) = std::env::var_os("INDEX_OUT") {
+        let mut flows = out;
+        flows.push(".flows.parquet");
+        std::fs::copy(index::flows_path(&tmp), flows).expect("flow table copied");
     }
     let _ = std::fs::remove_file(index::flows_path(&tmp));
     let med = |v: &mut Vec<f64>| {

@@ -18,7 +18,7 @@ use crate::pool::OutBuf;
 use crate::stats::WriterCounters;
 
 /// Buffers the indexer may hold at once (added to the pool when indexing is on).
-pub const IN_FLIGHT: usize = 4;
+pub const IN_FLIGHT: usize = 16;
 
 /// Where one written buffer lies: in the file, and in the file's uncompressed byte stream.
 /// For plain files both are the same; a compressed buffer is one or more independent frames.
