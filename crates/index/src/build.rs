@@ -587,27 +587,16 @@ fn pad8(v: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::file::Identity;
+    use crate::testdata::udp_frame;
 
-    /// An Ethernet/IPv4/UDP frame from 10.0.x.y:sport to 10.9.0.1:53.
+    /// An Ethernet/IPv4/UDP packet between 10.0.x.y:sport and 10.9.0.1:53.
     fn frame(host: u16, sport: u16, reply: bool) -> Vec<u8> {
-        let mut f = vec![0u8; 60];
-        f[12..14].copy_from_slice(&[0x08, 0x00]);
-        f[14] = 0x45;
-        f[16..18].copy_from_slice(&46u16.to_be_bytes());
-        f[22] = 64;
-        f[23] = 17;
         let (client, server) = ([10, 0, (host >> 8) as u8, host as u8], [10, 9, 0, 1]);
-        let (src, dst, sp, dp) = if reply {
-            (server, client, 53, sport)
+        if reply {
+            udp_frame(server, client, 53, sport)
         } else {
-            (client, server, sport, 53)
-        };
-        f[26..30].copy_from_slice(&src);
-        f[30..34].copy_from_slice(&dst);
-        f[34..36].copy_from_slice(&sp.to_be_bytes());
-        f[36..38].copy_from_slice(&dp.to_be_bytes());
-        f[38..40].copy_from_slice(&26u16.to_be_bytes());
-        f
+            udp_frame(client, server, sport, 53)
+        }
     }
 
     /// Per flow (client host, port): packets out, packets back, bytes, first and last time.
