@@ -15,10 +15,14 @@ mod frame_flows;
 use frame_flows::{FrameFlow, FrameFlows};
 
 /// Packets one index holds at most: with [`MAX_FLOWS`] this bounds the builder's memory
-/// (32 bytes per packet while logging, ~64 per flow in the index and ~100 in the flow table:
-/// under 200 MiB). A file with more is indexed up to the frame where the limit was reached;
+/// (while logging: 32 bytes per packet of a plain file, or 64 per flow and frame of a
+/// compressed one, at most [`MAX_FRAME_FLOWS`]: 128 MiB either way; ~64 per flow in the index
+/// and ~100 in the flow table: under 200 MiB). A file with more is indexed up to the frame where the limit was reached;
 /// queries scan the rest.
 pub const MAX_PACKETS: usize = 4 << 20;
+/// (Flow, frame) entries of a compressed file's IPv4 packets one index holds at most: as many
+/// bytes as [`MAX_PACKETS`] packets of a plain file.
+const MAX_FRAME_FLOWS: usize = MAX_PACKETS / 2;
 /// Flows one index holds at most.
 pub const MAX_FLOWS: usize = 512 << 10;
 /// A logged packet's place: its position (record offset or frame number) in the bits from
@@ -296,7 +300,9 @@ impl Builder {
                 .add(key, pos as u32, ts_ns, a_to_b, wire_len);
             self.v4_counted += 1;
         }
-        if self.packets() >= MAX_PACKETS {
+        if self.packets() >= MAX_PACKETS
+            || self.v4_frame_flows.len() + self.frame_flows.len() >= MAX_FRAME_FLOWS
+        {
             self.stop_at_current_frame();
         }
     }
@@ -639,6 +645,26 @@ mod tests {
             tail_crc: 0,
         };
         (b.finish(id), expected)
+    }
+
+    #[test]
+    fn a_compressed_file_of_only_new_flows_stops_at_the_entries_bound() {
+        let mut b = Builder::new(vec![0; 24], Compression::Zstd);
+        b.frame(24, 1 << 20, 24, 1 << 20);
+        let f = frame(1, 1000, false);
+        let mut n = 0u64;
+        while !b.is_full() {
+            // A new flow every packet: 10.0.x.y, each port of a block of 1000.
+            let mut f = f.clone();
+            f[28..30].copy_from_slice(&((n / 1000) as u16).to_be_bytes());
+            f[34..36].copy_from_slice(&(1000 + (n % 1000) as u16).to_be_bytes());
+            b.packet(24 + n * 76, n, 60, Some(LinkType::Ethernet), &f);
+            n += 1;
+        }
+        assert_eq!(
+            n as usize, MAX_FRAME_FLOWS,
+            "it stops at the bound, not at MAX_PACKETS"
+        );
     }
 
     #[test]

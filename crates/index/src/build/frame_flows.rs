@@ -107,6 +107,11 @@ impl FrameFlows {
         }
     }
 
+    /// Flows of the current frame.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Moves the frame's flows to `out` and empties the table for the next frame.
     pub fn drain_into(&mut self, out: &mut Vec<FrameFlow>) {
         // Each entry clears from its home slot to the next free one: every run of taken slots
