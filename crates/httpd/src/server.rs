@@ -185,6 +185,14 @@ impl Ticket {
     fn evicted(&self) -> bool {
         !self.advance(Stage::Handshake)
     }
+
+    /// Gives the place back once the answer is sent: closing (close_notify, then waiting for
+    /// the peer's close) may take a moment, and a client that has its answer may already be
+    /// back with its next request; that request must not close another client's handshake to
+    /// make room. The thread still counts until it ends.
+    fn release(&self) {
+        self.registry.lock().open.retain(|o| o.id != self.id);
+    }
 }
 
 impl Drop for Ticket {
@@ -490,6 +498,7 @@ fn serve_connection<H: Handler>(w: Waiting, ticket: &Ticket, config: &Config, ha
         // Answering from here on: the place is not taken back for a newcomer.
         Ok(request) if ticket.advance(Stage::Answering) => {
             let _ = handler.handle(request, &mut conn);
+            ticket.release();
         }
         Ok(_) => return,
         Err(_) if ticket.evicted() => return,
@@ -585,6 +594,22 @@ mod tests {
         // The slot is free again once the first connection ended.
         std::thread::sleep(Duration::from_millis(100));
         assert!(exchange(addr, b"GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 200"));
+    }
+
+    #[test]
+    fn a_client_that_has_its_answer_holds_no_place_while_the_server_closes() {
+        let addr = server(1);
+        // It reads the whole answer (to the server's FIN) but keeps its socket open: the
+        // server lingers, waiting for its close, and must not keep the next client out.
+        let mut first = TcpStream::connect(addr).unwrap();
+        first.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        assert!(answer(&first).starts_with("HTTP/1.1 200"));
+        let out = exchange(addr, b"POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nok");
+        assert!(
+            out.starts_with("HTTP/1.1 200 ") && out.ends_with("ok"),
+            "{out}"
+        );
+        drop(first);
     }
 
     /// Reads what the server says until it closes the connection.
