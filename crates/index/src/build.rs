@@ -558,7 +558,7 @@ impl Builder {
     /// compact key; the others are in the hash table).
     fn names_by_flow(&mut self, v4_start: usize) -> Names {
         let c = std::mem::take(&mut self.names);
-        let (unread, dropped) = (c.unread, c.dropped);
+        let (unread, dropped) = (c.unread(), c.dropped);
         let v4 = &self.keys[v4_start..];
         let mut flows: Vec<(u32, Box<FlowNames>)> = Vec::with_capacity(c.len());
         for (key, n) in c.into_flows() {

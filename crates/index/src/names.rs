@@ -1,6 +1,6 @@
 //! Names per flow: the DNS names a flow asked for and got (questions; A, AAAA and CNAME answers),
-//! the TLS ClientHello's server name, ALPN and JA4 (over TCP, or in a QUIC Initial decrypted with
-//! its public keys), and the host and path of an HTTP/1 connection's first request. Read by the
+//! the TLS ClientHello's server name, ALPN and JA4 (over TCP, joined when split over segments, or
+//! in a QUIC Initial decrypted with its public keys), and the host and path of an HTTP/1 connection's first request. Read by the
 //! indexer into the flow table (`flows/1.2`), and by `ringcap query --name` to pick flows.
 //!
 //! The parsers are `wire`'s (each fuzzed). What this module adds is the gate, which decides from a
@@ -43,6 +43,12 @@ const QUIC_MAX: usize = 1 << 16;
 /// CRYPTO stream bytes collected from one Initial (`wire::quic::client_hello`: 4096 holds any
 /// hello of one packet).
 const QUIC_CRYPTO: usize = 4096;
+/// TLS hellos split over TCP segments waiting for their next segment, at most (each keeps its
+/// first bytes; a newcomer whose slot is taken closes the older one, counted unread).
+pub const SPLIT_SLOTS: usize = 128;
+/// The longest hello kept for its next segments: one record of 2^14 bytes (RFC 8446 §5.1: a
+/// longer one is a record_overflow) and its header. 128 × this: at most 2 MiB held.
+pub const SPLIT_MAX: usize = wire::tls::RECORD_HDR + (1 << 14);
 
 /// The names of one flow (of one file), as the flow table stores them: text, with bytes outside
 /// printable ASCII (and `\`) written `\xHH` (see [`wire::Name`]'s `Display`).
@@ -113,6 +119,8 @@ enum What {
     Dns(usize),
     DnsTcp(usize),
     Tls(usize),
+    /// The next segment of a hello split over segments, waiting in this slot.
+    TlsMore(usize, usize),
     Http(usize),
     Quic(usize),
 }
@@ -132,12 +140,44 @@ pub struct Collector {
     /// Values left out because the budget was spent (also in their flows' `cut`, when the flow
     /// was already named).
     pub dropped: u64,
-    /// Packets the gate passed whose message did not parse (a hello or request continued in the
-    /// next segment, a malformed message, a datagram that is no client Initial).
+    /// Packets the gate passed whose message did not parse (a request continued in the next
+    /// segment, a hello whose next segment did not come next, a malformed message, a datagram
+    /// that is no client Initial). See [`Collector::unread`] for the whole count.
     pub unread: u64,
     /// Scratch for QUIC decryption (lent to `wire::quic`).
     plain: Vec<u8>,
     crypto: Vec<u8>,
+    /// Hellos split over segments, by [`split_slot`] of the tag their next segment will have:
+    /// checking a TCP packet costs one compare while any waits, none otherwise.
+    split_tags: Box<[u64; SPLIT_SLOTS]>,
+    splits: Vec<Option<Box<Split>>>,
+    splits_held: usize,
+}
+
+/// A TLS hello's first segments, waiting for the next.
+struct Split {
+    key: FlowKey,
+    /// The record so far, and its whole length.
+    bytes: Vec<u8>,
+    need: usize,
+}
+
+/// What identifies a TCP segment's place in its flow before the flow's key is known: its ports
+/// and sequence number (the key is compared when they match).
+fn split_tag(seg: &[u8]) -> u64 {
+    u64::from_be_bytes([
+        seg[0], seg[1], seg[2], seg[3], seg[4], seg[5], seg[6], seg[7],
+    ])
+}
+
+fn split_slot(tag: u64) -> usize {
+    (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 57) as usize % SPLIT_SLOTS
+}
+
+/// The tag of the segment that follows `seg` (its payload `payload` bytes long).
+fn next_tag(seg: &[u8], payload: usize) -> u64 {
+    let seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+    (split_tag(seg) & !0xffff_ffff) | u64::from(seq.wrapping_add(payload as u32))
 }
 
 impl Default for Collector {
@@ -149,6 +189,9 @@ impl Default for Collector {
             unread: 0,
             plain: Vec::new(),
             crypto: Vec::new(),
+            split_tags: Box::new([0; SPLIT_SLOTS]),
+            splits: (0..SPLIT_SLOTS).map(|_| None).collect(),
+            splits_held: 0,
         }
     }
 }
@@ -186,7 +229,16 @@ impl Collector {
                 let Some(p) = seg.get(doff..).filter(|p| !p.is_empty()) else {
                     return;
                 };
-                if sp == DNS_PORT || dp == DNS_PORT {
+                let slot = if self.splits_held > 0 {
+                    let tag = split_tag(seg);
+                    let slot = split_slot(tag);
+                    (self.split_tags[slot] == tag).then_some(slot)
+                } else {
+                    None
+                };
+                if let Some(slot) = slot {
+                    What::TlsMore(doff, slot)
+                } else if sp == DNS_PORT || dp == DNS_PORT {
                     What::DnsTcp(doff)
                 } else if p[0] == 22 && p.len() > 5 && p[5] == 1 {
                     // A handshake record holding a ClientHello.
@@ -216,9 +268,79 @@ impl Collector {
         self.flows
     }
 
+    /// Packets the gate passed whose message was not read: [`Collector::unread`] and the hellos
+    /// still waiting for their next segment.
+    pub fn unread(&self) -> u64 {
+        self.unread + self.splits_held as u64
+    }
+
+    /// Keeps a hello's first segment for the next one, in the slot of that one's tag; an older
+    /// hello in the slot is given up.
+    fn hold(&mut self, tag: u64, split: Box<Split>) {
+        let slot = split_slot(tag);
+        if self.splits[slot].replace(split).is_some() {
+            // The same tag again is a retransmission of the same segment, not another hello.
+            if self.split_tags[slot] != tag {
+                self.unread += 1;
+            }
+        } else {
+            self.splits_held += 1;
+        }
+        self.split_tags[slot] = tag;
+    }
+
+    /// The segment in `seg` (payload at `at`) continues the hello in `slot`: returns the names'
+    /// hello when it is whole.
+    fn continue_split(&mut self, seg: &[u8], at: usize, slot: usize, key: &FlowKey) -> Continued {
+        let Some(mut split) = self.splits[slot].take() else {
+            return Continued::NotOne;
+        };
+        self.split_tags[slot] = 0;
+        self.splits_held -= 1;
+        if split.key != *key {
+            // Another flow's segment with the same ports and sequence number: the hello waits on.
+            self.hold(split_tag(seg), split);
+            return Continued::NotOne;
+        }
+        let payload = &seg[at..];
+        let take = payload.len().min(split.need - split.bytes.len());
+        split.bytes.extend_from_slice(&payload[..take]);
+        if split.bytes.len() < split.need {
+            self.hold(next_tag(seg, payload.len()), split);
+            return Continued::Waiting;
+        }
+        Continued::Whole(split)
+    }
+}
+
+/// What a segment that may continue a split hello did.
+enum Continued {
+    /// It was no continuation after all (its flow's key differs).
+    NotOne,
+    /// The hello waits for more.
+    Waiting,
+    /// The hello is whole.
+    Whole(Box<Split>),
+}
+
+impl Collector {
     #[cold]
     #[inline(never)]
     fn parse(&mut self, seg: &[u8], what: What, key: FlowKey) {
+        let mut joined = None;
+        let mut held = None;
+        let what = match what {
+            What::TlsMore(at, slot) => match self.continue_split(seg, at, slot, &key) {
+                Continued::Whole(split) => {
+                    joined = Some(split);
+                    what
+                }
+                // Another flow's segment with the same ports and sequence number is not read
+                // (it would have to be a first hello or request to be).
+                Continued::Waiting | Continued::NotOne => return,
+            },
+            _ => what,
+        };
         let entry = match self.flows.get_mut(&key) {
             Some(e) => e,
             None => {
@@ -245,6 +367,28 @@ impl Collector {
                     return;
                 }
                 match ClientHello::parse(&seg[at..]) {
+                    Ok(h) => {
+                        hello(&h, Transport::Tcp, entry, &mut budget);
+                        true
+                    }
+                    // Continued in the next segment: kept for it (see `SPLIT_SLOTS`).
+                    Err(wire::Error::Truncated { need, .. }) if need <= SPLIT_MAX => {
+                        let payload = &seg[at..];
+                        let mut bytes = Vec::with_capacity(need);
+                        bytes.extend_from_slice(payload);
+                        let split = Box::new(Split { key, bytes, need });
+                        held = Some((next_tag(seg, payload.len()), split));
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+            What::TlsMore(..) => {
+                let split = joined.expect("a whole hello");
+                if entry.hello {
+                    return;
+                }
+                match ClientHello::parse(&split.bytes) {
                     Ok(h) => {
                         hello(&h, Transport::Tcp, entry, &mut budget);
                         true
@@ -288,6 +432,9 @@ impl Collector {
                 }
             }
         };
+        if let Some((tag, split)) = held {
+            self.hold(tag, split);
+        }
         if !read {
             self.unread += 1;
         }
@@ -629,6 +776,114 @@ mod tests {
         let n = &flows[&FlowKey::default()];
         assert_eq!(n.cut, 1, "{n:?}");
         assert!(n.dns_query[0].len() <= wire::NAME_MAX && n.dns_query[0].starts_with("bbb"));
+    }
+
+    /// Ethernet / IPv4 / TCP from 10.0.0.1:`sport` to 10.0.0.2:443 around `payload`, at `seq`.
+    fn tcp(sport: u16, seq: u32, payload: &[u8]) -> (Vec<u8>, L4) {
+        let (mut f, _) = udp(443, &[]);
+        f.truncate(34);
+        let len = (40 + payload.len()) as u16;
+        f[16..18].copy_from_slice(&len.to_be_bytes());
+        f[23] = 6;
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&443u16.to_be_bytes());
+        f.extend_from_slice(&seq.to_be_bytes());
+        f.extend_from_slice(&[0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend_from_slice(payload);
+        let end = f.len();
+        (
+            f,
+            L4 {
+                proto: 6,
+                at: 34,
+                end,
+            },
+        )
+    }
+
+    /// Google Chrome's hello from FoxIO's ja4 test captures (see wire's tls_tests): SNI and JA4
+    /// as their reference gives them.
+    const HELLO: &[u8] = include_bytes!("../../wire/testdata/ja4-tls-sni-frame1.bin");
+    const HELLO_SNI: &str = "clientservices.googleapis.com";
+    const HELLO_JA4: &str = "t13d1516h2_8daaf6152771_e5627efa2ab1";
+
+    fn key(port: u16) -> FlowKey {
+        FlowKey {
+            port_a: port,
+            ..FlowKey::default()
+        }
+    }
+
+    #[test]
+    fn a_hello_split_over_segments_is_read_whole() {
+        let mut c = Collector::default();
+        let (a, b) = (200, 450);
+        let seq = 0xffff_ff00u32; // the sequence number wraps between the segments
+        let (f, l4) = tcp(40000, seq, &HELLO[..a]);
+        c.offer(&f, l4, || key(40000));
+        // A retransmission of the first, another flow's segments, the server's answer.
+        c.offer(&f, l4, || key(40000));
+        let (g, gl4) = tcp(40001, 7, &HELLO[a..b]);
+        c.offer(&g, gl4, || key(40001));
+        let (f, l4) = tcp(40000, seq.wrapping_add(a as u32), &HELLO[a..b]);
+        c.offer(&f, l4, || key(40000));
+        assert_eq!(c.unread(), 1, "one hello waits for its last segment");
+        let (f, l4) = tcp(40000, seq.wrapping_add(b as u32), &HELLO[b..]);
+        c.offer(&f, l4, || key(40000));
+        assert_eq!(c.unread(), 0);
+        let flows = c.into_flows();
+        let n = &flows[&key(40000)];
+        assert_eq!(n.tls_sni.as_deref(), Some(HELLO_SNI));
+        assert_eq!(n.ja4.as_deref(), Some(HELLO_JA4));
+        assert_eq!(n.tls_alpn, ["h2", "http/1.1"]);
+        assert!(!flows.contains_key(&key(40001)));
+
+        // Cut anywhere the gate still sees a hello (its first six bytes).
+        for cut in 6..HELLO.len() {
+            let mut c = Collector::default();
+            let (f, l4) = tcp(40000, 9, &HELLO[..cut]);
+            c.offer(&f, l4, || key(40000));
+            let (f, l4) = tcp(40000, 9 + cut as u32, &HELLO[cut..]);
+            c.offer(&f, l4, || key(40000));
+            let flows = c.into_flows();
+            assert_eq!(flows[&key(40000)].ja4.as_deref(), Some(HELLO_JA4), "{cut}");
+        }
+    }
+
+    #[test]
+    fn a_split_hello_whose_next_segment_never_comes_is_counted_unread() {
+        let mut c = Collector::default();
+        let (f, l4) = tcp(40000, 1, &HELLO[..100]);
+        c.offer(&f, l4, || key(40000));
+        // Out of order: the third segment before the second is not joined.
+        let (f, l4) = tcp(40000, 301, &HELLO[300..]);
+        c.offer(&f, l4, || unreachable!("no hello waits for it"));
+        // Another flow with the same ports and the awaited sequence number.
+        let (f, l4) = tcp(40000, 101, &HELLO[100..]);
+        c.offer(&f, l4, || key(50000));
+        assert_eq!(c.unread(), 1);
+        let flows = c.into_flows();
+        assert_eq!(flows[&key(40000)].tls_sni, None);
+        assert!(!flows.contains_key(&key(50000)));
+    }
+
+    #[test]
+    fn split_hellos_are_bounded() {
+        // A record that claims more than 2^14 bytes is not kept; more splits than slots give
+        // the older ones up, each counted.
+        let mut c = Collector::default();
+        let mut big = HELLO[..100].to_vec();
+        big[3..5].copy_from_slice(&0xffffu16.to_be_bytes());
+        let (f, l4) = tcp(40000, 1, &big);
+        c.offer(&f, l4, || key(40000));
+        assert_eq!((c.unread(), c.splits_held), (1, 0));
+        let flows = 4 * SPLIT_SLOTS as u16;
+        for p in 0..flows {
+            let (f, l4) = tcp(1000 + p, 1, &HELLO[..100]);
+            c.offer(&f, l4, || key(1000 + p));
+        }
+        assert!(c.splits_held <= SPLIT_SLOTS);
+        assert_eq!(c.unread(), 1 + u64::from(flows));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Names per flow end to end (issue 36, deliverable 3): in testbed namespaces a real resolver
 //! (dnsmasq), a real TLS server and clients (`openssl s_server` / `s_client -servername`), a real
-//! HTTP server and client (`python3 -m http.server`, `curl`) and a QUIC Initial (Chrome's, from
-//! wire's test data) are captured by `ringcap capture` into a store. Then:
+//! HTTP server and client (`python3 -m http.server`, `curl`), a QUIC Initial and a TLS hello sent
+//! over three TCP segments (both Chrome's, from wire's test data) are captured by `ringcap capture` into a store. Then:
 //! - the flow table's names equal tshark's decode of the same file, flow by flow:
 //!   `dns.qry.name`, `dns.a`/`dns.aaaa`, `dns.cname`, `tls.handshake.extensions_server_name`,
 //!   `tls.handshake.extensions_alpn_str`, `http.host`, `http.request.uri` (its path); the JA4 equals
@@ -116,6 +116,18 @@ tcp(4433, hello(b'<script>\x00' + b'a' * 300 + b'.hostile.test'), sport=45003)
 q = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 q.bind(('10.77.0.1', 0))
 q.sendto(open(sys.argv[1], 'rb').read(), (SERVER, 443))
+# Chrome's hello split over three segments, as post-quantum hellos are over two.
+s = socket.create_connection((SERVER, 4433), timeout=2, source_address=('10.77.0.1', 46004))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+h = open(sys.argv[2], 'rb').read()
+for piece in (h[:200], h[200:400], h[400:]):
+    s.sendall(piece)
+    time.sleep(0.05)
+try:
+    s.recv(4096)
+except OSError:
+    pass
+s.close()
 "#;
 
 fn spawn(tb: &testbed::Testbed, side: Side, prog: &str, args: &[&str]) -> Child {
@@ -214,13 +226,19 @@ fn capture_named_traffic(work: &Path, store: &Path) -> PathBuf {
         ],
     ));
     std::thread::sleep(Duration::from_millis(500));
-    let quic = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../wire/testdata/ja4-tls-sni-frame2-quic-initial.bin");
+    let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wire/testdata");
+    let quic = testdata.join("ja4-tls-sni-frame2-quic-initial.bin");
+    let split = testdata.join("ja4-tls-sni-frame1.bin");
     run(
         &tb,
         Side::Tx,
         "python3",
-        &["-c", CLIENTS, quic.to_str().unwrap()],
+        &[
+            "-c",
+            CLIENTS,
+            quic.to_str().unwrap(),
+            split.to_str().unwrap(),
+        ],
     );
     for (sni, extra) in [
         ("srv.evil.example", "-tls1_3"),
@@ -300,6 +318,7 @@ fn tshark_names(f: &Path) -> (BTreeMap<Flow, Names>, BTreeMap<Flow, Vec<u8>>) {
         "http.host",
         "http.request.uri",
         "tcp.payload",
+        "tcp.reassembled.data",
     ];
     let cmd = format!(
         "tshark -n -r '{}' -Y 'dns || tls.handshake.type == 1 || http.request' -T fields \
@@ -353,7 +372,8 @@ fn tshark_names(f: &Path) -> (BTreeMap<Flow, Names>, BTreeMap<Flow, Vec<u8>>) {
             n.sni = list(14).into_iter().next();
             n.alpn = list(15);
             if proto == 6 {
-                let hex = v[18];
+                // A hello over several segments: the bytes tshark joined.
+                let hex = if v[19].is_empty() { v[18] } else { v[19] };
                 let bytes: Vec<u8> = (0..hex.len() / 2)
                     .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
                     .collect();
@@ -536,7 +556,7 @@ fn names_per_flow_equal_tshark_and_query_by_name_equals_tcpdump() {
             );
         }
     }
-    assert_eq!(tls_flows, 2, "two TLS connections: {want:?}");
+    assert_eq!(tls_flows, 3, "three TLS connections: {want:?}");
     let named_by_tshark: BTreeSet<&Flow> = want.keys().collect();
     for fl in got.keys() {
         let hostile = HOSTILE_PORTS.contains(&fl.1 .1) || HOSTILE_PORTS.contains(&fl.2 .1);
@@ -554,6 +574,17 @@ fn names_per_flow_equal_tshark_and_query_by_name_equals_tcpdump() {
     );
     assert!(all(|n| n.dns_addr.contains("fd77::2")) >= 1);
     assert!(all(|n| n.sni.as_deref() == Some("www.google.com")) == 1);
+    // The hello over three segments, joined by tshark and by the indexer.
+    assert!(all(|n| n.sni.as_deref() == Some("clientservices.googleapis.com")) == 1);
+    let split = got
+        .values()
+        .find(|(n, ..)| n.sni.as_deref() == Some("clientservices.googleapis.com"))
+        .expect("the split hello is in the flow table");
+    assert_eq!(
+        split.1.as_deref(),
+        Some("t13d1516h2_8daaf6152771_e5627efa2ab1"),
+        "FoxIO's JA4 of this hello"
+    );
     assert!(all(|n| n.host.as_deref() == Some("web.evil.example:8080")) == 1);
     assert!(
         want.keys()

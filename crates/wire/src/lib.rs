@@ -23,7 +23,8 @@
 //! borrow from the payload, except decompressed DNS names, which are copied into a [`Name`] of at most
 //! [`NAME_MAX`] bytes that says when it was cut. Each reads one segment or datagram: a TLS hello or HTTP
 //! request line continuing in the next segment is [`Error::Truncated`] with the bytes it needs, as is a
-//! hello continuing in a later QUIC Initial; none reassembles.
+//! hello continuing in a later QUIC Initial; none reassembles (the indexer joins split TLS hellos:
+//! `index::names`).
 //!
 //! # Summary parser
 //! [`parse()`] reads a frame of any [`LinkType`] into a small `Copy` [`Headers`] in one pass, without
