@@ -310,6 +310,7 @@ fn pair_and_prune(
         }
         let key = o.location.to_string();
         let idx = format!("{key}.idx");
+        let flows = format!("{key}.flows.parquet");
         let object = |key: &str, size: u64| -> Arc<dyn index::ReadAt> {
             Arc::new(Object::new(shared.clone(), Key::from(key), size))
         };
@@ -317,6 +318,7 @@ fn pair_and_prune(
             name: format!("s3://{}/{key}", shared.dest.bucket).into(),
             data: object(&key, o.size),
             index: sizes.get(&idx).map(|&n| object(&idx, n)),
+            flows: sizes.get(&flows).map(|&n| object(&flows, n)),
         });
     }
     let pruned = listed - files.len();

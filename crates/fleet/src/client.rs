@@ -84,6 +84,27 @@ impl SensorFeed {
     }
 }
 
+impl SensorFeed {
+    /// Asks only for the flows with these names (`ringcap query --name`): `?name=GLOB&…`,
+    /// each byte but letters, digits and `*-._~` percent-encoded.
+    pub fn with_names(mut self, names: &[index::NamePattern]) -> SensorFeed {
+        let mut sep = '?';
+        for n in names {
+            self.url.push(sep);
+            self.url.push_str("name=");
+            for b in n.as_str().bytes() {
+                if b.is_ascii_alphanumeric() || b"*-._~".contains(&b) {
+                    self.url.push(b as char);
+                } else {
+                    self.url.push_str(&format!("%{b:02X}"));
+                }
+            }
+            sep = '&';
+        }
+        self
+    }
+}
+
 /// Largest file list taken from a sensor (a store of 100 000 files lists in about 30 MB).
 const MAX_FILE_LIST: u64 = 64 << 20;
 

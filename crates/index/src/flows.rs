@@ -483,9 +483,57 @@ fn check(capture: &Path, pages: bool) -> Result<u64, FlowTableError> {
     let path = flows_path(capture);
     let name = path.display().to_string();
     let file = File::open(&path).map_err(|e| FlowTableError::Io(name.clone(), e))?;
+    check_table(file, &name, &LocalCapture(capture), pages)
+}
+
+/// The capture file a flow table is checked against (see [`check_table`]).
+trait CaptureOf {
+    fn size(&self) -> io::Result<u64>;
+    fn identity(&self, covered: u64) -> io::Result<Identity>;
+    fn label(&self) -> String;
+}
+
+struct LocalCapture<'a>(&'a Path);
+
+impl CaptureOf for LocalCapture<'_> {
+    fn size(&self) -> io::Result<u64> {
+        std::fs::metadata(self.0).map(|m| m.len())
+    }
+    fn identity(&self, covered: u64) -> io::Result<Identity> {
+        Identity::of(self.0, covered)
+    }
+    fn label(&self) -> String {
+        self.0.display().to_string()
+    }
+}
+
+/// A capture file read by ranges (an archive's object), and what reports call it.
+struct RangedCapture<'a>(&'a dyn crate::ReadAt, &'a str);
+
+impl CaptureOf for RangedCapture<'_> {
+    fn size(&self) -> io::Result<u64> {
+        self.0.len()
+    }
+    fn identity(&self, covered: u64) -> io::Result<Identity> {
+        Identity::of_ranges(self.0, covered)
+    }
+    fn label(&self) -> String {
+        self.1.to_string()
+    }
+}
+
+/// Whether the table `table` (called `name`) is this version's, whole (`pages`: every page read)
+/// and written for `capture` as it is now; its rows.
+fn check_table<R: parquet::file::reader::ChunkReader + 'static>(
+    table: R,
+    name: &str,
+    capture: &dyn CaptureOf,
+    pages: bool,
+) -> Result<u64, FlowTableError> {
+    let name = name.to_string();
     let damaged =
         |e: parquet::errors::ParquetError| FlowTableError::Damaged(name.clone(), e.to_string());
-    let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(damaged)?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(table).map_err(damaged)?;
     let meta = b.metadata().file_metadata();
     let get = |k: &str| -> Option<String> {
         meta.key_value_metadata()?
@@ -523,14 +571,15 @@ fn check(capture: &Path, pages: bool) -> Result<u64, FlowTableError> {
         }
     }
     // A capture file of another size changed (and a shorter one cannot even be read up to `covered`).
-    let capture_size = std::fs::metadata(capture)
-        .map_err(|e| FlowTableError::Io(capture.display().to_string(), e))?
-        .len();
+    let capture_size = capture
+        .size()
+        .map_err(|e| FlowTableError::Io(capture.label(), e))?;
     if capture_size != size {
         return Err(FlowTableError::Stale(name));
     }
-    let now = Identity::of(capture, covered.min(size))
-        .map_err(|e| FlowTableError::Io(capture.display().to_string(), e))?;
+    let now = capture
+        .identity(covered.min(size))
+        .map_err(|e| FlowTableError::Io(capture.label(), e))?;
     if now.size != size || u64::from(now.head_crc) != head || u64::from(now.tail_crc) != tail {
         return Err(FlowTableError::Stale(name));
     }
@@ -545,15 +594,56 @@ pub fn named_flows(
     capture: &Path,
     patterns: &[crate::names::NamePattern],
 ) -> Result<Vec<FlowKey>, FlowTableError> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::Array;
-    use parquet::arrow::ProjectionMask;
     check(capture, false)?;
     let path = flows_path(capture);
     let name = path.display().to_string();
     let file = File::open(&path).map_err(|e| FlowTableError::Io(name.clone(), e))?;
+    named_rows(file, &name, patterns)
+}
+
+/// Largest flow table fetched whole from an archive (a 256 MB capture file's is a few MB).
+pub const MAX_RANGED_TABLE: u64 = 1 << 30;
+
+/// As [`named_flows`], for a capture file read by ranges (`capture`, called `name`) and its flow
+/// table (`table`, an archive's object), fetched whole.
+pub fn named_flows_ranged(
+    capture: &dyn crate::ReadAt,
+    name: &str,
+    table: &dyn crate::ReadAt,
+    patterns: &[crate::names::NamePattern],
+) -> Result<Vec<FlowKey>, FlowTableError> {
+    let table_name = flows_path(Path::new(name)).display().to_string();
+    let io = |e| FlowTableError::Io(table_name.clone(), e);
+    let len = table.len().map_err(io)?;
+    if len > MAX_RANGED_TABLE {
+        return Err(FlowTableError::Damaged(
+            table_name,
+            format!("{len} bytes, over the {MAX_RANGED_TABLE} fetched whole"),
+        ));
+    }
+    let mut bytes = vec![0; len as usize];
+    table.read_at(&mut bytes, 0).map_err(io)?;
+    let bytes = bytes::Bytes::from(bytes);
+    check_table(
+        bytes.clone(),
+        &table_name,
+        &RangedCapture(capture, name),
+        false,
+    )?;
+    named_rows(bytes, &table_name, patterns)
+}
+
+fn named_rows<R: parquet::file::reader::ChunkReader + 'static>(
+    table: R,
+    name: &str,
+    patterns: &[crate::names::NamePattern],
+) -> Result<Vec<FlowKey>, FlowTableError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::Array;
+    use parquet::arrow::ProjectionMask;
+    let name = name.to_string();
     let damaged = |e: &dyn std::fmt::Display| FlowTableError::Damaged(name.clone(), e.to_string());
-    let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| damaged(&e))?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(table).map_err(|e| damaged(&e))?;
     let schema = flow_schema();
     let wanted = [
         col::SRC,

@@ -53,6 +53,8 @@ pub struct RangeFile {
     pub name: PathBuf,
     pub data: Arc<dyn ReadAt>,
     pub index: Option<Arc<dyn ReadAt>>,
+    /// Its flow table, if it has one (read by `--name`).
+    pub flows: Option<Arc<dyn ReadAt>>,
 }
 
 /// `range` of `src` as a stream. A local file is read as before (seek, then the kernel's own

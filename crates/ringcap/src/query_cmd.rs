@@ -379,17 +379,6 @@ pub fn run(a: QueryArgs) -> Result<(), Fatal> {
         .map(|n| index::NamePattern::parse(n))
         .collect::<Result<_, _>>()
         .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
-    if !q.names.is_empty()
-        && (a.sensor.sensors.is_some()
-            || words
-                .iter()
-                .any(|w| crate::query_sources::is_remote(&w.to_string_lossy())))
-    {
-        return Err(Fatal::usage(anyhow::anyhow!(
-            "--name reads the flow tables of local stores; it is not available for archives \
-             (s3://) or sensors (https://) yet"
-        )));
-    }
     if a.write.as_deref() == Some(Path::new("-")) && std::io::stdout().is_terminal() {
         return Err(Fatal::usage(anyhow::anyhow!(
             "-w - writes binary pcap to a terminal: pipe it (| tcpdump -r - or | wireshark -k -i -)"

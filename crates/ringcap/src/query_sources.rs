@@ -97,7 +97,10 @@ pub fn gather(a: &QueryArgs, words: &[String], q: &index::Query) -> Result<Gathe
     let text = fleet::query_text(q);
     let feeds = sensors
         .iter()
-        .map(|s| fleet::SensorFeed::new(s, text.clone(), a.sensor.sensor_timeout).map(Arc::new))
+        .map(|s| {
+            fleet::SensorFeed::new(s, text.clone(), a.sensor.sensor_timeout)
+                .map(|f| Arc::new(f.with_names(&q.names)))
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Fatal::usage(anyhow::anyhow!(e)))?;
     // Each sensor's files, asked all at once: for its coverage, and so that its archive leaves

@@ -603,13 +603,6 @@ impl QueryService {
             Verdict::ClientGone => return Err(Unanswered::ClientGone),
         }
         let mut query = index::parse_query(expr, sys::now_ns()).map_err(|e| Refused(400, e))?;
-        if !names.is_empty() && !self.archives.is_empty() {
-            return Err(Refused(
-                400,
-                "name= reads the flow tables of local stores; this server also reads an archive"
-                    .into(),
-            ));
-        }
         query.names = names;
         let mut survey = survey;
         for (url, reader) in &self.archives {

@@ -76,6 +76,23 @@ impl Identity {
     }
 }
 
+impl Identity {
+    /// As [`Identity::of`], of a file read by ranges (an archive's object).
+    pub fn of_ranges(src: &dyn crate::ReadAt, covered: u64) -> io::Result<Identity> {
+        let size = src.len()?;
+        let mut head = vec![0; ID_SPAN.min(covered) as usize];
+        src.read_at(&mut head, 0)?;
+        let from = covered.saturating_sub(ID_SPAN);
+        let mut tail = vec![0; (covered - from) as usize];
+        src.read_at(&mut tail, from)?;
+        Ok(Identity {
+            size,
+            head_crc: crc32fast::hash(&head),
+            tail_crc: crc32fast::hash(&tail),
+        })
+    }
+}
+
 fn read_at(f: &mut File, off: u64, len: u64) -> io::Result<Vec<u8>> {
     f.seek(SeekFrom::Start(off))?;
     let mut v = vec![0; len as usize];

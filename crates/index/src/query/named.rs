@@ -10,7 +10,6 @@
 //! index files it under) is one of the flows chosen, and the filter accepts it.
 
 use std::collections::HashSet;
-use std::fs::File;
 
 use wire::LinkType;
 
@@ -56,20 +55,39 @@ impl FlowSet {
 /// The flows of the file `t` whose names match the query's patterns.
 pub(super) fn flows_named(t: &Target, job: &Job, r: &mut FileReport) -> Result<FlowSet, FileError> {
     let patterns = &job.query.names;
-    let Target::Path(path) = t else {
-        return Err(FileError::Names(format!(
-            "{}: --name reads the flow tables of local files; not available here",
-            t.label().display()
-        )));
+    let table = match t {
+        Target::Path(path) => crate::flows::named_flows(path, patterns),
+        // An archive's file: its table fetched whole (a few MB for a 256 MB file).
+        Target::Ranges(f) => match &f.file.flows {
+            Some(table) => {
+                let name = f.file.name.display().to_string();
+                let got =
+                    crate::flows::named_flows_ranged(&*f.file.data, &name, &**table, patterns);
+                if got.is_ok() {
+                    r.index_bytes_read += table.len().unwrap_or(0);
+                }
+                got
+            }
+            None => Err(crate::flows::FlowTableError::Io(
+                f.file.name.display().to_string(),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no flow table in the archive"),
+            )),
+        },
+        Target::Feed(_) => {
+            return Err(FileError::Names(format!(
+                "{}: --name is answered by the sensor itself",
+                t.label().display()
+            )))
+        }
     };
-    match crate::flows::named_flows(path, patterns) {
+    match table {
         Ok(keys) => {
             r.named_flows = Some(keys.len() as u64);
             return Ok(FlowSet::new(keys));
         }
         Err(e) => log::debug!("{e}: reading the names from the packets"),
     }
-    let keys = names_from_packets(path, job, patterns, r)?;
+    let keys = names_from_packets(t, job, patterns, r)?;
     r.named_flows = Some(keys.len() as u64);
     r.names_from_packets = true;
     Ok(FlowSet::new(keys))
@@ -77,19 +95,21 @@ pub(super) fn flows_named(t: &Target, job: &Job, r: &mut FileReport) -> Result<F
 
 /// Reads the whole file (as `tcpdump -r` reads it) and names its flows as the indexer does.
 fn names_from_packets(
-    path: &std::path::Path,
+    t: &Target,
     job: &Job,
     patterns: &[NamePattern],
     r: &mut FileReport,
 ) -> Result<Vec<FlowKey>, FileError> {
+    let path = t.label();
     let io = |source| FileError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
-    r.bytes_read += file.metadata().map(|m| m.len()).unwrap_or(0);
+    let src = t.open().map_err(io)?;
+    let len = src.len().map_err(io)?;
+    r.bytes_read += len;
     let paced = Paced {
-        inner: file,
+        inner: crate::ranges::stream_of(src, 0..len).map_err(io)?,
         pace: job.pace.clone(),
     };
     let mut reader = store::CaptureReader::strict_from_reader(Box::new(paced), path, 1 << 20)?;

@@ -414,6 +414,7 @@ fn small_store(store: &Path) -> Vec<(PathBuf, String)> {
 mod capture;
 mod datasets;
 mod fleet;
+mod names;
 mod query;
 mod retention;
 mod upload;
