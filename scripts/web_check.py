@@ -199,6 +199,12 @@ def main():
         path = os.path.join(OUT, "downloaded.pcap")
         download.save_as(path)
         seen["download"] = {"query": "udp or tcp", "path": path, "name": download.suggested_filename}
+        with page.expect_download(timeout=30000) as d:
+            page.click("#download-pcapng")
+        download = d.value
+        path = os.path.join(OUT, "downloaded.pcapng")
+        download.save_as(path)
+        seen["download_pcapng"] = {"path": path, "name": download.suggested_filename}
 
         # The presets narrow the flows' window.
         n = flows_loaded(page)

@@ -41,13 +41,14 @@ const CHECKS: usize = 4;
 Answers POST /query, whose body is the query (a tcpdump expression; `after T` and `before T`
 terms at its start or end, as stenographer and `ringcap query` take them), with the matching
 packets as a pcap stream (application/octet-stream), in time order, exactly as `ringcap query
-STORE... 'EXPR' -w -` gives them. stenoread-style clients work unchanged. GET /files lists the
+STORE... 'EXPR' -w -` gives them (POST /query?format=pcapng: as pcapng, as `-F pcapng`; name=GLOB:
+as --name). stenoread-style clients work unchanged. GET /files lists the
 stores' complete capture files (name, size, coverage record) as JSON, for `ringcap query` over a
 fleet (it takes each file from the sensor or its archive, once).
 GET / is a page for a browser (with the same client certificate): a search form checked as it is
 typed, the first packets as `ringcap query` prints them with their bytes, the window's flows from
-the flow tables (sorted, filtered, paged; a row opens its flow) and Download PCAP (POST /query's
-stream). A POST from a browser page of another origin is refused (403), POST /query included.
+the flow tables (sorted, filtered, paged; a row opens its flow) and Download PCAP or pcapng (POST
+/query's stream). A POST from a browser page of another origin is refused (403), POST /query included.
 A STORE may be an archive, s3://BUCKET/PREFIX (--endpoint and the credentials as `ringcap archive`
 takes them): each query lists it for its window and reads the index chunks and frames it needs
 by range requests, as `ringcap query s3://…` does. More than --max-queries
@@ -425,18 +426,20 @@ impl QueryService {
         let Ok(text) = std::str::from_utf8(&request.body) else {
             return self.refuse(conn, 400, &[], "the query must be UTF-8 text");
         };
-        let names = match names_of_target(&request.target) {
-            Ok(n) => n,
+        let Params { names, format } = match params_of_target(&request.target) {
+            Ok(p) => p,
             Err(why) => return self.refuse(conn, 400, &[], &why),
         };
-        self.answer(text.trim(), names, request.http10, conn)
+        self.answer(text.trim(), names, format, request.http10, conn)
     }
 
-    /// Answers `expr` with the pcap stream of its packets (`POST /query`, the page's download).
+    /// Answers `expr` with the pcap stream of its packets (`POST /query`, the page's download), in
+    /// `format` when the request chose one (else the server's -F, else pcap).
     fn answer(
         &self,
         expr: &str,
         names: Vec<index::NamePattern>,
+        format: Option<store::Format>,
         http10: bool,
         conn: &mut httpd::Conn,
     ) -> io::Result<()> {
@@ -478,14 +481,18 @@ impl QueryService {
             out: conn,
             bytes: 0,
         };
+        let format = format.or(self.format).unwrap_or(store::Format::Pcap {
+            nanos: plan.header.nanos,
+        });
+        let disposition = match format {
+            store::Format::PcapNg => "attachment; filename=\"ringcap-query.pcapng\"",
+            store::Format::Pcap { .. } => "attachment; filename=\"ringcap-query.pcap\"",
+        };
         let body = match httpd::BodyStream::start(
             &mut sent,
             200,
             "application/octet-stream",
-            &[(
-                "Content-Disposition",
-                "attachment; filename=\"ringcap-query.pcap\"",
-            )],
+            &[("Content-Disposition", disposition)],
             http10,
         ) {
             Ok(body) => body,
@@ -495,9 +502,6 @@ impl QueryService {
                 return Ok(());
             }
         };
-        let format = self.format.unwrap_or(store::Format::Pcap {
-            nanos: plan.header.nanos,
-        });
         let mut pcap = store::PacketStream::new(body, format, plan.header);
         let mut packets = 0u64;
         // A write that failed is the client's doing (gone, or not reading): kept apart from the
@@ -621,21 +625,46 @@ impl QueryService {
     }
 }
 
-/// The `name=` parameters of a request target (`/query?name=*.evil.example&name=…`,
-/// percent-encoded as a form would send them), as `ringcap query --name` takes them.
-fn names_of_target(target: &str) -> Result<Vec<index::NamePattern>, String> {
+/// What a request target's parameters ask for (`/query?name=*.evil.example&format=pcapng`).
+#[derive(Debug, Default)]
+pub(crate) struct Params {
+    /// `name=` (repeatable, percent-encoded as a form would send them), as `ringcap query
+    /// --name` takes them.
+    pub names: Vec<index::NamePattern>,
+    /// `format=pcap|pcapng`: the answer's, over the server's -F.
+    pub format: Option<store::Format>,
+}
+
+/// `format=`'s value as an answer's format (pcap: microseconds or nanoseconds as the files
+/// have them, as without it).
+pub(crate) fn format_param(v: &str) -> Result<Option<store::Format>, String> {
+    match v {
+        "pcapng" => Ok(Some(store::Format::PcapNg)),
+        "pcap" | "" => Ok(None),
+        other => Err(format!("format={other:?}: pcap or pcapng")),
+    }
+}
+
+fn params_of_target(target: &str) -> Result<Params, String> {
+    let mut out = Params::default();
     let Some((_, params)) = target.split_once('?') else {
-        return Ok(Vec::new());
+        return Ok(out);
     };
-    let mut names = Vec::new();
     for p in params.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        if k != "name" {
-            return Err(format!("unknown parameter {k:?}: /query takes name=GLOB"));
+        match k {
+            "name" => out
+                .names
+                .push(index::NamePattern::parse(&percent_decoded(v)?)?),
+            "format" => out.format = format_param(&percent_decoded(v)?)?,
+            _ => {
+                return Err(format!(
+                    "unknown parameter {k:?}: /query takes name=GLOB and format=pcap|pcapng"
+                ))
+            }
         }
-        names.push(index::NamePattern::parse(&percent_decoded(v)?)?);
     }
-    Ok(names)
+    Ok(out)
 }
 
 /// `%HH` and `+` decoded; refused when that is not UTF-8 or a `%` is not followed by two hex digits.
@@ -711,19 +740,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn name_parameters_of_a_query_target() {
-        let n = names_of_target("/query?name=%2A.Evil.example&name=a.test").unwrap();
+    fn parameters_of_a_query_target() {
+        let names = |t: &str| params_of_target(t).map(|p| p.names);
+        let n = names("/query?name=%2A.Evil.example&name=a.test").unwrap();
         assert_eq!(
             n.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
             ["*.evil.example", "a.test"]
         );
-        assert!(names_of_target("/query").unwrap().is_empty());
-        assert!(names_of_target("/query?host=x").is_err());
-        assert!(names_of_target("/query?name=%zz").is_err());
-        assert!(
-            names_of_target("/query?name=a+b").is_err(),
-            "a space is no name"
+        assert!(names("/query").unwrap().is_empty());
+        assert!(names("/query?host=x").is_err());
+        assert!(names("/query?name=%zz").is_err());
+        assert!(names("/query?name=a+b").is_err(), "a space is no name");
+        let format = |t: &str| params_of_target(t).map(|p| p.format);
+        assert_eq!(
+            format("/query?format=pcapng"),
+            Ok(Some(store::Format::PcapNg))
         );
+        assert_eq!(format("/query?format=pcap&name=a.test"), Ok(None));
+        assert!(format("/query?format=erf").is_err());
     }
 
     #[test]

@@ -655,6 +655,50 @@ fn the_page_searches_sorts_opens_and_downloads_as_ringcap_query_does() {
         want.len()
     );
     assert_eq!(seen["download"]["name"], "ringcap-query.pcap");
+    // And as pcapng: byte for byte what `ringcap query -F pcapng -w` writes; the same packets as
+    // the pcap, as tcpdump reads both.
+    let cli = work.join("cli.pcapng");
+    let w = Command::new(ringcap())
+        .arg("query")
+        .arg(&store)
+        .args(["-F", "pcapng", "-w"])
+        .arg(&cli)
+        .args(["--", "udp or tcp"])
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", stderr_text(&w));
+    let got = Path::new(seen["download_pcapng"]["path"].as_str().unwrap());
+    assert_eq!(seen["download_pcapng"]["name"], "ringcap-query.pcapng");
+    assert_eq!(
+        std::fs::read(got).unwrap()[..4],
+        [0x0a, 0x0d, 0x0d, 0x0a],
+        "a pcapng section header"
+    );
+    let tcpdump = |f: &Path| {
+        let o = Command::new("tcpdump")
+            .args(["-nn", "-tt", "-r"])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr_text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(
+        std::fs::read(got).unwrap() == std::fs::read(&cli).unwrap(),
+        "the pcapng download differs from ringcap query -F pcapng -w"
+    );
+    let lines = tcpdump(got);
+    assert!(lines.lines().count() > 30, "{lines}");
+    assert_eq!(
+        lines,
+        tcpdump(&cli),
+        "the pcapng download against ringcap query -F pcapng"
+    );
+    assert_eq!(
+        lines,
+        tcpdump(&work.join("cli.pcap")),
+        "pcapng and pcap: the same packets"
+    );
 
     // Last 15 min: fewer flows (the DNS flows are a minute apart over 30 minutes).
     let info = seen["preset_15m"]["info"].as_str().unwrap();

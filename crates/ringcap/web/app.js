@@ -421,7 +421,7 @@ function init() {
   }
   $("search").addEventListener("submit", (e) => {
     // Download PCAP posts the form itself (a download, streamed by the browser to disk).
-    if (e.submitter && e.submitter.id === "download") return;
+    if (e.submitter && e.submitter.id.startsWith("download")) return;
     e.preventDefault();
     // The packets' answer checks the query itself (and says where it is wrong); the flows are
     // fetched again only when the window changed. Nothing else competes with the first packet.

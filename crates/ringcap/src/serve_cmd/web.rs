@@ -451,8 +451,8 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// `POST /download`: the page's form (`query`, `after`, `before`, form-encoded), answered with
-/// the whole result as `POST /query` answers it. Only from this origin's page.
+/// `POST /download`: the page's form (`query`, `after`, `before`, and `format=pcapng` from its
+/// pcapng button; form-encoded), answered with the whole result as `POST /query` answers it. Only from this origin's page.
 fn download(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
     if request.method != "POST" {
         return not_allowed(conn, "POST");
@@ -476,7 +476,11 @@ fn download(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) 
     let fields = form_fields(body);
     let field = |k: &str| fields.get(k).map(String::as_str).unwrap_or("");
     let text = compose(field("query"), field("after"), field("before"));
-    s.answer(&text, Vec::new(), request.http10, conn)
+    let format = match super::format_param(field("format")) {
+        Ok(f) => f,
+        Err(why) => return s.refuse(conn, 400, &[], &why),
+    };
+    s.answer(&text, Vec::new(), format, request.http10, conn)
 }
 
 /// The fields of an `application/x-www-form-urlencoded` body (the last of a repeated name).
