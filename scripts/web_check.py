@@ -88,7 +88,7 @@ def main():
 
         # Keyboard: the expression has the focus; Tab goes through the form in order.
         order = [page.evaluate("document.activeElement.id")]
-        for _ in range(9):
+        for _ in range(11):
             page.keyboard.press("Tab")
             order.append(page.evaluate(
                 "document.activeElement.id || document.activeElement.textContent.trim()"))
@@ -120,6 +120,17 @@ def main():
         wait_packets(page)
         seen["search"] = {"query": query, "lines": lines(page),
                           "first_packet_ms": float(page.evaluate("document.body.dataset.firstPacketMs"))}
+
+        # By name: the flows whose DNS name matches, as --name; a bad pattern shown at its field.
+        page.fill("#name", "*.EVIL.example")
+        reset_packets(page)
+        page.click("#run")
+        wait_packets(page)
+        seen["by_name"] = {"query": query, "name": "*.EVIL.example", "lines": lines(page)}
+        page.fill("#name", "a\u0001b")
+        wait_js(page, "document.getElementById('name-error').textContent.length > 0", timeout=15000)
+        seen["name_error"] = page.text_content("#name-error")
+        page.fill("#name", "")
 
         # The hostile payload: its packet's bytes show as text, and nothing of it runs.
         page.fill("#query", "tcp port 9000 and tcp[13] & 8 != 0")
@@ -221,7 +232,7 @@ def main():
         page.fill("#after", "")
         page.fill("#before", "")
         times = []
-        for _ in range(9):
+        for _ in range(11):
             reset_packets(page)
             page.click("#run")
             wait_packets(page)

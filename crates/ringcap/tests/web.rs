@@ -141,6 +141,23 @@ fn traffic(now_ns: u64) -> Vec<(u64, Vec<u8>)> {
             p.push((t + k * 1_000_000 + 500_000, r));
         }
     }
+    // One DNS exchange that names www.evil.example (the page's name field finds it).
+    let named = |response: bool| {
+        let mut m = vec![0x12, 0x34, if response { 0x81 } else { 0x01 }, 0];
+        m.extend_from_slice(&[0, 1, 0, u8::from(response), 0, 0, 0, 0]);
+        m.extend_from_slice(b"\x03www\x04evil\x07example\x00\x00\x01\x00\x01");
+        if response {
+            m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 7]);
+        }
+        let (src, dst, sp, dp) = if response {
+            (v4("10.0.9.53"), v4("10.0.3.1"), 53, 33000)
+        } else {
+            (v4("10.0.3.1"), v4("10.0.9.53"), 33000, 53)
+        };
+        ether(None, 0x0800, &ipv4(src, dst, 17, &udp(sp, dp, &m)))
+    };
+    p.push((t0 + 250 * s, named(false)));
+    p.push((t0 + 250 * s + 300_000, named(true)));
     for i in 0..5u64 {
         let f = ether(
             Some(100),
@@ -527,9 +544,11 @@ fn the_page_searches_sorts_opens_and_downloads_as_ringcap_query_does() {
             "Last hour",
             "Last day",
             "All",
+            "name",
             "limit",
             "run",
-            "download"
+            "download",
+            "download-pcapng"
         ],
         "tab order"
     );
@@ -553,6 +572,15 @@ fn the_page_searches_sorts_opens_and_downloads_as_ringcap_query_does() {
         want,
         "packet lines of the search"
     );
+
+    // By name: the DNS exchange that named www.evil.example, as the port that only it uses
+    // selects it; a pattern with a control character is shown at the name field.
+    let by_name = &seen["by_name"];
+    let want = query_lines(&store, "udp and port 33000", "", "", 100);
+    assert_eq!(want.len(), 2, "its query and answer");
+    assert_eq!(strings(&by_name["lines"]), want, "packet lines by name");
+    let ne = seen["name_error"].as_str().unwrap();
+    assert!(ne.contains("control characters"), "{ne}");
 
     // The hostile payload's packet: the lines tcpdump prints for it, the bytes as text.
     let h = &seen["hostile"];
@@ -610,15 +638,15 @@ fn the_page_searches_sorts_opens_and_downloads_as_ringcap_query_does() {
         .collect();
     assert!(srcs.windows(2).all(|w| w[0] <= w[1]), "{srcs:?}");
     let dports = strings(&seen["dport_53"]);
-    assert_eq!(dports.len(), 25, "30 flows to port 53, a page of 25");
+    assert_eq!(dports.len(), 25, "31 flows to port 53, a page of 25");
     assert!(dports.iter().all(|p| p == "53"), "{dports:?}");
-    // 30 DNS flows (both directions one flow), the TCP one, VLAN, ICMP, IPv6: 34 flows.
+    // 31 DNS flows (both directions one flow), the TCP one, VLAN, ICMP, IPv6: 35 flows.
     assert!(
-        seen["flows_info"].as_str().unwrap().starts_with("30 flows"),
+        seen["flows_info"].as_str().unwrap().starts_with("31 flows"),
         "{}",
         seen["flows_info"]
     );
-    assert_eq!(seen["page2"], "26–34 of 34");
+    assert_eq!(seen["page2"], "26–35 of 35");
 
     // The biggest flow opened from its row: its packets as `ringcap query` gives them.
     let of = &seen["open_flow"];

@@ -25,7 +25,8 @@ function post(path, body) {
 }
 
 function form() {
-  return { query: $("query").value, after: $("after").value, before: $("before").value };
+  return { query: $("query").value, after: $("after").value, before: $("before").value,
+           name: $("name").value };
 }
 
 function setStatus(text) {
@@ -42,11 +43,12 @@ function showProblem(problem) {
   const terr = $("time-error");
   qerr.replaceChildren();
   terr.replaceChildren();
-  for (const id of ["query", "after", "before"]) $(id).removeAttribute("aria-invalid");
+  $("name-error").replaceChildren();
+  for (const id of ["query", "after", "before", "name"]) $(id).removeAttribute("aria-invalid");
   if (!problem) return;
   const field = problem.field || "query";
   $(field).setAttribute("aria-invalid", "true");
-  const box = field === "query" ? qerr : terr;
+  const box = field === "query" ? qerr : field === "name" ? $("name-error") : terr;
   box.append(el("span", problem.error, "message"));
   const text = $(field).value;
   if (problem.at && field === "query") {
@@ -409,7 +411,7 @@ async function loadFlows() {
 
 function init() {
   buildFlowHead();
-  for (const id of ["query", "after", "before"]) $(id).addEventListener("input", checkSoon);
+  for (const id of ["query", "after", "before", "name"]) $(id).addEventListener("input", checkSoon);
   for (const b of document.querySelectorAll(".presets button")) {
     b.addEventListener("click", () => {
       $("after").value = b.dataset.after;

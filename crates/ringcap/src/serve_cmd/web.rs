@@ -161,7 +161,27 @@ struct Search {
     query: String,
     after: String,
     before: String,
+    /// `--name` patterns, separated by spaces (empty: any flow).
+    name: String,
     limit: Option<usize>,
+}
+
+/// The name field's patterns (`*.evil.example other.example`), as `ringcap query --name` takes
+/// each; the error as the page shows it, at the field.
+fn name_patterns(field: &str) -> Result<Vec<index::NamePattern>, Problem> {
+    field
+        .split_whitespace()
+        .map(|n| {
+            index::NamePattern::parse(n).map_err(|error| {
+                let start = field.find(n).unwrap_or(0);
+                Problem {
+                    error,
+                    field: "name",
+                    at: Some((start, start + n.len())),
+                }
+            })
+        })
+        .collect()
 }
 
 impl Search {
@@ -191,7 +211,7 @@ pub fn compose(expr: &str, after: &str, before: &str) -> String {
 #[derive(Serialize, Debug, PartialEq, Eq)]
 pub struct Problem {
     pub error: String,
-    /// "query", "after" or "before".
+    /// "query", "after", "before" or "name".
     pub field: &'static str,
     /// Byte range in that field's text, when the error is at one place.
     pub at: Option<(usize, usize)>,
@@ -274,6 +294,9 @@ fn check(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -> 
         Err(why) => return s.refuse_json(conn, 400, &why),
     };
     let text = search.text();
+    if let Err(p) = name_patterns(&search.name) {
+        return s.json(conn, 200, &serde_json::json!({"ok": false, "problem": p}));
+    }
     if text.len() > super::MAX_QUERY {
         let p = Problem {
             error: format!("the query is longer than {} bytes", super::MAX_QUERY),
@@ -350,7 +373,15 @@ fn packets(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -
     };
     let started = Instant::now();
     let deadline = s.timeout.map(|t| started + t);
-    let (files, plan) = match s.prepare(&text, Vec::new(), conn, deadline) {
+    let names = match name_patterns(&search.name) {
+        Ok(n) => n,
+        Err(p) => {
+            drop(running);
+            let body = serde_json::json!({"error": p.error.clone(), "problem": p});
+            return s.json(conn, 400, &body);
+        }
+    };
+    let (files, plan) = match s.prepare(&text, names, conn, deadline) {
         Ok(p) => p,
         Err(Unanswered::Refused(status, why)) => {
             drop(running);
@@ -451,7 +482,7 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// `POST /download`: the page's form (`query`, `after`, `before`, and `format=pcapng` from its
+/// `POST /download`: the page's form (`query`, `after`, `before`, `name`, and `format=pcapng` from its
 /// pcapng button; form-encoded), answered with the whole result as `POST /query` answers it. Only from this origin's page.
 fn download(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
     if request.method != "POST" {
@@ -480,7 +511,11 @@ fn download(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) 
         Ok(f) => f,
         Err(why) => return s.refuse(conn, 400, &[], &why),
     };
-    s.answer(&text, Vec::new(), format, request.http10, conn)
+    let names = match name_patterns(field("name")) {
+        Ok(n) => n,
+        Err(p) => return s.refuse(conn, 400, &[], &p.error),
+    };
+    s.answer(&text, names, format, request.http10, conn)
 }
 
 /// The fields of an `application/x-www-form-urlencoded` body (the last of a repeated name).
