@@ -257,12 +257,7 @@ fn sha256_file(p: &Path) -> String {
 /// A pcap file of `n` UDP frames of `len` bytes, the first at `t0` s (payload from a seed, so
 /// files differ and do not compress to nothing).
 fn write_pcap(path: &Path, n: usize, len: usize, t0: u32, seed: u64) {
-    let mut w = std::io::BufWriter::new(fs::File::create(path).unwrap());
-    w.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
-    w.write_all(&[2, 0, 4, 0]).unwrap();
-    w.write_all(&[0; 8]).unwrap();
-    w.write_all(&65535u32.to_le_bytes()).unwrap();
-    w.write_all(&1u32.to_le_bytes()).unwrap();
+    let mut w = pcap_file(path);
     let mut x = seed | 1;
     let mut f = vec![0u8; len];
     for i in 0..n {
@@ -294,6 +289,17 @@ fn write_pcap(path: &Path, n: usize, len: usize, t0: u32, seed: u64) {
         w.write_all(&f).unwrap();
     }
     w.flush().unwrap();
+}
+
+/// A new pcap file (µs, Ethernet, snaplen 65535) with its header written.
+fn pcap_file(path: &Path) -> std::io::BufWriter<fs::File> {
+    let mut w = std::io::BufWriter::new(fs::File::create(path).unwrap());
+    w.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
+    w.write_all(&[2, 0, 4, 0]).unwrap();
+    w.write_all(&[0; 8]).unwrap();
+    w.write_all(&65535u32.to_le_bytes()).unwrap();
+    w.write_all(&1u32.to_le_bytes()).unwrap();
+    w
 }
 
 /// `ringcap archive STORE --to s3://pcap/site --sensor s1 …` with the test's credentials (and a

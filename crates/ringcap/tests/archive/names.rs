@@ -43,12 +43,7 @@ fn dns_frame(sport: u16, name: &str, response: bool) -> Vec<u8> {
 
 /// A pcap file of `frames`, one per millisecond from `t0` s.
 fn write_frames(path: &Path, frames: &[Vec<u8>], t0: u32) {
-    let mut w = std::io::BufWriter::new(fs::File::create(path).unwrap());
-    w.write_all(&0xa1b2_c3d4u32.to_le_bytes()).unwrap();
-    w.write_all(&[2, 0, 4, 0]).unwrap();
-    w.write_all(&[0; 8]).unwrap();
-    w.write_all(&65535u32.to_le_bytes()).unwrap();
-    w.write_all(&1u32.to_le_bytes()).unwrap();
+    let mut w = pcap_file(path);
     for (i, f) in frames.iter().enumerate() {
         w.write_all(&(t0 + i as u32 / 1000).to_le_bytes()).unwrap();
         w.write_all(&((i as u32 % 1000) * 1000).to_le_bytes())
