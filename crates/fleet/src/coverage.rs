@@ -65,7 +65,16 @@ pub fn covered(files: &[FileEntry], after: Option<u64>, before: Option<u64>) -> 
         c.drops.storage += r.drops.storage;
         spans.push((open, close));
     }
-    if spans.is_empty() || c.unknown > 0 {
+    if c.unknown > 0 {
+        return c;
+    }
+    if spans.is_empty() {
+        // No file covers any of a window whose ends are known: all of it is a gap.
+        if let (Some(lo), Some(hi)) = (after, before) {
+            if hi > lo.saturating_add(ROTATION_SLACK_NS) {
+                c.gaps.push((lo, hi));
+            }
+        }
         return c;
     }
     spans.sort();
@@ -122,6 +131,10 @@ mod tests {
         // A window that begins before the first file: that stretch is a gap too.
         let c = covered(&files, Some(50 * s), Some(200 * s));
         assert_eq!(c.gaps, vec![(50 * s, 100 * s)]);
+        // A window no file reaches is a gap whole; open at one end, it has no known length.
+        let c = covered(&files, Some(470 * s), Some(500 * s));
+        assert_eq!((c.files, c.gaps.clone()), (0, vec![(470 * s, 500 * s)]));
+        assert!(covered(&files, Some(470 * s), None).gaps.is_empty());
         // A file without a record: gaps cannot be told.
         let mut more = files.to_vec();
         more.push(FileEntry {

@@ -466,6 +466,68 @@ fn the_page_searches_sorts_opens_and_downloads_as_ringcap_query_does() {
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["ok"], false, "{body}");
     assert_eq!(v["problem"]["at"], serde_json::json!([5, 15]), "{body}");
+    // The timeline of a search: each bucket holds the packets (and wire bytes) tcpdump reads
+    // from the store's files for its time, at the width and start the answer names.
+    let (status, body) = curl(
+        &pki,
+        &[
+            "-H",
+            "Content-Type: application/json",
+            "--data",
+            r#"{"query":"udp or tcp"}"#,
+            &url("/api/timeline"),
+        ],
+    );
+    assert_eq!(status, 200, "{body}");
+    let t: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let ns = |v: &serde_json::Value| v.as_str().unwrap().parse::<u64>().unwrap();
+    let (start, width) = (ns(&t["start"]), ns(&t["width"]));
+    let counts = |k: &str| -> Vec<u64> {
+        t[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let bars = counts("packets");
+    let bytes = counts("bytes");
+    assert!(bars.len() <= 121 && bars.len() == bytes.len(), "{body}");
+    let (mut want, mut want_bytes) = (vec![0u64; bars.len()], vec![0u64; bars.len()]);
+    for file in [store.join("a.pcap"), hostile_file.clone()] {
+        let o = Command::new("tcpdump")
+            .args(["-tt", "--nano", "-nn", "-e", "-r"])
+            .arg(&file)
+            .arg("udp or tcp")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr_text(&o));
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let (secs, rest) = line.split_once(' ').unwrap();
+            let (whole, frac) = secs.split_once('.').unwrap();
+            let ts = whole.parse::<u64>().unwrap() * 1_000_000_000 + frac.parse::<u64>().unwrap();
+            let len: u64 = rest
+                .split_once(", length ")
+                .unwrap()
+                .1
+                .split(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(ts >= start, "{ts} before the timeline's start {start}");
+            let i = ((ts - start) / width) as usize;
+            assert!(i < bars.len(), "{ts} after the timeline's end");
+            want[i] += 1;
+            want_bytes[i] += len;
+        }
+    }
+    assert_eq!(
+        bars, want,
+        "packets per bucket of {width} ns against tcpdump"
+    );
+    assert_eq!(bytes, want_bytes, "wire bytes per bucket against tcpdump");
+    assert_eq!(t["matched"].as_u64(), Some(want.iter().sum::<u64>()));
+
     // Without a client certificate, no page either.
     let no_cert = Command::new("curl")
         .args([

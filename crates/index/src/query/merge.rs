@@ -262,6 +262,11 @@ pub fn run(
 }
 
 impl Plan {
+    /// The query's time window: its `after` and `before` terms (ns since the epoch; None: open).
+    pub fn window(&self) -> (Option<u64>, Option<u64>) {
+        (self.query.after_ns, self.query.before_ns)
+    }
+
     /// Runs the query, calling `emit` for each matching packet in time order across files
     /// (within a file, in file order); `emit` returns false to stop (`--limit`). Returns what was
     /// done per file, in the order files were given.

@@ -28,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use super::{QueryService, Unanswered, RETRY_AFTER_SECS};
 use crate::serve_check::{self, Verdict};
 
+mod timeline;
+
 const INDEX_HTML: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
 const APP_CSS: &str = include_str!("../../web/app.css");
@@ -102,6 +104,7 @@ pub fn route(
         "/api/check" => api(conn, check),
         "/api/packets" => api(conn, packets),
         "/api/flows" => api(conn, flows),
+        "/api/timeline" => api(conn, timeline::timeline),
         "/download" => download(s, request, conn),
         _ => return None,
     })
