@@ -658,3 +658,68 @@ mod tests {
         assert!(!out_of_memory("unknown host 'malloc'"));
     }
 }
+
+/// Expressions that passed the check lately, for the links they were checked for: the page
+/// checks an expression as it is typed, then runs it; compiling the same text for the same links
+/// is deterministic (no host names are looked up: never kept with --allow-names), so a pass
+/// stays a pass and the query need not fork another child to learn it again.
+pub struct Passed {
+    kept: std::sync::Mutex<std::collections::VecDeque<(String, Vec<store::FileLink>, Instant)>>,
+}
+
+/// Passes kept, at most, and for how long.
+const PASSED_KEPT: usize = 64;
+const PASSED_FOR: Duration = Duration::from_secs(300);
+
+impl Passed {
+    pub fn new() -> Passed {
+        Passed {
+            kept: Default::default(),
+        }
+    }
+
+    /// Whether `expr` passed for exactly these links within [`PASSED_FOR`].
+    pub fn knows(&self, expr: &str, links: &[store::FileLink]) -> bool {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter()
+            .any(|(e, l, at)| e == expr && l == links && at.elapsed() < PASSED_FOR)
+    }
+
+    pub fn remember(&self, expr: &str, links: &[store::FileLink]) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(e, l, _)| !(e == expr && l == links));
+        if kept.len() == PASSED_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((expr.to_string(), links.to_vec(), Instant::now()));
+    }
+}
+
+#[cfg(test)]
+mod passed_tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_is_known_for_its_links_only_and_the_oldest_go_first() {
+        let eth = store::FileLink {
+            linktype: 1,
+            snaplen: 262_144,
+            swapped: false,
+            nanos: false,
+        };
+        let raw = store::FileLink {
+            linktype: 101,
+            ..eth
+        };
+        let p = Passed::new();
+        p.remember("udp", &[eth]);
+        assert!(p.knows("udp", &[eth]));
+        assert!(!p.knows("udp", &[eth, raw]), "another link set");
+        assert!(!p.knows("tcp", &[eth]));
+        for i in 0..PASSED_KEPT {
+            p.remember(&format!("port {i}"), &[eth]);
+        }
+        assert!(!p.knows("udp", &[eth]), "the oldest was let go");
+        assert!(p.knows(&format!("port {}", PASSED_KEPT - 1), &[eth]));
+    }
+}

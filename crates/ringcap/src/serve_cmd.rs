@@ -60,7 +60,8 @@ leaves), killed at once if the client hangs up. A bad expression gets 400 with l
 one too deeply nested 400; one too costly to compile 422 (\"over 10 s\", \"over 256 MiB\").
 Host and network names (host NAME, net NAME, gateway NAME, ether host NAME, a bare NAME) get 400:
 the sensor would resolve them (DNS) for a remote client; give addresses, or pass --allow-names.
-Port and protocol names (port https) are fine.
+Port and protocol names (port https) are fine. A pass is kept 5 minutes (the last 64 expressions,
+per link set; never with --allow-names), so a search the page checked as it was typed runs at once.
 
 A connection waits for its first whole message (TLS ClientHello, request head) before it takes
 one of --max-connections places; peers that connect, send a byte and stall are closed first when
@@ -274,6 +275,8 @@ struct QueryService {
     queries: httpd::Slots,
     /// Places for the page's checks as an expression is typed, apart from the queries'.
     checks: httpd::Slots,
+    /// Expressions that passed the check lately (as typed in the page, then run).
+    passed: serve_check::Passed,
     options: index::QueryOptions,
     timeout: Option<Duration>,
     /// None: as `ringcap query -w` (µs when every file has µs times, else ns).
@@ -327,6 +330,7 @@ impl QueryService {
             archives,
             queries: httpd::Slots::new(a.max_queries as usize),
             checks: httpd::Slots::new(CHECKS),
+            passed: serve_check::Passed::new(),
             options: index::QueryOptions {
                 jobs: a.jobs.max(1),
                 use_index: true,
@@ -567,6 +571,27 @@ enum Unanswered {
 }
 
 impl QueryService {
+    /// The check of `expr` for `links`: a pass seen lately is taken again (see
+    /// [`serve_check::Passed`]), anything else is checked in a child.
+    fn check(
+        &self,
+        expr: &str,
+        links: &[store::FileLink],
+        deadline: Option<Instant>,
+        conn: &httpd::Conn,
+    ) -> Verdict {
+        if !self.allow_names && self.passed.knows(expr, links) {
+            return Verdict::Passed;
+        }
+        let verdict = serve_check::check(expr, links, self.allow_names, deadline, |w| {
+            conn.peer_closed(w)
+        });
+        if matches!(verdict, Verdict::Passed) && !self.allow_names {
+            self.passed.remember(expr, links);
+        }
+        verdict
+    }
+
     /// The files to read and the query's plan, with the filter checked in a bounded child
     /// first; run while the query holds its place.
     fn prepare(
@@ -595,9 +620,7 @@ impl QueryService {
         }
         // Checked in a child that can be killed, inside the place and the time limit; only a
         // query that passed is parsed and compiled in this process.
-        let verdict = serve_check::check(expr, &links, self.allow_names, deadline, |w| {
-            conn.peer_closed(w)
-        });
+        let verdict = self.check(expr, &links, deadline, conn);
         match verdict {
             Verdict::Passed => {}
             Verdict::Refused(why) => return Err(Refused(400, why)),

@@ -9,6 +9,8 @@
 //!   prints them (wire's printer) with their bytes, one JSON object a line, sent as found;
 //! - `POST /api/flows` `{after, before, sort, desc, offset, limit, filters}`: the flow tables
 //!   (`NAME.flows.parquet`) of the window, filtered by column, sorted and paged;
+//! - `POST /api/timeline` `{query, after, before, name}`: packets and bytes per time bucket of
+//!   what the search matches, with the window's gaps and losses (`timeline`);
 //! - `POST /download` (the page's form): the whole result as the pcap stream `POST /query` gives.
 //!
 //! No query runs from a GET. Every POST from a browser must come from this origin: a request
@@ -26,7 +28,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{QueryService, Unanswered, RETRY_AFTER_SECS};
-use crate::serve_check::{self, Verdict};
+use crate::serve_check::Verdict;
 
 mod timeline;
 
@@ -314,7 +316,7 @@ fn check(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -> 
     };
     let files = index::capture_files(&s.stores, true).unwrap_or_default();
     let links = index::query::survey(&files).links();
-    let verdict = serve_check::check(&text, &links, s.allow_names, None, |w| conn.peer_closed(w));
+    let verdict = s.check(&text, &links, None, conn);
     let answer = match verdict {
         Verdict::Passed => serde_json::json!({"ok": true}),
         Verdict::Refused(why) | Verdict::TooCostly(why) => {
@@ -352,6 +354,27 @@ enum PacketLine {
     },
 }
 
+/// The search's plan, checked and compiled in its query place; None when it was answered
+/// already (refused, with where the problem is, or its client went away).
+fn plan_search(
+    s: &QueryService,
+    search: &Search,
+    text: &str,
+    names: Vec<index::NamePattern>,
+    conn: &mut httpd::Conn,
+    deadline: Option<Instant>,
+) -> io::Result<Option<(Vec<std::path::PathBuf>, index::query::Plan)>> {
+    match s.prepare(text, names, conn, deadline) {
+        Ok(p) => Ok(Some(p)),
+        Err(Unanswered::Refused(status, why)) => {
+            s.log(conn.peer(), &format!("{status}: {why}"));
+            let body = serde_json::json!({"error": why, "problem": locate(search, &why)});
+            s.json(conn, status, &body).map(|_| None)
+        }
+        Err(Unanswered::ClientGone) => Ok(None),
+    }
+}
+
 /// `POST /api/packets`: the first `limit` packets, one JSON object per line as each is found.
 fn packets(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -> io::Result<()> {
     let search: Search = match parse_body(request) {
@@ -384,15 +407,8 @@ fn packets(s: &QueryService, request: &httpd::Request, conn: &mut httpd::Conn) -
             return s.json(conn, 400, &body);
         }
     };
-    let (files, plan) = match s.prepare(&text, names, conn, deadline) {
-        Ok(p) => p,
-        Err(Unanswered::Refused(status, why)) => {
-            drop(running);
-            s.log(conn.peer(), &format!("{status}: {why}"));
-            let body = serde_json::json!({"error": why, "problem": locate(&search, &why)});
-            return s.json(conn, status, &body);
-        }
-        Err(Unanswered::ClientGone) => return Ok(()),
+    let Some((files, plan)) = plan_search(s, &search, &text, names, conn, deadline)? else {
+        return Ok(());
     };
     let options = index::QueryOptions {
         deadline,

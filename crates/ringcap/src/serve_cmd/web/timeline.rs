@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{locate, name_patterns, parse_body, Search};
-use crate::serve_cmd::{QueryService, Unanswered};
+use super::{name_patterns, parse_body, plan_search, Search};
+use crate::serve_cmd::QueryService;
 
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
@@ -272,15 +272,8 @@ pub(super) fn timeline(
     };
     let started = Instant::now();
     let deadline = s.timeout.map(|t| started + t);
-    let (files, plan) = match s.prepare(&text, names, conn, deadline) {
-        Ok(p) => p,
-        Err(Unanswered::Refused(status, why)) => {
-            drop(running);
-            s.log(conn.peer(), &format!("{status}: {why}"));
-            let body = serde_json::json!({"error": why, "problem": locate(&search, &why)});
-            return s.json(conn, status, &body);
-        }
-        Err(Unanswered::ClientGone) => return Ok(()),
+    let Some((files, plan)) = plan_search(s, &search, &text, names, conn, deadline)? else {
+        return Ok(());
     };
     let now = sys::now_ns();
     let (after, before) = plan.window();
