@@ -402,20 +402,7 @@ impl QueryService {
             }
         };
         let list = fleet::FileList {
-            files: files
-                .iter()
-                .filter_map(|path| {
-                    let name = path.file_name()?.to_str()?.to_string();
-                    let size = std::fs::metadata(path).ok()?.len();
-                    // A record that is not this file's, or unreadable, is no record.
-                    let coverage = store::read_coverage(path).ok().flatten();
-                    Some(fleet::FileEntry {
-                        name,
-                        size,
-                        coverage,
-                    })
-                })
-                .collect(),
+            files: file_entries(&files),
         };
         drop(running);
         let body = serde_json::to_vec(&list).map_err(io::Error::other)?;
@@ -646,6 +633,21 @@ impl QueryService {
         })?;
         Ok((files, plan))
     }
+}
+
+/// Each capture file by name and size, with its coverage record (a record that is not this
+/// file's, or unreadable, is no record); a file gone meanwhile is left out.
+fn file_entries(files: &[PathBuf]) -> Vec<fleet::FileEntry> {
+    files
+        .iter()
+        .filter_map(|path| {
+            Some(fleet::FileEntry {
+                name: path.file_name()?.to_str()?.to_string(),
+                size: std::fs::metadata(path).ok()?.len(),
+                coverage: store::read_coverage(path).ok().flatten(),
+            })
+        })
+        .collect()
 }
 
 /// What a request target's parameters ask for (`/query?name=*.evil.example&format=pcapng`).

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -185,19 +184,8 @@ struct CoverageView {
     lost_cut: bool,
 }
 
-fn coverage_of(files: &[PathBuf], lo: u64, hi: u64) -> CoverageView {
-    let entries: Vec<fleet::FileEntry> = files
-        .iter()
-        .filter_map(|path| {
-            Some(fleet::FileEntry {
-                name: path.file_name()?.to_str()?.to_string(),
-                size: std::fs::metadata(path).ok()?.len(),
-                // A record that is not this file's, or unreadable, is no record.
-                coverage: store::read_coverage(path).ok().flatten(),
-            })
-        })
-        .collect();
-    let c = fleet::covered(&entries, Some(lo), Some(hi));
+fn coverage_of(entries: &[fleet::FileEntry], lo: u64, hi: u64) -> CoverageView {
+    let c = fleet::covered(entries, Some(lo), Some(hi));
     let mut lost: Vec<Lost> = entries
         .iter()
         .filter_map(|e| {
@@ -230,10 +218,10 @@ fn coverage_of(files: &[PathBuf], lo: u64, hi: u64) -> CoverageView {
 }
 
 /// The first and last coverage times of the files (their open and close), when recorded.
-fn recorded_span(files: &[PathBuf]) -> Option<(u64, u64)> {
-    files
+fn recorded_span(entries: &[fleet::FileEntry]) -> Option<(u64, u64)> {
+    entries
         .iter()
-        .filter_map(|p| store::read_coverage(p).ok().flatten())
+        .filter_map(|e| e.coverage.as_ref())
         .map(|r| (r.opened_ns, r.closed_ns.max(r.opened_ns)))
         .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
@@ -308,7 +296,9 @@ pub(super) fn timeline(
         );
         return Ok(());
     }
-    let recorded = recorded_span(&files);
+    // Each coverage record read once: for the window's ends and for what it covers.
+    let entries = crate::serve_cmd::file_entries(&files);
+    let recorded = recorded_span(&entries);
     let spans = [h.extent().map(|(a, b)| (a, b + 1)), recorded];
     let lo = after.or_else(|| spans.iter().flatten().map(|s| s.0).min());
     let hi = end.or_else(|| spans.iter().flatten().map(|s| s.1).max());
@@ -333,7 +323,7 @@ pub(super) fn timeline(
                                 "ms": took, "error": error, "coverage": null}),
         );
     };
-    let coverage = coverage_of(&files, lo, hi);
+    let coverage = coverage_of(&entries, lo, hi);
     let bars = h.bars(lo, hi);
     s.json(
         conn,
