@@ -59,6 +59,8 @@
 #   several files complete, so the archive has work while the capture runs), FILE_SIZE (256MB),
 #   CHUNK_PACKETS (2000000), SYNTH_DURATION (30s), SYNTH_PPS (20000), OUT_DIR (bench-out), RINGCAP,
 #   PROGRESS (1), PARTS (all of: archive fleet upload loss), S3_DIR (s3proxy's data; BENCH_DIR/s3),
+#   UP_TOOLS (the uploaders of 3, from: ringcap rclone rclone-1 curl; default all), UP_RINGCAP_ARGS (more
+#   flags for `ringcap archive` in 3, e.g. --part-size 64MiB),
 #   CI=true (a missing tool is an error, not a skip).
 # Outputs: Markdown on stdout and in OUT_DIR/fleet-STAMP.md; raw rows in OUT_DIR/fleet-STAMP.csv. Everything it
 #   creates (stores, s3proxy's data, namespaces, processes) is removed on exit.
@@ -77,6 +79,8 @@ SIZE_GB="${SIZE_GB:-5}"
 BENCH_DIR="${BENCH_DIR:-/var/tmp/ringcap-bench-fleet}"
 RUNS="${RUNS:-3}"
 UP_RUNS="${UP_RUNS:-3}"
+UP_TOOLS="${UP_TOOLS:-}"
+UP_RINGCAP_ARGS="${UP_RINGCAP_ARGS:-}"
 LOSS_ROUNDS="${LOSS_ROUNDS:-2}"
 LOSS_PACKETS="${LOSS_PACKETS:-4000000}"
 LOSS_PPS="${LOSS_PPS:-}"
@@ -402,8 +406,9 @@ upload_cmd() {   # TOOL BUCKET: sets UP (the command, run under rusage.py on CPU
   local tool="$1" b="$2"
   case "$tool" in
     ringcap)
-      UP=(bash -c 'for n in 1 2 3; do "$0" archive "$1/s$n" --to "s3://$2/site" --sensor "s$n" --endpoint "$3" --once -q >/dev/null || exit $?; done' \
-        "$RINGCAP" "$SENSORS" "$b" "$ENDPOINT") ;;
+      # shellcheck disable=SC2016  # expanded by the inner bash
+      UP=(bash -c 'r="$0"; s="$1"; b="$2"; e="$3"; shift 4; for n in 1 2 3; do "$r" archive "$s/s$n" --to "s3://$b/site" --sensor "s$n" --endpoint "$e" --once -q "$@" >/dev/null || exit $?; done' \
+        "$RINGCAP" "$SENSORS" "$b" "$ENDPOINT" -- $UP_RINGCAP_ARGS) ;;
     rclone)
       UP=(nice -n 10 ionice -c2 -n7 "${RCLONE[@]}" copy "$SENSORS" ":s3:$b/site" "${RCLONE_S3[@]}" --exclude '.*' --exclude '.*/**') ;;
     rclone-1)
@@ -420,6 +425,8 @@ upload_cmd() {   # TOOL BUCKET: sets UP (the command, run under rusage.py on CPU
 if part upload; then
   TOOLS=(ringcap curl)
   [ "$RCLONE_STATUS" = ok ] && TOOLS=(ringcap rclone rclone-1 curl)
+  # shellcheck disable=SC2206  # a list of words
+  [ -n "$UP_TOOLS" ] && TOOLS=($UP_TOOLS)
   SEND_BYTES="$(tree_bytes "$SENSORS")"
   SEND_FILES="$(find "$SENSORS" -type f ! -path '*/.*' | wc -l)"
   for ((r = 1; r <= UP_RUNS; r++)); do
@@ -502,7 +509,7 @@ fi
   echo
   machine_md | sed 's/one veth pair/one veth pair per sensor, three sensors/'
   echo "- Load: $(uptime | sed 's/.*load average/load average/') at the end (1, 5, 15 min; 2 CPUs; other builds may run)"
-  echo "- Command: \`$CMDLINE\` (SIZE_GB=$SIZE_GB RUNS=$RUNS UP_RUNS=$UP_RUNS LOSS_ROUNDS=$LOSS_ROUNDS LOSS_PACKETS=$LOSS_PACKETS FILE_SIZE=$FILE_SIZE LOSS_FILE_SIZE=$LOSS_FILE_SIZE PARTS='$PARTS')"
+  echo "- Command: \`$CMDLINE\` (SIZE_GB=$SIZE_GB RUNS=$RUNS UP_RUNS=$UP_RUNS LOSS_ROUNDS=$LOSS_ROUNDS LOSS_PACKETS=$LOSS_PACKETS FILE_SIZE=$FILE_SIZE LOSS_FILE_SIZE=$LOSS_FILE_SIZE PARTS='$PARTS' UP_TOOLS='$UP_TOOLS' UP_RINGCAP_ARGS='$UP_RINGCAP_ARGS')"
   echo "- Versions: $(tool_version ringcap); $(rclone version 2>/dev/null | head -1 || echo 'rclone missing'); $(java -version 2>&1 | head -1)"
   echo "- Raw data: \`$CSV\`"
   "$PY" "$BENCH_LIB/fleet-report.py" "$FACTS" "$CSV"
